@@ -1,0 +1,293 @@
+// Package config loads and validates the kmirror YAML configuration.
+//
+// Loading is strict, in the manner of Prometheus and Alertmanager: unknown keys
+// are errors, values are type checked, every cross-field rule is validated, and
+// every problem is reported at once as "<file>:<line>: <field path>: <message>".
+// Scalar values may reference environment variables as ${VAR} or
+// ${VAR:-default}; "$$" is a literal "$". Defaults are documented on each field
+// and in docs/configuration.md.
+package config
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Default values applied to keys that are absent (or null) in the file.
+const (
+	defaultClientID          = "kmirror"
+	defaultPolicyType        = PolicyDefault
+	defaultSeparator         = "."
+	defaultReplicationFactor = -1
+	defaultRefreshInterval   = Duration(10 * time.Second)
+	defaultProgressInterval  = Duration(time.Second)
+	defaultLinger            = Duration(5 * time.Millisecond)
+	defaultBatchMaxBytes     = 1 << 20  // 1 MiB
+	maxBatchMaxBytes         = 64 << 20 // 64 MiB
+	defaultCompression       = "none"
+	defaultHTTPListen        = "127.0.0.1:9644"
+	defaultLogLevel          = "info"
+	defaultLogFormat         = "text"
+	maxReplicationFactor     = 32767 // Kafka stores it as an int16
+)
+
+// Replication policy types accepted in ReplicationPolicy.Type.
+const (
+	// PolicyDefault names target topics "<source alias><separator><topic>",
+	// like MM2's DefaultReplicationPolicy.
+	PolicyDefault = "default"
+	// PolicyIdentity keeps the source topic name, like MM2's
+	// IdentityReplicationPolicy. It cannot detect cycles by name.
+	PolicyIdentity = "identity"
+)
+
+// defaultGroupsExclude is MM2's default groups.exclude.
+var defaultGroupsExclude = []string{"console-consumer-.*", "connect-.*", "__.*"}
+
+// Config is the whole kmirror configuration file.
+type Config struct {
+	// Clusters maps an alias (used by mirrors and, with the default
+	// replication policy, as the target topic prefix) to a Kafka cluster.
+	// At least one is required.
+	Clusters map[string]*Cluster `yaml:"clusters"`
+	// Mirrors are the source->target flows. At least one is required.
+	Mirrors []*Mirror `yaml:"mirrors"`
+	// HTTP is the metrics, health and API endpoint.
+	HTTP HTTP `yaml:"http"`
+	// Log configures the process logger.
+	Log Log `yaml:"log"`
+}
+
+// Cluster is one Kafka cluster that mirrors read from or write to.
+type Cluster struct {
+	// BootstrapServers are the seed brokers as "host:port". Required and
+	// non-empty.
+	BootstrapServers []string `yaml:"bootstrap_servers"`
+	// ClientID is the Kafka client.id kmirror uses. Default "kmirror".
+	ClientID string `yaml:"client_id"`
+
+	// TLS and SASL settings go here (a later issue). Credentials must be of
+	// type Secret so that Config.String and logs never show them.
+}
+
+// Mirror is one replication flow from a source cluster to a target cluster.
+type Mirror struct {
+	// Name identifies the mirror in metrics, logs, the API and kmirror's
+	// internal topic names. Required, unique, 1-100 characters from
+	// [A-Za-z0-9._-].
+	Name string `yaml:"name"`
+	// Source is the alias of the cluster to read from. Required.
+	Source string `yaml:"source"`
+	// Target is the alias of the cluster to write to. Required, and not
+	// the same as Source.
+	Target string `yaml:"target"`
+	// ReplicationPolicy decides target topic names.
+	ReplicationPolicy ReplicationPolicy `yaml:"replication_policy"`
+	// Topics selects the source topics to mirror.
+	Topics Topics `yaml:"topics"`
+	// Groups selects the source consumer groups whose offsets are translated.
+	Groups Groups `yaml:"groups"`
+	// ReplicationFactor of created target topics. Default -1, meaning the
+	// target broker's default.replication.factor; otherwise 1 to 32767.
+	ReplicationFactor int `yaml:"replication_factor"`
+	// Producer tunes writes to the target cluster.
+	Producer Producer `yaml:"producer"`
+	// ProgressInterval is how often copied positions are persisted to the
+	// target. Default 1s; must be greater than 0.
+	ProgressInterval Duration `yaml:"progress_interval"`
+}
+
+// ReplicationPolicy decides how source topic names map to target topic names.
+type ReplicationPolicy struct {
+	// Type is "default" (the default) or "identity".
+	Type string `yaml:"type"`
+	// Separator goes between the source alias and the topic name with the
+	// "default" type. Default "."; one or more characters from [A-Za-z0-9._-].
+	Separator string `yaml:"separator"`
+}
+
+// Topics selects source topics. A topic is mirrored when it matches an
+// Include pattern and no Exclude pattern. Patterns are Go regular
+// expressions matched against the whole topic name (as ^(?:pattern)$).
+// kmirror never mirrors internal topics or cycles, whatever the patterns say.
+type Topics struct {
+	// Include patterns. Default [".*"]. Must not be empty.
+	Include []string `yaml:"include"`
+	// Exclude patterns. Default [].
+	Exclude []string `yaml:"exclude"`
+	// RefreshInterval is how often source topics are listed. Default 10s;
+	// must be greater than 0.
+	RefreshInterval Duration `yaml:"refresh_interval"`
+
+	include, exclude []*regexp.Regexp // compiled by Load
+}
+
+// IncludeRegexps returns the compiled, anchored Include patterns. The slice
+// is shared; do not modify it. For a Topics built by hand rather than by
+// Load, the patterns are compiled on every call and an invalid one panics.
+func (t Topics) IncludeRegexps() []*regexp.Regexp { return compiled(t.include, t.Include) }
+
+// ExcludeRegexps returns the compiled, anchored Exclude patterns, like
+// IncludeRegexps.
+func (t Topics) ExcludeRegexps() []*regexp.Regexp { return compiled(t.exclude, t.Exclude) }
+
+// Groups selects source consumer groups, like Topics selects topics.
+type Groups struct {
+	// Include patterns. Default [".*"]; [] translates no groups.
+	Include []string `yaml:"include"`
+	// Exclude patterns. Default ["console-consumer-.*", "connect-.*", "__.*"]
+	// (MM2's default); [] excludes nothing.
+	Exclude []string `yaml:"exclude"`
+
+	include, exclude []*regexp.Regexp // compiled by Load
+}
+
+// IncludeRegexps returns the compiled, anchored Include patterns, like
+// Topics.IncludeRegexps.
+func (g Groups) IncludeRegexps() []*regexp.Regexp { return compiled(g.include, g.Include) }
+
+// ExcludeRegexps returns the compiled, anchored Exclude patterns, like
+// Topics.IncludeRegexps.
+func (g Groups) ExcludeRegexps() []*regexp.Regexp { return compiled(g.exclude, g.Exclude) }
+
+// Producer tunes the producer that writes to the target cluster.
+type Producer struct {
+	// Linger is how long a batch waits for more records. Default 5ms; 0
+	// sends as soon as possible; must not be negative.
+	Linger Duration `yaml:"linger"`
+	// BatchMaxBytes caps a record batch. Default 1048576 (1 MiB); 1 to
+	// 67108864 (64 MiB).
+	BatchMaxBytes int `yaml:"batch_max_bytes"`
+	// Compression codec: none (the default), gzip, snappy, lz4 or zstd.
+	Compression string `yaml:"compression"`
+}
+
+// HTTP configures the HTTP endpoint (metrics, health, API).
+type HTTP struct {
+	// Listen is the "host:port" to listen on. Default "127.0.0.1:9644"; an
+	// empty host listens on every interface and port 0 picks a free port.
+	Listen string `yaml:"listen"`
+}
+
+// Log configures the process logger.
+type Log struct {
+	// Level is debug, info (the default), warn or error.
+	Level string `yaml:"level"`
+	// Format is text (the default) or json.
+	Format string `yaml:"format"`
+}
+
+func (c *Config) setDefaults() {
+	c.HTTP = HTTP{Listen: defaultHTTPListen}
+	c.Log = Log{Level: defaultLogLevel, Format: defaultLogFormat}
+}
+
+func (c *Cluster) setDefaults() {
+	c.ClientID = defaultClientID
+}
+
+func (m *Mirror) setDefaults() {
+	m.ReplicationPolicy = ReplicationPolicy{Type: defaultPolicyType, Separator: defaultSeparator}
+	m.Topics = Topics{
+		Include:         []string{".*"},
+		Exclude:         []string{},
+		RefreshInterval: defaultRefreshInterval,
+	}
+	m.Groups = Groups{
+		Include: []string{".*"},
+		Exclude: slices.Clone(defaultGroupsExclude),
+	}
+	m.ReplicationFactor = defaultReplicationFactor
+	m.Producer = Producer{
+		Linger:        defaultLinger,
+		BatchMaxBytes: defaultBatchMaxBytes,
+		Compression:   defaultCompression,
+	}
+	m.ProgressInterval = defaultProgressInterval
+}
+
+// Load parses and validates a configuration from YAML. filename is used only
+// in error messages. A non-nil error is an errors.Join of *Error values
+// sorted by line, or a single *Error.
+func Load(data []byte, filename string) (*Config, error) {
+	if filename == "" {
+		filename = "<config>"
+	}
+	root, err := parse(data, filename)
+	if err != nil {
+		return nil, err
+	}
+	d := newDecoder(filename, os.LookupEnv)
+	cfg := &Config{}
+	cfg.setDefaults()
+	d.decode(root, cfgValue(cfg), "")
+	if err := d.err(); err != nil {
+		return nil, err
+	}
+	v := &validator{file: filename, lines: d.lines}
+	v.validate(cfg)
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// LoadFile reads and parses the configuration file at path. Errors name the
+// file as path.
+func LoadFile(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Load(data, path)
+}
+
+// String returns the configuration as YAML with every Secret shown as
+// "<secret>".
+func (c *Config) String() string {
+	var b strings.Builder
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(c); err != nil {
+		return fmt.Sprintf("<error creating config string: %s>", err)
+	}
+	if err := enc.Close(); err != nil {
+		return fmt.Sprintf("<error creating config string: %s>", err)
+	}
+	return b.String()
+}
+
+// Mirror returns the mirror with the given name, or nil.
+func (c *Config) Mirror(name string) *Mirror {
+	for _, m := range c.Mirrors {
+		if m != nil && m.Name == name {
+			return m
+		}
+	}
+	return nil
+}
+
+// Cluster returns the cluster with the given alias, or nil.
+func (c *Config) Cluster(alias string) *Cluster {
+	return c.Clusters[alias]
+}
+
+// anchor makes pattern match whole names only.
+func anchor(pattern string) string { return "^(?:" + pattern + ")$" }
+
+func compiled(re []*regexp.Regexp, patterns []string) []*regexp.Regexp {
+	if re != nil || len(patterns) == 0 {
+		return re
+	}
+	out := make([]*regexp.Regexp, len(patterns))
+	for i, p := range patterns {
+		out[i] = regexp.MustCompile(anchor(p))
+	}
+	return out
+}

@@ -1,0 +1,221 @@
+package config
+
+import (
+	"fmt"
+	"maps"
+	"net"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+var (
+	// nameRE is what mirror names and cluster aliases must match: both end
+	// up inside Kafka topic names.
+	nameRE      = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
+	separatorRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+)
+
+const nameRule = "want 1-100 characters from A-Z a-z 0-9 . _ -"
+
+var (
+	compressions = []string{"none", "gzip", "snappy", "lz4", "zstd"}
+	logLevels    = []string{"debug", "info", "warn", "error"}
+	logFormats   = []string{"text", "json"}
+)
+
+// validator checks the cross-field rules of a decoded Config and compiles its
+// patterns. lines comes from the decoder and maps field paths to lines.
+type validator struct {
+	file  string
+	lines map[string]int
+	errs  []*Error
+}
+
+func (v *validator) err() error { return joinErrors(v.errs) }
+
+// errorf reports a problem with the field at path, on the line of that field
+// or, when it is absent from the file, of its nearest present parent.
+func (v *validator) errorf(path, format string, args ...any) {
+	v.errs = append(v.errs, &Error{File: v.file, Line: v.line(path), Field: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (v *validator) line(path string) int {
+	for {
+		if l, ok := v.lines[path]; ok {
+			return l
+		}
+		if path == "" {
+			return 0
+		}
+		if i := strings.LastIndexAny(path, ".["); i >= 0 {
+			path = path[:i]
+		} else {
+			path = ""
+		}
+	}
+}
+
+func (v *validator) validate(c *Config) {
+	aliases := slices.Sorted(maps.Keys(c.Clusters))
+	if len(aliases) == 0 {
+		v.errorf("clusters", "at least one cluster is required")
+	}
+	for _, alias := range aliases {
+		v.cluster(c.Clusters[alias], "clusters."+alias, alias)
+	}
+
+	if len(c.Mirrors) == 0 {
+		v.errorf("mirrors", "at least one mirror is required")
+	}
+	names := map[string]int{} // mirror name -> index of its first use
+	for i, m := range c.Mirrors {
+		path := fmt.Sprintf("mirrors[%d]", i)
+		v.mirror(m, path, c.Clusters, aliases)
+		if m.Name == "" || !nameRE.MatchString(m.Name) {
+			continue
+		}
+		if first, dup := names[m.Name]; dup {
+			v.errorf(path+".name", "duplicate mirror name %q (first defined at line %d)", m.Name, v.line(fmt.Sprintf("mirrors[%d].name", first)))
+			continue
+		}
+		names[m.Name] = i
+	}
+
+	if !validHostPort(c.HTTP.Listen, true, 0) {
+		v.errorf("http.listen", "invalid listen address %q (want host:port, such as \"127.0.0.1:9644\"; the host may be empty and the port 0)", c.HTTP.Listen)
+	}
+	if !slices.Contains(logLevels, c.Log.Level) {
+		v.errorf("log.level", "unknown log level %q (want %s)", c.Log.Level, orList(logLevels))
+	}
+	if !slices.Contains(logFormats, c.Log.Format) {
+		v.errorf("log.format", "unknown log format %q (want %s)", c.Log.Format, orList(logFormats))
+	}
+}
+
+func (v *validator) cluster(c *Cluster, path, alias string) {
+	if !nameRE.MatchString(alias) {
+		v.errorf(path, "invalid cluster alias %q (%s)", alias, nameRule)
+	}
+	if len(c.BootstrapServers) == 0 {
+		v.errorf(path+".bootstrap_servers", "at least one broker address is required")
+	}
+	for i, addr := range c.BootstrapServers {
+		if !validHostPort(addr, false, 1) {
+			v.errorf(fmt.Sprintf("%s.bootstrap_servers[%d]", path, i), "invalid broker address %q (want host:port, such as \"127.0.0.1:9092\")", addr)
+		}
+	}
+	if c.ClientID == "" {
+		v.errorf(path+".client_id", "must not be empty")
+	}
+}
+
+func (v *validator) mirror(m *Mirror, path string, clusters map[string]*Cluster, aliases []string) {
+	switch {
+	case m.Name == "":
+		v.errorf(path+".name", "required field missing")
+	case !nameRE.MatchString(m.Name):
+		v.errorf(path+".name", "invalid mirror name %q (%s)", m.Name, nameRule)
+	}
+
+	known := "none"
+	if len(aliases) > 0 {
+		known = strings.Join(aliases, ", ")
+	}
+	sourceOK := v.clusterRef(m.Source, path+".source", clusters, known)
+	targetOK := v.clusterRef(m.Target, path+".target", clusters, known)
+	if sourceOK && targetOK && m.Source == m.Target {
+		v.errorf(path+".target", "must differ from source (both are %q)", m.Source)
+	}
+
+	rp := path + ".replication_policy"
+	if m.ReplicationPolicy.Type != PolicyDefault && m.ReplicationPolicy.Type != PolicyIdentity {
+		v.errorf(rp+".type", "unknown replication policy type %q (want default or identity)", m.ReplicationPolicy.Type)
+	}
+	if !separatorRE.MatchString(m.ReplicationPolicy.Separator) {
+		v.errorf(rp+".separator", "invalid separator %q (want one or more characters from A-Z a-z 0-9 . _ -)", m.ReplicationPolicy.Separator)
+	}
+
+	tp := path + ".topics"
+	if len(m.Topics.Include) == 0 {
+		v.errorf(tp+".include", "at least one pattern is required (leave the key out to mirror every topic)")
+	}
+	m.Topics.include = v.patterns(tp+".include", m.Topics.Include)
+	m.Topics.exclude = v.patterns(tp+".exclude", m.Topics.Exclude)
+	v.positive(tp+".refresh_interval", m.Topics.RefreshInterval)
+
+	gp := path + ".groups"
+	m.Groups.include = v.patterns(gp+".include", m.Groups.Include)
+	m.Groups.exclude = v.patterns(gp+".exclude", m.Groups.Exclude)
+
+	if rf := m.ReplicationFactor; rf == 0 || rf < -1 || rf > maxReplicationFactor {
+		v.errorf(path+".replication_factor", "invalid replication factor %d (want -1 for the target broker default, or 1 to %d)", rf, maxReplicationFactor)
+	}
+
+	pp := path + ".producer"
+	if m.Producer.Linger < 0 {
+		v.errorf(pp+".linger", "must not be negative, got %s", m.Producer.Linger)
+	}
+	if b := m.Producer.BatchMaxBytes; b < 1 || b > maxBatchMaxBytes {
+		v.errorf(pp+".batch_max_bytes", "must be from 1 to %d (64 MiB), got %d", maxBatchMaxBytes, b)
+	}
+	if !slices.Contains(compressions, m.Producer.Compression) {
+		v.errorf(pp+".compression", "unknown compression %q (want %s)", m.Producer.Compression, orList(compressions))
+	}
+
+	v.positive(path+".progress_interval", m.ProgressInterval)
+}
+
+// clusterRef checks that ref names a cluster.
+func (v *validator) clusterRef(ref, path string, clusters map[string]*Cluster, known string) bool {
+	if ref == "" {
+		v.errorf(path, "required field missing (known clusters: %s)", known)
+		return false
+	}
+	if _, ok := clusters[ref]; !ok {
+		v.errorf(path, "unknown cluster %q (known: %s)", ref, known)
+		return false
+	}
+	return true
+}
+
+func (v *validator) positive(path string, d Duration) {
+	if d <= 0 {
+		v.errorf(path, "must be greater than 0, got %s", d)
+	}
+}
+
+// patterns compiles each pattern anchored; an invalid one is reported with
+// the compiler's message for the pattern as written.
+func (v *validator) patterns(path string, patterns []string) []*regexp.Regexp {
+	out := make([]*regexp.Regexp, 0, len(patterns))
+	for i, p := range patterns {
+		if _, err := regexp.Compile(p); err != nil {
+			v.errorf(fmt.Sprintf("%s[%d]", path, i), "invalid regexp %q: %s", p, strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+			continue
+		}
+		// Wrapping a pattern that compiles in a group cannot break it.
+		out = append(out, regexp.MustCompile(anchor(p)))
+	}
+	return out
+}
+
+// validHostPort reports whether s is "host:port" with a numeric port from
+// minPort to 65535 and, unless emptyHost, a non-empty host.
+func validHostPort(s string, emptyHost bool, minPort int) bool {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil || (host == "" && !emptyHost) || strings.ContainsAny(host, " \t/") {
+		return false
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n >= minPort && n <= 65535 && port[0] != '+' && port[0] != '-'
+}
+
+// orList formats ["a", "b", "c"] as "a, b or c".
+func orList(s []string) string {
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
+}

@@ -1,0 +1,88 @@
+package connector
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/connector/policy"
+	"github.com/kmirror/kmirror/filters"
+)
+
+// Config is everything one Mirror needs. The app layer builds it from the
+// YAML config; the zero value of each optional field means "the default".
+type Config struct {
+	// Name identifies the mirror in logs, metrics and its internal topics.
+	Name string
+	// SourceAlias and TargetAlias are the clusters' names in the config;
+	// the replication policy uses them to name and recognise topics.
+	SourceAlias string
+	TargetAlias string
+	// SourceOpts and TargetOpts hold the connection settings of each
+	// cluster (seeds, TLS, SASL, client ID). The mirror adds its own
+	// consumer and producer settings on top.
+	SourceOpts []kgo.Opt
+	TargetOpts []kgo.Opt
+
+	// Policy names target topics; policy.Default{} when nil.
+	Policy policy.ReplicationPolicy
+	// Filters select the topics, applied in order (each sees what the
+	// previous kept). The final rules run after all of them.
+	Filters []filters.TopicFilter
+
+	// RefreshInterval is the time between control passes; 10s by default.
+	RefreshInterval time.Duration
+	// ProgressInterval is how often acknowledged positions are persisted;
+	// 1s by default. A crash repeats at most about this much data.
+	ProgressInterval time.Duration
+	// ReplicationFactor for created topics; -1 (or 0) uses the target
+	// broker's default.
+	ReplicationFactor int16
+
+	// Linger, BatchMaxBytes and Compression tune the target producer;
+	// zero values keep franz-go's defaults (10ms, ~1MB, no compression).
+	Linger        time.Duration
+	BatchMaxBytes int32
+	Compression   []kgo.CompressionCodec
+
+	// ShutdownTimeout bounds the flush of in-flight records and the last
+	// progress write when Run's context is cancelled; 8s by default so the
+	// process exits within 10s of SIGTERM.
+	ShutdownTimeout time.Duration
+
+	// Logger receives the mirror's logs; slog.Default() when nil.
+	Logger *slog.Logger
+	// Metrics receives the mirror's metrics; nil disables them.
+	Metrics *Metrics
+}
+
+func (c *Config) applyDefaults() error {
+	if c.Name == "" {
+		return errors.New("mirror name is required")
+	}
+	if c.SourceAlias == "" || c.TargetAlias == "" {
+		return fmt.Errorf("mirror %s: source and target aliases are required", c.Name)
+	}
+	if c.Policy == nil {
+		c.Policy = policy.Default{}
+	}
+	if c.RefreshInterval <= 0 {
+		c.RefreshInterval = 10 * time.Second
+	}
+	if c.ProgressInterval <= 0 {
+		c.ProgressInterval = time.Second
+	}
+	if c.ReplicationFactor == 0 {
+		c.ReplicationFactor = -1
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = 8 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}

@@ -1,0 +1,364 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// copier is the data plane: it reads the assigned source partitions and
+// produces every record to the same partition of the target topic.
+//
+// Acknowledgements drive progress. franz-go produces records in order per
+// partition and calls promises serially, so each partition keeps a FIFO of
+// the source offsets it has in flight: an ack pops the head and moves the
+// partition's acked position past it. Only acked positions are persisted,
+// which is what makes a crash repeat records rather than lose them.
+//
+// A record the target refuses (after franz-go's own retries) marks its
+// partition failed: the copier stops producing that partition, waits for
+// its in-flight records to settle, rewinds the source read to the last
+// acked offset and tries again with backoff. A failure therefore costs a
+// metric, a log line and a visible state, never a skipped record.
+type copier struct {
+	log     *slog.Logger
+	metrics *mirrorMetrics
+	src     *kgo.Client // consumer, created with the first assignment
+	dst     *kgo.Client // producer, shared with the control plane
+
+	// produceCtx is cancelled only when a shutdown has given up waiting,
+	// to unblock a Produce stuck on a full buffer.
+	produceCtx context.Context
+
+	mu    sync.Mutex
+	parts map[topicPartition]*partitionState
+	// attention is set by a failing promise so the poll loop looks for
+	// partitions to pause and rewind without scanning on every poll.
+	attention atomic.Bool
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// partitionState is one source partition's copy position. Promises (on
+// franz-go's promise goroutine) and the poll loop share it under mu.
+type partitionState struct {
+	tp     topicPartition
+	target string
+
+	mu sync.Mutex
+	// inflight holds the source offsets produced and not yet acked, in
+	// produce order; head indexes the oldest.
+	inflight []int64
+	head     int
+	// acked is the next source offset not yet acknowledged by the target:
+	// everything below it is on the target. -1 until known.
+	acked int64
+	// persisted is the acked value last written to the progress topic.
+	persisted int64
+	// end is the source's last stable offset as last seen, for lag.
+	end int64
+	// failed holds the target's refusal while the partition is rewinding.
+	failed   error
+	retryAt  time.Time
+	backoff  time.Duration
+	failures int64
+	paused   bool
+
+	metrics *mirrorMetrics
+	onFail  func() // sets the copier's attention flag
+}
+
+const (
+	minRetryBackoff = 500 * time.Millisecond
+	maxRetryBackoff = 30 * time.Second
+)
+
+// promise is the produce callback for every record of the partition. It
+// must not block: franz-go calls all promises on one goroutine.
+func (p *partitionState) promise(r *kgo.Record, err error) {
+	p.mu.Lock()
+	var src int64 = -1
+	if p.head < len(p.inflight) {
+		src = p.inflight[p.head]
+		p.head++
+		if p.head == len(p.inflight) {
+			p.inflight, p.head = p.inflight[:0], 0
+		}
+	}
+	if err != nil {
+		if p.failed == nil {
+			p.failed = err
+			p.failures++
+			if p.backoff == 0 {
+				p.backoff = minRetryBackoff
+			} else {
+				p.backoff = min(2*p.backoff, maxRetryBackoff)
+			}
+			p.retryAt = time.Now().Add(p.backoff)
+		}
+		p.mu.Unlock()
+		if m := p.metrics; m != nil {
+			m.produceErrors.Inc()
+		}
+		p.onFail()
+		return
+	}
+	// While failed, later records may still be acked; they will be
+	// produced again after the rewind, so they must not move the position.
+	if p.failed == nil && src >= 0 {
+		p.acked = src + 1
+		p.backoff = 0
+	}
+	p.mu.Unlock()
+	if m := p.metrics; m != nil {
+		m.records.Inc()
+		m.bytes.Add(float64(recordBytes(r)))
+		m.latency.Observe(time.Since(r.Timestamp).Seconds())
+	}
+}
+
+func recordBytes(r *kgo.Record) int {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+func newCopier(log *slog.Logger, m *mirrorMetrics, dst *kgo.Client, produceCtx context.Context) *copier {
+	return &copier{
+		log:        log,
+		metrics:    m,
+		dst:        dst,
+		produceCtx: produceCtx,
+		parts:      make(map[topicPartition]*partitionState),
+	}
+}
+
+// assignment is one partition to start copying, from next (or from the
+// start of the source log when next < 0).
+type assignment struct {
+	tp     topicPartition
+	target string
+	next   int64
+}
+
+// assign starts copying the given partitions. The first call creates the
+// source consumer with srcOpts, because franz-go's direct consumer needs
+// at least one partition when it is created.
+func (c *copier) assign(as []assignment, srcOpts []kgo.Opt) (started bool, err error) {
+	if len(as) == 0 {
+		return false, nil
+	}
+	offsets := make(map[string]map[int32]kgo.Offset)
+	c.mu.Lock()
+	for _, a := range as {
+		if _, ok := c.parts[a.tp]; ok {
+			continue
+		}
+		ps := &partitionState{tp: a.tp, target: a.target, acked: a.next, persisted: a.next, end: -1, metrics: c.metrics}
+		ps.onFail = func() { c.attention.Store(true) }
+		c.parts[a.tp] = ps
+		o := kgo.NewOffset().AtStart()
+		if a.next >= 0 {
+			o = kgo.NewOffset().At(a.next)
+		}
+		if offsets[a.tp.topic] == nil {
+			offsets[a.tp.topic] = make(map[int32]kgo.Offset)
+		}
+		offsets[a.tp.topic][a.tp.partition] = o
+	}
+	c.mu.Unlock()
+	if len(offsets) == 0 {
+		return false, nil
+	}
+	if c.src == nil {
+		opts := append(append([]kgo.Opt(nil), srcOpts...),
+			kgo.ConsumePartitions(offsets),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			// A position the source no longer has (retention, or a
+			// recreated topic) restarts from the earliest record.
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		)
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			return false, err
+		}
+		c.src = cl
+		return true, nil
+	}
+	c.src.AddConsumePartitions(offsets)
+	return false, nil
+}
+
+// unassign stops copying the given partitions (their topic left the
+// selection or was deleted at the source). Records in flight still settle.
+func (c *copier) unassign(tps []topicPartition) {
+	if len(tps) == 0 {
+		return
+	}
+	rm := make(map[string][]int32)
+	c.mu.Lock()
+	for _, tp := range tps {
+		delete(c.parts, tp)
+		rm[tp.topic] = append(rm[tp.topic], tp.partition)
+	}
+	c.mu.Unlock()
+	if c.src != nil {
+		c.src.RemoveConsumePartitions(rm)
+	}
+}
+
+func (c *copier) partition(tp topicPartition) *partitionState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.parts[tp]
+}
+
+// snapshot returns the current partition states.
+func (c *copier) snapshot() []*partitionState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*partitionState, 0, len(c.parts))
+	for _, p := range c.parts {
+		out = append(out, p)
+	}
+	return out
+}
+
+// pollTimeout bounds one poll so the loop notices failed partitions and
+// shutdown even when no records arrive.
+const pollTimeout = 500 * time.Millisecond
+
+// run polls and produces until ctx is cancelled. It returns once no more
+// records will be produced; the caller then flushes the producer.
+func (c *copier) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		pollCtx, cancel := context.WithTimeout(ctx, pollTimeout)
+		fetches := c.src.PollFetches(pollCtx)
+		cancel()
+		if ctx.Err() != nil {
+			// Records fetched but not produced are simply read again
+			// after a restart: progress never moved past them.
+			return
+		}
+		fetches.EachError(func(topic string, partition int32, err error) {
+			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+				return
+			}
+			c.log.Warn("fetch from source failed", "topic", topic, "partition", partition, "err", err)
+		})
+		fetches.EachPartition(c.producePartition)
+		if c.attention.Load() {
+			c.rewindFailed()
+		}
+	}
+}
+
+// producePartition produces one fetched batch. Records of a failed
+// partition are dropped here: the rewind reads them again.
+func (c *copier) producePartition(fp kgo.FetchTopicPartition) {
+	if len(fp.Records) == 0 {
+		return
+	}
+	ps := c.partition(topicPartition{fp.Topic, fp.Partition})
+	if ps == nil {
+		return // unassigned while the fetch was buffered
+	}
+	ps.mu.Lock()
+	if ps.failed != nil {
+		ps.mu.Unlock()
+		return
+	}
+	if ps.acked < 0 {
+		// Nothing was acked before: everything below the first record
+		// this partition ever returned is not there to copy.
+		ps.acked = fp.Records[0].Offset
+	}
+	if fp.LastStableOffset > ps.end {
+		ps.end = fp.LastStableOffset
+	} else if fp.HighWatermark > ps.end && fp.LastStableOffset <= 0 {
+		ps.end = fp.HighWatermark
+	}
+	for _, r := range fp.Records {
+		ps.inflight = append(ps.inflight, r.Offset)
+	}
+	ps.mu.Unlock()
+	for _, r := range fp.Records {
+		out := &kgo.Record{
+			Topic:     ps.target,
+			Partition: r.Partition,
+			Key:       r.Key,
+			Value:     r.Value,
+			Headers:   r.Headers,
+			Timestamp: r.Timestamp,
+		}
+		c.dst.Produce(c.produceCtx, out, ps.promise)
+	}
+}
+
+// rewindFailed pauses failed partitions and, once their in-flight records
+// have settled and the backoff has passed, rewinds them to the last acked
+// offset and resumes them.
+func (c *copier) rewindFailed() {
+	c.attention.Store(false)
+	now := time.Now()
+	pause := make(map[string][]int32)
+	resume := make(map[string][]int32)
+	rewind := make(map[string]map[int32]kgo.EpochOffset)
+	for _, ps := range c.snapshot() {
+		ps.mu.Lock()
+		if ps.failed == nil {
+			ps.mu.Unlock()
+			continue
+		}
+		if !ps.paused {
+			ps.paused = true
+			pause[ps.tp.topic] = append(pause[ps.tp.topic], ps.tp.partition)
+			c.log.Error("target refused records; partition paused and will be retried from its last acknowledged offset",
+				"topic", ps.tp.topic, "partition", ps.tp.partition, "target_topic", ps.target,
+				"acked_offset", ps.acked, "retry_in", ps.backoff, "err", ps.failed)
+		}
+		if ps.head == len(ps.inflight) && now.After(ps.retryAt) {
+			if rewind[ps.tp.topic] == nil {
+				rewind[ps.tp.topic] = make(map[int32]kgo.EpochOffset)
+			}
+			rewind[ps.tp.topic][ps.tp.partition] = kgo.EpochOffset{Epoch: -1, Offset: ps.acked}
+			resume[ps.tp.topic] = append(resume[ps.tp.topic], ps.tp.partition)
+			ps.failed, ps.paused = nil, false
+		} else {
+			// Look again on the next poll.
+			c.attention.Store(true)
+		}
+		ps.mu.Unlock()
+	}
+	if len(pause) > 0 {
+		c.src.PauseFetchPartitions(pause)
+	}
+	if len(rewind) > 0 {
+		c.src.SetOffsets(rewind)
+		c.src.ResumeFetchPartitions(resume)
+		c.log.Info("retrying partitions from their last acknowledged offsets", "partitions", resume)
+	}
+}
+
+// failures returns the partition's current error, if it is failing.
+func (p *partitionState) status() (acked, end int64, failed error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.acked, p.end, p.failed
+}
+
+func (c *copier) close() {
+	if c.src != nil {
+		c.src.Close()
+	}
+}

@@ -1,0 +1,130 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runCLI runs kmirror with args and returns exit code, stdout and stderr.
+// It fails the test if the command does not finish within 20s.
+func runCLI(t testing.TB, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kmirrorBin, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("kmirror %s did not finish within 20s; stderr:\n%s", strings.Join(args, " "), stderr.String())
+	}
+	code := 0
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			t.Fatalf("kmirror %s: %v", strings.Join(args, " "), err)
+		}
+		code = ee.ExitCode()
+	}
+	return code, stdout.String(), stderr.String()
+}
+
+// errorLine returns the 1-based number of the line of path that carries the
+// "# ERROR" marker.
+func errorLine(t testing.TB, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, "# ERROR") {
+			return i + 1
+		}
+	}
+	t.Fatalf("%s has no # ERROR marker", path)
+	return 0
+}
+
+// TestValidate: `kmirror validate` accepts a good config (exit 0) and
+// rejects bad ones with exit 1 and an error naming the file and the line.
+// It is a static check, so it needs no clusters: the configs point at
+// unused loopback ports.
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join("testdata", "validate")
+
+	t.Run("good", func(t *testing.T) {
+		path := filepath.Join(dir, "good.yaml")
+		code, stdout, stderr := runCLI(t, "validate", "--config", path)
+		if code != 0 {
+			t.Errorf("kmirror validate %s: exit %d, want 0\nstdout:\n%s\nstderr:\n%s", path, code, stdout, stderr)
+		}
+	})
+
+	bad, err := filepath.Glob(filepath.Join(dir, "bad_*.yaml"))
+	if err != nil || len(bad) == 0 {
+		t.Fatalf("no bad configs in %s: %v", dir, err)
+	}
+	for _, path := range bad {
+		name := strings.TrimSuffix(filepath.Base(path), ".yaml")
+		t.Run(name, func(t *testing.T) {
+			line := errorLine(t, path)
+			code, stdout, stderr := runCLI(t, "validate", "--config", path)
+			if code != 1 {
+				t.Errorf("exit %d, want 1", code)
+			}
+			if !strings.Contains(stderr, filepath.Base(path)) {
+				t.Errorf("stderr does not name the file %s", filepath.Base(path))
+			}
+			lineRe := regexp.MustCompile(fmt.Sprintf(`(:%d\b|\bline %d\b)`, line, line))
+			if !lineRe.MatchString(stderr) {
+				t.Errorf("stderr does not name line %d (as %q or %q)", line, fmt.Sprintf("%s:%d", filepath.Base(path), line), fmt.Sprintf("line %d", line))
+			}
+			if t.Failed() {
+				t.Logf("kmirror validate --config %s\nstdout:\n%s\nstderr:\n%s", path, stdout, stderr)
+			}
+		})
+	}
+
+	t.Run("missing_file", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "nope.yaml")
+		code, _, stderr := runCLI(t, "validate", "--config", path)
+		if code != 1 {
+			t.Errorf("exit %d, want 1", code)
+		}
+		if !strings.Contains(stderr, "nope.yaml") {
+			t.Errorf("stderr does not name the missing file:\n%s", stderr)
+		}
+	})
+
+	t.Run("run_rejects_bad_config", func(t *testing.T) {
+		path := filepath.Join(dir, "bad_unknown_cluster.yaml")
+		code, _, stderr := runCLI(t, "run", "--config", path)
+		if code == 0 {
+			t.Errorf("kmirror run with a bad config exited 0, want non-zero; stderr:\n%s", stderr)
+		}
+	})
+}
+
+// TestVersion: `kmirror version` prints something and exits 0.
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	code, stdout, stderr := runCLI(t, "version")
+	if code != 0 {
+		t.Errorf("kmirror version: exit %d, want 0; stderr:\n%s", code, stderr)
+	}
+	if strings.TrimSpace(stdout+stderr) == "" {
+		t.Errorf("kmirror version printed nothing")
+	}
+}

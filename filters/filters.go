@@ -1,0 +1,107 @@
+// Package filters decides which topics and groups a mirror copies. It is the
+// contract filter plugins implement, so it depends on the standard library
+// only: plugin authors import it without pulling in franz-go or Prometheus.
+//
+// A filter is a set operation over a batch of candidates (after Pulsar's
+// PIP-452): it sees every candidate with its properties at once, once per
+// discovery pass, and returns the subset to keep. That lets an
+// implementation push the selection down to its own index (a catalog, a
+// database) instead of being asked about one name at a time.
+//
+// Whatever a filter returns, the worker still applies its final rules
+// afterwards (no internal topics, no cycles); a filter cannot override them.
+package filters
+
+import (
+	"context"
+	"regexp"
+)
+
+// Topic is a candidate topic on the source cluster.
+type Topic struct {
+	// Name is the topic's name on the source cluster.
+	Name string
+	// Partitions is the source partition count.
+	Partitions int32
+	// Configs holds the topic's non-default configs, when known.
+	Configs map[string]string
+	// Labels holds the topic's kmirror metadata, when known.
+	Labels map[string]string
+}
+
+// TopicFilter selects the topics to mirror.
+//
+// An error means "no answer", never "nothing": the caller aborts the pass and
+// keeps its last good selection, so a failing filter can never look like
+// every topic was deleted.
+type TopicFilter interface {
+	// FilterTopics returns the subset of candidates to mirror, in input order.
+	FilterTopics(ctx context.Context, candidates []Topic) ([]Topic, error)
+}
+
+// GroupFilter selects the consumer groups whose offsets are translated.
+type GroupFilter interface {
+	// FilterGroups returns the subset of groups to translate, in input order.
+	FilterGroups(ctx context.Context, groups []string) ([]string, error)
+}
+
+// Regex is the built-in include/exclude filter: a name is kept when it
+// matches at least one include pattern and no exclude pattern (exclude wins).
+// Patterns match whole names; compile them anchored (^(?:p)$).
+type Regex struct {
+	Include []*regexp.Regexp
+	Exclude []*regexp.Regexp
+}
+
+var (
+	_ TopicFilter = Regex{}
+	_ GroupFilter = Regex{}
+)
+
+// Match reports whether name passes the filter.
+func (r Regex) Match(name string) bool {
+	for _, re := range r.Exclude {
+		if re.MatchString(name) {
+			return false
+		}
+	}
+	for _, re := range r.Include {
+		if re.MatchString(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// FilterTopics implements TopicFilter.
+func (r Regex) FilterTopics(_ context.Context, candidates []Topic) ([]Topic, error) {
+	out := make([]Topic, 0, len(candidates))
+	for _, t := range candidates {
+		if r.Match(t.Name) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// FilterGroups implements GroupFilter.
+func (r Regex) FilterGroups(_ context.Context, groups []string) ([]string, error) {
+	out := make([]string, 0, len(groups))
+	for _, g := range groups {
+		if r.Match(g) {
+			out = append(out, g)
+		}
+	}
+	return out, nil
+}
+
+// MustCompileAll compiles patterns anchored to whole names. It panics on a bad
+// pattern and is meant for patterns already validated (by the config package)
+// or literals in tests.
+func MustCompileAll(patterns ...string) []*regexp.Regexp {
+	out := make([]*regexp.Regexp, 0, len(patterns))
+	for _, p := range patterns {
+		out = append(out, regexp.MustCompile(`^(?:`+p+`)$`))
+	}
+	return out
+}
