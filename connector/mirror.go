@@ -283,12 +283,23 @@ func (m *Mirror) doPass(ctx context.Context, srcAdm *kadm.Client, dst *kgo.Clien
 		return false, fmt.Errorf("list source topics: %w", err)
 	}
 	candidates := make([]filters.Topic, 0, len(srcTopics))
+	m.mu.Lock()
 	for _, td := range srcTopics.Sorted() {
-		if td.Err != nil || len(td.Partitions) == 0 {
-			continue // being created or deleted; seen again next pass
+		n := int32(len(td.Partitions))
+		if td.Err != nil || n == 0 {
+			// Listed with an error: a topic being created, deleted or
+			// moved (e.g. leaders changing while partitions are added).
+			// A topic already mirrored keeps its last known shape
+			// rather than being dropped and picked up again.
+			ts := m.topics[td.Topic]
+			if ts == nil {
+				continue
+			}
+			n = ts.partitions
 		}
-		candidates = append(candidates, filters.Topic{Name: td.Topic, Partitions: int32(len(td.Partitions))})
+		candidates = append(candidates, filters.Topic{Name: td.Topic, Partitions: n})
 	}
+	m.mu.Unlock()
 
 	// 2. Select. A filter error keeps the previous selection.
 	selected, err := selectTopics(ctx, m.cfg.Filters, m.cfg.Policy, m.cfg.TargetAlias, candidates)

@@ -1,0 +1,460 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"reflect"
+	"sort"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/connector/policy"
+	"github.com/kmirror/kmirror/filters"
+)
+
+type failingFilter struct{ err error }
+
+func (f failingFilter) FilterTopics(context.Context, []filters.Topic) ([]filters.Topic, error) {
+	return nil, f.err
+}
+
+type inventingFilter struct{}
+
+func (inventingFilter) FilterTopics(_ context.Context, c []filters.Topic) ([]filters.Topic, error) {
+	return append(c, filters.Topic{Name: "never-seen"}), nil
+}
+
+func names(ts []filters.Topic) []string {
+	out := make([]string, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, t.Name)
+	}
+	return out
+}
+
+func TestSelectTopics(t *testing.T) {
+	t.Parallel()
+	candidates := []filters.Topic{
+		{Name: "orders"}, {Name: "payments"}, {Name: "__consumer_offsets"}, {Name: ".hidden"},
+		{Name: "app.internal"}, {Name: "app-internal"}, {Name: "west.orders"}, {Name: "east.west.x"},
+		{Name: "east.orders"}, {Name: policy.InternalTopic("m", "progress")},
+	}
+	all := filters.Regex{Include: filters.MustCompileAll(".*")}
+	tests := map[string]struct {
+		fs      []filters.TopicFilter
+		want    []string
+		wantErr bool
+	}{
+		"final rules apply whatever the filter says": {
+			fs:   []filters.TopicFilter{all},
+			want: []string{"orders", "payments", "east.orders"},
+		},
+		"no filters still applies final rules": {
+			want: []string{"orders", "payments", "east.orders"},
+		},
+		"filters chain": {
+			fs: []filters.TopicFilter{all, filters.Regex{
+				Include: filters.MustCompileAll(".*orders"),
+				Exclude: filters.MustCompileAll("east\\..*"),
+			}},
+			want: []string{"orders"},
+		},
+		"a filter cannot add topics": {
+			fs:   []filters.TopicFilter{inventingFilter{}},
+			want: []string{"orders", "payments", "east.orders"},
+		},
+		"a filter error is an error, not an empty set": {
+			fs:      []filters.TopicFilter{all, failingFilter{errors.New("catalog down")}},
+			wantErr: true,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got, err := selectTopics(context.Background(), tc.fs, policy.Default{}, "west", candidates)
+			if tc.wantErr {
+				if err == nil || got != nil {
+					t.Fatalf("want error and nil selection, got %v, %v", got, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(names(got), tc.want) {
+				t.Fatalf("got %v, want %v", names(got), tc.want)
+			}
+		})
+	}
+}
+
+func TestProgressCodec(t *testing.T) {
+	t.Parallel()
+	tp := topicPartition{"orders.eu", 7}
+	k, v := encodeProgress(tp, 12345)
+	if string(k) != `{"topic":"orders.eu","partition":7}` || string(v) != `{"next_offset":12345}` {
+		t.Fatalf("encoded %s = %s", k, v)
+	}
+	gotTP, next, err := decodeProgress(k, v)
+	if err != nil || gotTP != tp || next != 12345 {
+		t.Fatalf("decoded %v %d %v", gotTP, next, err)
+	}
+	if _, _, err := decodeProgress([]byte("garbage"), v); err == nil {
+		t.Fatal("want an error for a bad key")
+	}
+	if _, _, err := decodeProgress(k, []byte("{")); err == nil {
+		t.Fatal("want an error for a bad value")
+	}
+}
+
+func TestPromiseAdvancesInOrderAndHoldsOnFailure(t *testing.T) {
+	t.Parallel()
+	var attention atomic.Bool
+	ps := &partitionState{acked: 10, persisted: 10, onFail: func() { attention.Store(true) }}
+	ps.inflight = []int64{10, 11, 13} // 12 was an aborted record: a gap
+	rec := &kgo.Record{Timestamp: time.Now()}
+	ps.promise(rec, nil)
+	if ps.acked != 11 {
+		t.Fatalf("acked = %d, want 11", ps.acked)
+	}
+	ps.promise(rec, nil)
+	ps.promise(rec, nil)
+	if ps.acked != 14 || ps.head != 0 || len(ps.inflight) != 0 {
+		t.Fatalf("acked=%d head=%d inflight=%v, want 14 and an empty queue", ps.acked, ps.head, ps.inflight)
+	}
+
+	// A refused record fails the partition; later acks must not move it.
+	ps.inflight = append(ps.inflight, 14, 15, 16)
+	ps.promise(rec, errors.New("MESSAGE_TOO_LARGE"))
+	ps.promise(rec, nil)
+	ps.promise(rec, nil)
+	if ps.acked != 14 || ps.failed == nil || !attention.Load() {
+		t.Fatalf("acked=%d failed=%v attention=%v: a failure must hold the position and ask for attention", ps.acked, ps.failed, attention.Load())
+	}
+	if ps.backoff != minRetryBackoff {
+		t.Fatalf("backoff = %v, want %v", ps.backoff, minRetryBackoff)
+	}
+}
+
+// testClusters starts a source and a target kfake cluster.
+func testClusters(t *testing.T) (src, dst *kfake.Cluster) {
+	t.Helper()
+	var err error
+	src, err = kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(src.Close)
+	dst, err = kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(dst.Close)
+	return src, dst
+}
+
+func newClient(t *testing.T, c *kfake.Cluster, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.MetadataMinAge(50 * time.Millisecond)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// passHarness runs control passes of one mirror against two kfake clusters
+// without starting the copier's poll loop.
+type passHarness struct {
+	m              *Mirror
+	srcAdm, dstAdm *kadm.Client
+	dst            *kgo.Client
+	cp             *copier
+}
+
+func newPassHarness(t *testing.T, src, dst *kfake.Cluster) *passHarness {
+	t.Helper()
+	srcOpts := []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)}
+	m, err := New(Config{
+		Name: "m", SourceAlias: "src", TargetAlias: "dst",
+		SourceOpts: srcOpts,
+		TargetOpts: []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)},
+		Filters:    []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll(".*")}},
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dstCl := newClient(t, dst, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	h := &passHarness{
+		m:      m,
+		srcAdm: kadm.NewClient(newClient(t, src)),
+		dstAdm: kadm.NewClient(dstCl),
+		dst:    dstCl,
+	}
+	h.cp = newCopier(m.log, nil, dstCl, context.Background())
+	t.Cleanup(h.cp.close)
+	m.copier = h.cp
+	m.started = true
+	return h
+}
+
+func (h *passHarness) pass(t *testing.T) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := h.m.pass(ctx, h.srcAdm, h.dst, h.dstAdm, h.cp)
+	return err
+}
+
+func (h *passHarness) topicStates() map[string]State {
+	out := map[string]State{}
+	for _, ts := range h.m.Status().Topics {
+		out[ts.SourceTopic] = ts.State
+	}
+	return out
+}
+
+// targetPartitions asks the cluster directly: kadm's listing may answer
+// from the client's metadata cache.
+func targetPartitions(t *testing.T, cl *kgo.Client) map[string]int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, td := range resp.Topics {
+		if td.Topic != nil && td.ErrorCode == 0 {
+			out[*td.Topic] = len(td.Partitions)
+		}
+	}
+	return out
+}
+
+// TestPassCreatesTopicsInOneRequestAndRetriesFailures checks KIP-4
+// semantics: every missing topic goes in one CreateTopics request, a topic
+// the target refuses does not hold back the others, and it is retried on
+// the next pass.
+func TestPassCreatesTopicsInOneRequestAndRetriesFailures(t *testing.T) {
+	t.Parallel()
+	src, dst := testClusters(t)
+	h := newPassHarness(t, src, dst)
+	ctx := context.Background()
+	srcAdm := h.srcAdm
+	for _, topic := range []string{"alpha", "beta", "blocked"} {
+		if _, err := srcAdm.CreateTopic(ctx, 3, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := srcAdm.CreateTopic(ctx, 1, 1, map[string]*string{
+		"cleanup.policy":         kadm.StringPtr("compact"),
+		"message.timestamp.type": kadm.StringPtr("LogAppendTime"), // MM2 never copies it
+	}, "compacted"); err != nil {
+		t.Fatal(err)
+	}
+	// Kafka refuses a topic whose name differs from an existing one only
+	// by '.' versus '_': src.blocked collides with src_blocked.
+	if _, err := h.dstAdm.CreateTopic(ctx, 1, 1, nil, "src_blocked"); err != nil {
+		t.Fatal(err)
+	}
+
+	var createRequests atomic.Int32
+	var topicsInRequest atomic.Int32
+	dst.ControlKey(int16(kmsg.CreateTopics), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		dst.KeepControl()
+		if r := req.(*kmsg.CreateTopicsRequest); len(r.Topics) > 0 && r.Topics[0].Topic != h.m.progressTopic {
+			createRequests.Add(1)
+			topicsInRequest.Store(int32(len(r.Topics)))
+		}
+		return nil, nil, false
+	})
+
+	err := h.pass(t)
+	if err != nil {
+		t.Fatalf("a refused topic must not fail the pass: %v", err)
+	}
+	if n := createRequests.Load(); n != 1 || topicsInRequest.Load() != 4 {
+		t.Fatalf("CreateTopics requests = %d with %d topics, want 1 with 4", n, topicsInRequest.Load())
+	}
+	got := targetPartitions(t, h.dst)
+	if got["src.alpha"] != 3 || got["src.beta"] != 3 || got["src.compacted"] != 1 {
+		t.Fatalf("target topics = %v, want src.alpha and src.beta with 3 partitions", got)
+	}
+	if _, ok := got["src.blocked"]; ok {
+		t.Fatal("src.blocked must not exist while src_blocked does")
+	}
+	states := h.topicStates()
+	if states["alpha"] != StateMirroring || states["beta"] != StateMirroring || states["blocked"] != StateFailed {
+		t.Fatalf("states = %v", states)
+	}
+	st := h.m.Status()
+	if st.Ready {
+		t.Fatal("a mirror with a failed topic must not be ready")
+	}
+	for _, ts := range st.Topics {
+		if ts.SourceTopic == "blocked" && ts.Error == "" {
+			t.Fatal("the failed topic's status must carry its error")
+		}
+	}
+
+	// The source configs travel, minus MM2's exclusions.
+	rcs, err := h.dstAdm.DescribeTopicConfigs(ctx, "src.compacted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgs := map[string]kmsg.ConfigSource{}
+	vals := map[string]string{}
+	for _, c := range rcs[0].Configs {
+		cfgs[c.Key] = c.Source
+		if c.Value != nil {
+			vals[c.Key] = *c.Value
+		}
+	}
+	if vals["cleanup.policy"] != "compact" || cfgs["cleanup.policy"] != kmsg.ConfigSourceDynamicTopicConfig {
+		t.Fatalf("cleanup.policy on target = %q (%v), want compact set on the topic", vals["cleanup.policy"], cfgs["cleanup.policy"])
+	}
+	if cfgs["message.timestamp.type"] == kmsg.ConfigSourceDynamicTopicConfig {
+		t.Fatal("message.timestamp.type must not be copied")
+	}
+
+	// Once the collision is gone, the next pass creates the topic; the
+	// ones already there are not asked for again.
+	if _, err := h.dstAdm.DeleteTopic(ctx, "src_blocked"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.pass(t); err != nil {
+		t.Fatal(err)
+	}
+	if n := topicsInRequest.Load(); createRequests.Load() != 2 || n != 1 {
+		t.Fatalf("second pass: %d requests, last with %d topics; want 2 and 1", createRequests.Load(), n)
+	}
+	if got := targetPartitions(t, h.dst); got["src.blocked"] != 3 {
+		t.Fatalf("src.blocked not created on retry: %v", got)
+	}
+	if states := h.topicStates(); states["blocked"] != StateMirroring {
+		t.Fatalf("states after retry = %v", states)
+	}
+	if !h.m.Status().Ready {
+		t.Fatalf("mirror not ready after every topic was created: %+v", h.m.Status())
+	}
+}
+
+func TestPassGrowsPartitionsAndAssignsThem(t *testing.T) {
+	t.Parallel()
+	src, dst := testClusters(t)
+	h := newPassHarness(t, src, dst)
+	ctx := context.Background()
+	if _, err := h.srcAdm.CreateTopic(ctx, 2, 1, nil, "grow"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.pass(t); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.srcAdm.UpdatePartitions(ctx, 5, "grow"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if err := h.pass(t); err != nil {
+			t.Fatal(err)
+		}
+		if targetPartitions(t, h.dst)["src.grow"] == 5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("target partitions = %v, want 5", targetPartitions(t, h.dst))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var assigned []int
+	for _, ps := range h.cp.snapshot() {
+		assigned = append(assigned, int(ps.tp.partition))
+	}
+	sort.Ints(assigned)
+	if !reflect.DeepEqual(assigned, []int{0, 1, 2, 3, 4}) {
+		t.Fatalf("assigned partitions = %v", assigned)
+	}
+}
+
+func TestPassDropsDeletedTopics(t *testing.T) {
+	t.Parallel()
+	src, dst := testClusters(t)
+	h := newPassHarness(t, src, dst)
+	ctx := context.Background()
+	if _, err := h.srcAdm.CreateTopic(ctx, 2, 1, nil, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.pass(t); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.cp.snapshot()) != 2 {
+		t.Fatalf("want 2 partitions assigned, got %d", len(h.cp.snapshot()))
+	}
+	if _, err := h.srcAdm.DeleteTopic(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(h.cp.snapshot()) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("partitions of a deleted source topic are still assigned")
+		}
+		time.Sleep(100 * time.Millisecond)
+		if err := h.pass(t); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(h.m.Status().Topics) != 0 {
+		t.Fatalf("status still lists %v", h.m.Status().Topics)
+	}
+}
+
+func TestLoadProgressKeepsLatestPerPartition(t *testing.T) {
+	t.Parallel()
+	_, dst := testClusters(t)
+	cl := newClient(t, dst)
+	adm := kadm.NewClient(cl)
+	ctx := context.Background()
+	topic := policy.InternalTopic("m", "progress")
+	if err := ensureProgressTopic(ctx, adm, topic, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := ensureProgressTopic(ctx, adm, topic, -1); err != nil {
+		t.Fatalf("an existing progress topic must be fine: %v", err)
+	}
+	empty, err := loadProgress(ctx, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, topic)
+	if err != nil || len(empty) != 0 {
+		t.Fatalf("empty topic: %v, %v", empty, err)
+	}
+	var recs []*kgo.Record
+	for _, p := range []struct {
+		tp   topicPartition
+		next int64
+	}{{topicPartition{"a", 0}, 5}, {topicPartition{"a", 1}, 7}, {topicPartition{"a", 0}, 9}} {
+		k, v := encodeProgress(p.tp, p.next)
+		recs = append(recs, &kgo.Record{Topic: topic, Key: k, Value: v})
+	}
+	k, _ := encodeProgress(topicPartition{"b", 0}, 0)
+	recs = append(recs, &kgo.Record{Topic: topic, Key: k}) // a tombstone
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := loadProgress(ctx, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[topicPartition]int64{{"a", 0}: 9, {"a", 1}: 7}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
