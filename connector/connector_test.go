@@ -99,13 +99,17 @@ func TestSelectTopics(t *testing.T) {
 func TestProgressCodec(t *testing.T) {
 	t.Parallel()
 	tp := topicPartition{"orders.eu", 7}
-	k, v := encodeProgress(tp, 12345)
-	if string(k) != `{"topic":"orders.eu","partition":7}` || string(v) != `{"next_offset":12345}` {
+	k, v := encodeProgress(tp, position{next: 12345, topicID: "AAEC"})
+	if string(k) != `{"topic":"orders.eu","partition":7}` || string(v) != `{"next_offset":12345,"topic_id":"AAEC"}` {
 		t.Fatalf("encoded %s = %s", k, v)
 	}
-	gotTP, next, err := decodeProgress(k, v)
-	if err != nil || gotTP != tp || next != 12345 {
-		t.Fatalf("decoded %v %d %v", gotTP, next, err)
+	gotTP, pos, err := decodeProgress(k, v)
+	if err != nil || gotTP != tp || pos != (position{12345, "AAEC"}) {
+		t.Fatalf("decoded %v %v %v", gotTP, pos, err)
+	}
+	// A value without a topic ID (a broker without IDs) reads back too.
+	if _, pos, err := decodeProgress(k, []byte(`{"next_offset":3}`)); err != nil || pos != (position{next: 3}) {
+		t.Fatalf("decoded %v %v", pos, err)
 	}
 	if _, _, err := decodeProgress([]byte("garbage"), v); err == nil {
 		t.Fatal("want an error for a bad key")
@@ -441,10 +445,10 @@ func TestLoadProgressKeepsLatestPerPartition(t *testing.T) {
 		tp   topicPartition
 		next int64
 	}{{topicPartition{"a", 0}, 5}, {topicPartition{"a", 1}, 7}, {topicPartition{"a", 0}, 9}} {
-		k, v := encodeProgress(p.tp, p.next)
+		k, v := encodeProgress(p.tp, position{next: p.next})
 		recs = append(recs, &kgo.Record{Topic: topic, Key: k, Value: v})
 	}
-	k, _ := encodeProgress(topicPartition{"b", 0}, 0)
+	k, _ := encodeProgress(topicPartition{"b", 0}, position{})
 	recs = append(recs, &kgo.Record{Topic: topic, Key: k}) // a tombstone
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
@@ -453,8 +457,58 @@ func TestLoadProgressKeepsLatestPerPartition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[topicPartition]int64{{"a", 0}: 9, {"a", 1}: 7}
+	want := map[topicPartition]position{{"a", 0}: {next: 9}, {"a", 1}: {next: 7}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+// TestPassRecreatedTopicStartsOver: a topic deleted and recreated under the
+// same name has a new topic ID; positions of the old topic must not make
+// the copier skip the new topic's first records.
+func TestPassRecreatedTopicStartsOver(t *testing.T) {
+	t.Parallel()
+	src, dst := testClusters(t)
+	h := newPassHarness(t, src, dst)
+	ctx := context.Background()
+	if _, err := h.srcAdm.CreateTopic(ctx, 2, 1, nil, "re"); err != nil {
+		t.Fatal(err)
+	}
+	// Stored progress of this incarnation: positions resume.
+	tds, err := h.srcAdm.ListTopics(ctx, "re")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldID := tds["re"].ID.String()
+	h.m.progress = map[topicPartition]position{{"re", 0}: {next: 50, topicID: oldID}, {"re", 1}: {next: 60, topicID: oldID}}
+	if err := h.pass(t); err != nil {
+		t.Fatal(err)
+	}
+	if ps := h.cp.partition(topicPartition{"re", 0}); ps == nil || ps.acked != 50 || ps.topicID != oldID {
+		t.Fatalf("partition 0 = %+v, want resumed at 50 with id %s", ps, oldID)
+	}
+
+	if _, err := h.srcAdm.DeleteTopic(ctx, "re"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.srcAdm.CreateTopic(ctx, 2, 1, nil, "re"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		time.Sleep(100 * time.Millisecond)
+		if err := h.pass(t); err != nil {
+			t.Fatal(err)
+		}
+		ps := h.cp.partition(topicPartition{"re", 0})
+		if ps != nil && ps.topicID != oldID {
+			if ps.acked != -1 {
+				t.Fatalf("recreated topic resumes at %d, want the start (-1)", ps.acked)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the recreated topic was never picked up with its new ID")
+		}
 	}
 }

@@ -50,8 +50,9 @@ type topicPartition struct {
 // partitionState is one source partition's copy position. Promises (on
 // franz-go's promise goroutine) and the poll loop share it under mu.
 type partitionState struct {
-	tp     topicPartition
-	target string
+	tp      topicPartition
+	target  string
+	topicID string // the source topic's ID, stored with the progress
 
 	mu sync.Mutex
 	// inflight holds the source offsets produced and not yet acked, in
@@ -146,9 +147,10 @@ func newCopier(log *slog.Logger, m *mirrorMetrics, dst *kgo.Client, produceCtx c
 // assignment is one partition to start copying, from next (or from the
 // start of the source log when next < 0).
 type assignment struct {
-	tp     topicPartition
-	target string
-	next   int64
+	tp      topicPartition
+	target  string
+	topicID string
+	next    int64
 }
 
 // assign starts copying the given partitions. The first call creates the
@@ -164,7 +166,7 @@ func (c *copier) assign(as []assignment, srcOpts []kgo.Opt) (started bool, err e
 		if _, ok := c.parts[a.tp]; ok {
 			continue
 		}
-		ps := &partitionState{tp: a.tp, target: a.target, acked: a.next, persisted: a.next, end: -1, metrics: c.metrics}
+		ps := &partitionState{tp: a.tp, target: a.target, topicID: a.topicID, acked: a.next, persisted: a.next, end: -1, metrics: c.metrics}
 		ps.onFail = func() { c.attention.Store(true) }
 		c.parts[a.tp] = ps
 		o := kgo.NewOffset().AtStart()

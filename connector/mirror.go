@@ -58,8 +58,9 @@ type TopicStatus struct {
 // topicState is the control plane's view of one selected topic.
 type topicState struct {
 	source, target string
-	partitions     int32 // at the source
-	assigned       int32 // partitions [0, assigned) are being copied
+	id             string // the source topic's ID ("" when the broker has none)
+	partitions     int32  // at the source
+	assigned       int32  // partitions [0, assigned) are being copied
 	state          State
 	err            error
 }
@@ -73,7 +74,7 @@ type Mirror struct {
 
 	mu          sync.Mutex
 	topics      map[string]*topicState // by source topic
-	progress    map[topicPartition]int64
+	progress    map[topicPartition]position
 	lastPassAt  time.Time
 	lastPassErr error
 	started     bool // the startup sequence (progress topic, load) finished
@@ -283,9 +284,13 @@ func (m *Mirror) doPass(ctx context.Context, srcAdm *kadm.Client, dst *kgo.Clien
 		return false, fmt.Errorf("list source topics: %w", err)
 	}
 	candidates := make([]filters.Topic, 0, len(srcTopics))
+	ids := make(map[string]string, len(srcTopics))
 	m.mu.Lock()
 	for _, td := range srcTopics.Sorted() {
 		n := int32(len(td.Partitions))
+		if td.Err == nil && td.ID != (kadm.TopicID{}) {
+			ids[td.Topic] = td.ID.String()
+		}
 		if td.Err != nil || n == 0 {
 			// Listed with an error: a topic being created, deleted or
 			// moved (e.g. leaders changing while partitions are added).
@@ -343,8 +348,25 @@ func (m *Mirror) doPass(ctx context.Context, srcAdm *kadm.Client, dst *kgo.Clien
 			m.topics[t.Name] = ts
 			m.log.Info("topic selected for mirroring", "topic", t.Name, "target_topic", ts.target, "partitions", t.Partitions)
 		}
-		if t.Partitions < ts.partitions {
-			m.log.Warn("source topic has fewer partitions than before; it was probably recreated", "topic", t.Name, "before", ts.partitions, "now", t.Partitions)
+		if id := ids[t.Name]; id != "" {
+			if ts.id != "" && ts.id != id {
+				// Deleted and recreated under the same name: the new
+				// topic's offsets start again, so the stored
+				// positions no longer mean anything. Copy the new
+				// topic from its start.
+				m.log.Warn("source topic was deleted and recreated; mirroring the new topic from its start",
+					"topic", t.Name, "target_topic", ts.target, "old_id", ts.id, "new_id", id)
+				for p := range ts.assigned {
+					tp := topicPartition{t.Name, p}
+					removed = append(removed, tp)
+					delete(m.progress, tp)
+				}
+				ts.assigned = 0
+			}
+			ts.id = id
+		}
+		if t.Partitions < ts.partitions && ts.assigned > t.Partitions {
+			m.log.Warn("source topic has fewer partitions than before", "topic", t.Name, "before", ts.partitions, "now", t.Partitions)
 		}
 		ts.partitions = t.Partitions
 		have, exists := targetPartitions[ts.target]
@@ -414,11 +436,16 @@ func (m *Mirror) doPass(ctx context.Context, srcAdm *kadm.Client, dst *kgo.Clien
 		upTo := min(have, ts.partitions)
 		for p := ts.assigned; p < upTo; p++ {
 			tp := topicPartition{t.Name, p}
-			next, ok := m.progress[tp]
-			if !ok {
-				next = -1
+			next := int64(-1)
+			if pos, ok := m.progress[tp]; ok {
+				if pos.topicID != "" && ts.id != "" && pos.topicID != ts.id {
+					m.log.Warn("stored progress belongs to an earlier topic of the same name; copying from the start",
+						"topic", t.Name, "partition", p, "stored_id", pos.topicID, "current_id", ts.id)
+				} else {
+					next = pos.next
+				}
 			}
-			assigns = append(assigns, assignment{tp: tp, target: ts.target, next: next})
+			assigns = append(assigns, assignment{tp: tp, target: ts.target, topicID: ts.id, next: next})
 		}
 		if upTo > ts.assigned {
 			ts.assigned = upTo

@@ -14,10 +14,13 @@ import (
 // source is only ever read). One record per source partition:
 //
 //	key:   {"topic":"orders","partition":0}
-//	value: {"next_offset":1234}
+//	value: {"next_offset":1234,"topic_id":"base64 source topic ID"}
 //
 // next_offset is the first source offset not yet on the target; a restart
-// resumes reading there. Compaction keeps the latest record per key. A key
+// resumes reading there. topic_id (absent when the source broker has no
+// topic IDs) ties the position to one incarnation of the source topic: a
+// topic deleted and recreated under the same name gets a new ID, and a
+// position from the old one must not skip the new one's first records. Compaction keeps the latest record per key. A key
 // with a null value (tombstone) means "no progress" and is ignored.
 type progressKey struct {
 	Topic     string `json:"topic"`
@@ -25,26 +28,33 @@ type progressKey struct {
 }
 
 type progressValue struct {
-	NextOffset int64 `json:"next_offset"`
+	NextOffset int64  `json:"next_offset"`
+	TopicID    string `json:"topic_id,omitempty"`
 }
 
-func encodeProgress(tp topicPartition, next int64) (key, value []byte) {
+// position is a stored progress value.
+type position struct {
+	next    int64
+	topicID string
+}
+
+func encodeProgress(tp topicPartition, pos position) (key, value []byte) {
 	// Marshalling these two small structs cannot fail.
 	key, _ = json.Marshal(progressKey{Topic: tp.topic, Partition: tp.partition})
-	value, _ = json.Marshal(progressValue{NextOffset: next})
+	value, _ = json.Marshal(progressValue{NextOffset: pos.next, TopicID: pos.topicID})
 	return key, value
 }
 
-func decodeProgress(key, value []byte) (topicPartition, int64, error) {
+func decodeProgress(key, value []byte) (topicPartition, position, error) {
 	var k progressKey
 	if err := json.Unmarshal(key, &k); err != nil {
-		return topicPartition{}, 0, fmt.Errorf("progress key %q: %w", key, err)
+		return topicPartition{}, position{}, fmt.Errorf("progress key %q: %w", key, err)
 	}
 	var v progressValue
 	if err := json.Unmarshal(value, &v); err != nil {
-		return topicPartition{}, 0, fmt.Errorf("progress value %q for %s/%d: %w", value, k.Topic, k.Partition, err)
+		return topicPartition{}, position{}, fmt.Errorf("progress value %q for %s/%d: %w", value, k.Topic, k.Partition, err)
 	}
-	return topicPartition{k.Topic, k.Partition}, v.NextOffset, nil
+	return topicPartition{k.Topic, k.Partition}, position{next: v.NextOffset, topicID: v.TopicID}, nil
 }
 
 // progressTopicConfigs make the progress topic keep the latest record per
@@ -68,7 +78,7 @@ func ensureProgressTopic(ctx context.Context, adm *kadm.Client, topic string, rf
 
 // loadProgress reads the progress topic to its end and returns the next
 // source offset per partition. It is bounded by ctx.
-func loadProgress(ctx context.Context, targetOpts []kgo.Opt, adm *kadm.Client, topic string) (map[topicPartition]int64, error) {
+func loadProgress(ctx context.Context, targetOpts []kgo.Opt, adm *kadm.Client, topic string) (map[topicPartition]position, error) {
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
 		return nil, fmt.Errorf("list end offsets of %s: %w", topic, err)
@@ -76,7 +86,7 @@ func loadProgress(ctx context.Context, targetOpts []kgo.Opt, adm *kadm.Client, t
 	if err := ends.Error(); err != nil {
 		return nil, fmt.Errorf("list end offsets of %s: %w", topic, err)
 	}
-	out := make(map[topicPartition]int64)
+	out := make(map[topicPartition]position)
 	want := make(map[int32]int64)
 	start := make(map[int32]kgo.Offset)
 	ends.Each(func(o kadm.ListedOffset) {
@@ -119,12 +129,12 @@ func loadProgress(ctx context.Context, targetOpts []kgo.Opt, adm *kadm.Client, t
 			if r.Value == nil || decodeErr != nil {
 				return
 			}
-			tp, next, err := decodeProgress(r.Key, r.Value)
+			tp, pos, err := decodeProgress(r.Key, r.Value)
 			if err != nil {
 				decodeErr = err
 				return
 			}
-			out[tp] = next
+			out[tp] = pos
 		})
 		if decodeErr != nil {
 			// A record we cannot read would make us restart that
@@ -153,7 +163,7 @@ func (w *progressWriter) writeAsync(ctx context.Context) {
 		if acked < 0 || acked == persisted {
 			continue
 		}
-		k, v := encodeProgress(ps.tp, acked)
+		k, v := encodeProgress(ps.tp, position{next: acked, topicID: ps.topicID})
 		w.dst.Produce(ctx, &kgo.Record{Topic: w.topic, Key: k, Value: v}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				return // written again on the next tick
