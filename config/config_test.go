@@ -1,0 +1,583 @@
+package config_test
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kmirror/kmirror/config"
+)
+
+func ms(n int) config.Duration { return config.Duration(time.Duration(n) * time.Millisecond) }
+
+// minimal is a valid config that sets only what is required; tests append
+// to it or edit it.
+const minimal = `clusters:
+  east: {bootstrap_servers: ["127.0.0.1:19092"]}
+  west: {bootstrap_servers: ["127.0.0.1:29092"]}
+mirrors:
+  - name: east-to-west
+    source: east
+    target: west
+`
+
+func mustLoad(t *testing.T, yaml string) *config.Config {
+	t.Helper()
+	c, err := config.Load([]byte(yaml), "test.yaml")
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	return c
+}
+
+func mustLoadFile(t *testing.T, path string) *config.Config {
+	t.Helper()
+	c, err := config.LoadFile(path)
+	if err != nil {
+		t.Fatalf("LoadFile: %v", err)
+	}
+	return c
+}
+
+// assertSame compares configs through their YAML dumps, which show every
+// exported field (and no unexported compiled regexps).
+func assertSame(t *testing.T, want, got *config.Config) {
+	t.Helper()
+	if w, g := want.String(), got.String(); w != g {
+		t.Errorf("config mismatch\nwant:\n%s\ngot:\n%s", w, g)
+	}
+}
+
+func TestLoadFileGood(t *testing.T) {
+	t.Parallel()
+	got := mustLoadFile(t, "testdata/good.yaml")
+	want := &config.Config{
+		Clusters: map[string]*config.Cluster{
+			"east": {
+				BootstrapServers: []string{"10.0.1.1:9092", "10.0.1.2:9092", "[2001:db8::1]:9092"},
+				ClientID:         "kmirror-east",
+			},
+			"west": {
+				BootstrapServers: []string{"kafka-west-1.example.com:9093"},
+				ClientID:         "kmirror-west",
+			},
+		},
+		Mirrors: []*config.Mirror{
+			{
+				Name:              "east-to-west",
+				Source:            "east",
+				Target:            "west",
+				ReplicationPolicy: config.ReplicationPolicy{Type: "default", Separator: "_"},
+				Topics: config.Topics{
+					Include:         []string{`orders\..*`, "payments"},
+					Exclude:         []string{`.*\.tmp`, `orders\.test-.*`},
+					RefreshInterval: ms(30_000),
+				},
+				Groups: config.Groups{
+					Include: []string{"billing-.*"},
+					Exclude: []string{"billing-debug"},
+				},
+				ReplicationFactor: 3,
+				Producer:          config.Producer{Linger: ms(10), BatchMaxBytes: 4 << 20, Compression: "zstd"},
+				ProgressInterval:  ms(500),
+			},
+			{
+				Name:              "west-to-east",
+				Source:            "west",
+				Target:            "east",
+				ReplicationPolicy: config.ReplicationPolicy{Type: "identity", Separator: "."},
+				Topics: config.Topics{
+					Include:         []string{".*"},
+					Exclude:         []string{},
+					RefreshInterval: ms(60_000),
+				},
+				Groups: config.Groups{
+					Include: []string{".*"},
+					Exclude: []string{"console-consumer-.*", "connect-.*", "__.*", "test-.*"},
+				},
+				ReplicationFactor: -1,
+				Producer:          config.Producer{Linger: 0, BatchMaxBytes: 1 << 20, Compression: "none"},
+				ProgressInterval:  ms(2000),
+			},
+		},
+		HTTP: config.HTTP{Listen: "0.0.0.0:9644"},
+		Log:  config.Log{Level: "debug", Format: "json"},
+	}
+	assertSame(t, want, got)
+}
+
+func TestLoadMinimalGetsDefaults(t *testing.T) {
+	t.Parallel()
+	got := mustLoadFile(t, "testdata/minimal.yaml")
+	want := &config.Config{
+		Clusters: map[string]*config.Cluster{
+			"east": {BootstrapServers: []string{"127.0.0.1:19092"}, ClientID: "kmirror"},
+			"west": {BootstrapServers: []string{"127.0.0.1:29092"}, ClientID: "kmirror"},
+		},
+		Mirrors: []*config.Mirror{{
+			Name:              "east-to-west",
+			Source:            "east",
+			Target:            "west",
+			ReplicationPolicy: config.ReplicationPolicy{Type: "default", Separator: "."},
+			Topics:            config.Topics{Include: []string{".*"}, Exclude: []string{}, RefreshInterval: ms(10_000)},
+			Groups: config.Groups{
+				Include: []string{".*"},
+				Exclude: []string{"console-consumer-.*", "connect-.*", "__.*"},
+			},
+			ReplicationFactor: -1,
+			Producer:          config.Producer{Linger: ms(5), BatchMaxBytes: 1048576, Compression: "none"},
+			ProgressInterval:  ms(1000),
+		}},
+		HTTP: config.HTTP{Listen: "127.0.0.1:9644"},
+		Log:  config.Log{Level: "info", Format: "text"},
+	}
+	assertSame(t, want, got)
+
+	// Spot-check the typed values too, not only their rendering.
+	m := got.Mirrors[0]
+	if m.Topics.RefreshInterval != config.Duration(10*time.Second) || m.ProgressInterval != config.Duration(time.Second) ||
+		m.Producer.Linger != config.Duration(5*time.Millisecond) || m.ReplicationFactor != -1 {
+		t.Errorf("defaults: got refresh %v, progress %v, linger %v, rf %d", m.Topics.RefreshInterval, m.ProgressInterval, m.Producer.Linger, m.ReplicationFactor)
+	}
+}
+
+func TestNullKeepsDefaults(t *testing.T) {
+	t.Parallel()
+	c := mustLoad(t, minimal+`    topics:
+    groups:
+      exclude: ~
+    producer:
+      linger:
+http:
+log: {level: null}
+`)
+	m := c.Mirrors[0]
+	if !slices.Equal(m.Topics.Include, []string{".*"}) || m.Topics.RefreshInterval != ms(10_000) {
+		t.Errorf("topics: got %+v", m.Topics)
+	}
+	if !slices.Equal(m.Groups.Exclude, []string{"console-consumer-.*", "connect-.*", "__.*"}) {
+		t.Errorf("groups.exclude: got %q", m.Groups.Exclude)
+	}
+	if m.Producer.Linger != ms(5) || c.HTTP.Listen != "127.0.0.1:9644" || c.Log.Level != "info" {
+		t.Errorf("got linger %v, listen %q, level %q", m.Producer.Linger, c.HTTP.Listen, c.Log.Level)
+	}
+}
+
+func TestExplicitValuesOverrideDefaults(t *testing.T) {
+	t.Parallel()
+	c := mustLoad(t, minimal+`    groups: {include: [], exclude: []}
+    producer: {linger: 0}
+http: {listen: ":0"}
+`)
+	m := c.Mirrors[0]
+	if len(m.Groups.Include) != 0 || len(m.Groups.Exclude) != 0 {
+		t.Errorf("groups: got %+v, want empty lists", m.Groups)
+	}
+	if m.Producer.Linger != 0 {
+		t.Errorf("linger: got %v, want 0", m.Producer.Linger)
+	}
+	if c.HTTP.Listen != ":0" {
+		t.Errorf("http.listen: got %q", c.HTTP.Listen)
+	}
+}
+
+func TestLoadBad(t *testing.T) {
+	t.Parallel()
+	if _, set := os.LookupEnv("KMIRROR_TEST_NEVER_SET"); set {
+		t.Fatal("KMIRROR_TEST_NEVER_SET must not be set for this test")
+	}
+	tests := map[string]string{
+		"unknown_key":            "11: mirrors[0].topics.inclde: unknown field (known: include, exclude, refresh_interval)",
+		"unknown_cluster":        `11: mirrors[1].source: unknown cluster "eas" (known: east, west)`,
+		"source_equals_target":   `9: mirrors[0].target: must differ from source (both are "east")`,
+		"regex":                  "11: mirrors[0].topics.include[2]: invalid regexp \"(\": missing closing ): `(`",
+		"group_regex":            "13: mirrors[0].groups.exclude[1]: invalid regexp \"[a-\": missing closing ]: `[a-`",
+		"duplicate_mirror":       `13: mirrors[2].name: duplicate mirror name "east-to-west" (first defined at line 7)`,
+		"duration":               `11: mirrors[0].topics.refresh_interval: invalid duration "10" (want a number with a unit, such as "10s" or "500ms")`,
+		"zero_refresh_interval":  "11: mirrors[0].topics.refresh_interval: must be greater than 0, got 0s",
+		"zero_progress_interval": "10: mirrors[0].progress_interval: must be greater than 0, got -1s",
+		"negative_linger":        "11: mirrors[0].producer.linger: must not be negative, got -5ms",
+		"empty_bootstrap":        "3: clusters.east.bootstrap_servers: at least one broker address is required",
+		"missing_bootstrap":      "2: clusters.east.bootstrap_servers: at least one broker address is required",
+		"bootstrap_addr":         `5: clusters.east.bootstrap_servers[1]: invalid broker address "localhost" (want host:port, such as "127.0.0.1:9092")`,
+		"bootstrap_port": `3: clusters.east.bootstrap_servers[0]: invalid broker address "127.0.0.1:0" (want host:port, such as "127.0.0.1:9092")
+testdata/bad_bootstrap_port.yaml:5: clusters.west.bootstrap_servers[0]: invalid broker address "PLAINTEXT://127.0.0.1:29092" (want host:port, such as "127.0.0.1:9092")`,
+		"cluster_alias":        `4: clusters.west/1: invalid cluster alias "west/1" (want 1-100 characters from A-Z a-z 0-9 . _ -)`,
+		"empty_client_id":      "4: clusters.east.client_id: must not be empty",
+		"policy":               `11: mirrors[0].replication_policy.type: unknown replication policy type "foo" (want default or identity)`,
+		"separator":            `11: mirrors[0].replication_policy.separator: invalid separator "/" (want one or more characters from A-Z a-z 0-9 . _ -)`,
+		"mirror_name":          `7: mirrors[0].name: invalid mirror name "east to west" (want 1-100 characters from A-Z a-z 0-9 . _ -)`,
+		"missing_mirror_name":  "7: mirrors[0].name: required field missing",
+		"missing_target":       "7: mirrors[0].target: required field missing (known clusters: east, west)",
+		"replication_factor":   "10: mirrors[0].replication_factor: invalid replication factor 0 (want -1 for the target broker default, or 1 to 32767)",
+		"batch_max_bytes":      "11: mirrors[0].producer.batch_max_bytes: must be from 1 to 67108864 (64 MiB), got 134217728",
+		"compression":          `11: mirrors[0].producer.compression: unknown compression "brotli" (want none, gzip, snappy, lz4 or zstd)`,
+		"empty_topics_include": "11: mirrors[0].topics.include: at least one pattern is required (leave the key out to mirror every topic)",
+		"http_listen":          `11: http.listen: invalid listen address "localhost" (want host:port, such as "127.0.0.1:9644"; the host may be empty and the port 0)`,
+		"unset_env":            "6: clusters.west.client_id: environment variable KMIRROR_TEST_NEVER_SET is not set (use ${KMIRROR_TEST_NEVER_SET:-default} to give a default)",
+		"no_mirrors":           "6: mirrors: at least one mirror is required",
+		"no_clusters": `2: clusters: at least one cluster is required
+testdata/bad_no_clusters.yaml:4: mirrors[0].source: unknown cluster "east" (known: none)
+testdata/bad_no_clusters.yaml:5: mirrors[0].target: unknown cluster "west" (known: none)`,
+		"log_level":          `11: log.level: unknown log level "verbose" (want debug, info, warn or error)`,
+		"log_format":         `11: log.format: unknown log format "xml" (want text or json)`,
+		"wrong_type":         `11: mirrors[0].topics.include: expected a list, got "orders.*"`,
+		"wrong_type_int":     `10: mirrors[0].replication_factor: expected an integer, got "three"`,
+		"wrong_type_mapping": `10: http: expected a mapping, got "127.0.0.1:9644"`,
+		"duplicate_key":      "10: mirrors[0].source: duplicate key (first defined at line 8)",
+		"empty":              "1: config is empty",
+		"syntax":             "7: invalid YAML: did not find expected '-' indicator",
+		"two_documents":      "10: unexpected second YAML document (a config file holds exactly one)",
+		"many_errors": `3: clusters.east.bootstrap_servers: at least one broker address is required
+testdata/bad_many_errors.yaml:9: mirrors[0].target: must differ from source (both are "east")
+testdata/bad_many_errors.yaml:11: mirrors[0].topics.include[0]: invalid regexp "(": missing closing ): ` + "`(`" + `
+testdata/bad_many_errors.yaml:12: mirrors[0].topics.refresh_interval: must be greater than 0, got 0s
+testdata/bad_many_errors.yaml:13: mirrors[1].name: duplicate mirror name "east-to-west" (first defined at line 7)
+testdata/bad_many_errors.yaml:14: mirrors[1].source: unknown cluster "north" (known: east, west)
+testdata/bad_many_errors.yaml:16: mirrors[1].replication_factor: invalid replication factor -2 (want -1 for the target broker default, or 1 to 32767)
+testdata/bad_many_errors.yaml:18: log.level: unknown log level "trace" (want debug, info, warn or error)`,
+	}
+	for rule, want := range tests {
+		t.Run(rule, func(t *testing.T) {
+			t.Parallel()
+			path := "testdata/bad_" + rule + ".yaml"
+			want := path + ":" + want
+			c, err := config.LoadFile(path)
+			if err == nil {
+				t.Fatalf("LoadFile(%s) succeeded, want error:\n%s\ngot config:\n%s", path, want, c)
+			}
+			if err.Error() != want {
+				t.Errorf("LoadFile(%s) error\nwant:\n%s\ngot:\n%s", path, want, err)
+			}
+		})
+	}
+
+	// Every bad_*.yaml fixture has a case above.
+	files, err := filepath.Glob("testdata/bad_*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		rule := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "bad_"), ".yaml")
+		if _, ok := tests[rule]; !ok {
+			t.Errorf("fixture %s has no test case", f)
+		}
+	}
+}
+
+func TestErrorValues(t *testing.T) {
+	t.Parallel()
+	_, err := config.LoadFile("testdata/bad_unknown_cluster.yaml")
+	var e *config.Error
+	if !errors.As(err, &e) {
+		t.Fatalf("error %v (%T) is not a *config.Error", err, err)
+	}
+	want := config.Error{File: "testdata/bad_unknown_cluster.yaml", Line: 11, Field: "mirrors[1].source", Msg: `unknown cluster "eas" (known: east, west)`}
+	if *e != want {
+		t.Errorf("got %+v, want %+v", *e, want)
+	}
+
+	// Several problems come joined, each a *config.Error, sorted by line.
+	_, err = config.LoadFile("testdata/bad_many_errors.yaml")
+	joined, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		t.Fatalf("error %T does not unwrap to a list", err)
+	}
+	var lines []int
+	for _, err := range joined.Unwrap() {
+		var e *config.Error
+		if !errors.As(err, &e) {
+			t.Fatalf("joined error %v (%T) is not a *config.Error", err, err)
+		}
+		lines = append(lines, e.Line)
+	}
+	if len(lines) != 8 || !slices.IsSorted(lines) {
+		t.Errorf("lines: got %v, want 8 sorted lines", lines)
+	}
+}
+
+func TestErrorFormat(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		err  config.Error
+		want string
+	}{
+		"full":     {config.Error{File: "k.yaml", Line: 12, Field: "mirrors[1].source", Msg: "bad"}, "k.yaml:12: mirrors[1].source: bad"},
+		"no field": {config.Error{File: "k.yaml", Line: 1, Msg: "config is empty"}, "k.yaml:1: config is empty"},
+		"no line":  {config.Error{File: "k.yaml", Msg: "invalid YAML: x"}, "k.yaml: invalid YAML: x"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			if got := tt.err.Error(); got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoadFileMissing(t *testing.T) {
+	t.Parallel()
+	_, err := config.LoadFile(filepath.Join(t.TempDir(), "nope.yaml"))
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("got %v, want fs.ErrNotExist", err)
+	}
+}
+
+func TestLoadNameInErrors(t *testing.T) {
+	t.Parallel()
+	_, err := config.Load([]byte("mirrors: []\nclusters: {}\n"), "")
+	// An empty file name reads "<config>"; errors are sorted by line, not
+	// by the order of the checks.
+	want := "<config>:1: mirrors: at least one mirror is required\n<config>:2: clusters: at least one cluster is required"
+	if err == nil || err.Error() != want {
+		t.Errorf("got:\n%v\nwant:\n%s", err, want)
+	}
+}
+
+func TestMoreTypeErrors(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct{ yaml, want string }{
+		"top level list": {"- a\n- b\n", "t.yaml:1: expected a mapping, got a list"},
+		"top level unknown": {minimal + "metrics: {}\n",
+			"t.yaml:8: metrics: unknown field (known: clusters, mirrors, http, log)"},
+		"list for string": {"clusters: {a: {bootstrap_servers: [\"h:1\"]}}\nmirrors: [{name: [x]}]\n",
+			"t.yaml:2: mirrors[0].name: expected a string, got a list"},
+		"duplicate in flow": {minimal + "    source: west\n",
+			"t.yaml:8: mirrors[0].source: duplicate key (first defined at line 6)"},
+		"mapping for list": {minimal + "    topics: {include: {a: b}}\n",
+			"t.yaml:8: mirrors[0].topics.include: expected a list, got a mapping"},
+		"list item not string": {minimal + "    topics: {include: [[a]]}\n",
+			"t.yaml:8: mirrors[0].topics.include[0]: expected a string, got a list"},
+		"mirrors mapping": {"clusters: {a: {bootstrap_servers: [\"h:1\"]}}\nmirrors: {name: x}\n",
+			"t.yaml:2: mirrors: expected a list, got a mapping"},
+		"duration list": {minimal + "    progress_interval: [1s]\n",
+			"t.yaml:8: mirrors[0].progress_interval: expected a duration, got a list"},
+		"float int": {minimal + "    replication_factor: 1.5\n",
+			"t.yaml:8: mirrors[0].replication_factor: expected an integer, got 1.5"},
+		"quoted int": {minimal + "    replication_factor: \"3\"\n",
+			`t.yaml:8: mirrors[0].replication_factor: expected an integer, got "3"`},
+		"int overflow": {minimal + "    producer: {batch_max_bytes: 99999999999999999999}\n",
+			"t.yaml:8: mirrors[0].producer.batch_max_bytes: expected an integer, got 99999999999999999999"},
+		"unknown key and type error": {minimal + "    topic: {}\n    replication_factor: x\n",
+			"t.yaml:8: mirrors[0].topic: unknown field (known: name, source, target, replication_policy, topics, groups, replication_factor, producer, progress_interval)\n" +
+				`t.yaml:9: mirrors[0].replication_factor: expected an integer, got "x"`},
+		"cluster null": {"clusters:\n  east:\n  west: {bootstrap_servers: [\"h:1\"]}\nmirrors: [{name: m, source: east, target: west}]\n",
+			"t.yaml:2: clusters.east.bootstrap_servers: at least one broker address is required"},
+		"mirror null": {"clusters:\n  east: {bootstrap_servers: [\"h:1\"]}\nmirrors:\n  -\n",
+			"t.yaml:4: mirrors[0].name: required field missing\n" +
+				"t.yaml:4: mirrors[0].source: required field missing (known clusters: east)\n" +
+				"t.yaml:4: mirrors[0].target: required field missing (known clusters: east)"},
+		"complex key": {"clusters:\n  ? [a]\n  : {}\n", "t.yaml:2: clusters: expected a string key, got a list"},
+		"second mirror line": {minimal + "  - name: x\n    source: west\n    target: nowhere\n",
+			`t.yaml:10: mirrors[1].target: unknown cluster "nowhere" (known: east, west)`},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := config.Load([]byte(tt.yaml), "t.yaml")
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("got:\n%v\nwant:\n%s", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestAnchorsAndMergeKeys(t *testing.T) {
+	t.Parallel()
+	c := mustLoad(t, `clusters:
+  east: {bootstrap_servers: &brokers ["127.0.0.1:19092"]}
+  west: {bootstrap_servers: *brokers, client_id: west}
+mirrors:
+  - &base
+    name: east-to-west
+    source: east
+    target: west
+    topics: {include: ["orders.*"], refresh_interval: 5s}
+  - <<: *base
+    name: west-to-east
+    source: west
+    target: east
+`)
+	if got := c.Cluster("west").BootstrapServers; !slices.Equal(got, []string{"127.0.0.1:19092"}) {
+		t.Errorf("west bootstrap: got %q", got)
+	}
+	m := c.Mirror("west-to-east")
+	if m == nil || m.Source != "west" || m.Target != "east" || !slices.Equal(m.Topics.Include, []string{"orders.*"}) || m.Topics.RefreshInterval != ms(5000) {
+		t.Errorf("merged mirror: got %+v", m)
+	}
+}
+
+func TestMergeKeyErrors(t *testing.T) {
+	t.Parallel()
+	_, err := config.Load([]byte(minimal+"    <<: [a]\n"), "t.yaml")
+	want := `t.yaml:8: mirrors[0]: merge key (<<) needs a mapping or a list of mappings, got "a"`
+	if err == nil || err.Error() != want {
+		t.Errorf("got:\n%v\nwant:\n%s", err, want)
+	}
+	// A mapping that merges itself must not hang.
+	_, err = config.Load([]byte("http: &h {<<: *h}\n"), "t.yaml")
+	want = "t.yaml:1: http: merge key (<<) refers to the mapping that contains it"
+	if err == nil || err.Error() != want {
+		t.Errorf("self-merge: got:\n%v\nwant:\n%s", err, want)
+	}
+	// So must a list that contains itself.
+	_, err = config.Load([]byte("x: &x [*x]\n"), "t.yaml")
+	want = "t.yaml:1: x: unknown field (known: clusters, mirrors, http, log)"
+	if err == nil || err.Error() != want {
+		t.Errorf("self-alias: got:\n%v\nwant:\n%s", err, want)
+	}
+}
+
+func TestConfigLookups(t *testing.T) {
+	t.Parallel()
+	c := mustLoadFile(t, "testdata/good.yaml")
+	if m := c.Mirror("west-to-east"); m == nil || m.Source != "west" {
+		t.Errorf("Mirror(west-to-east): got %+v", m)
+	}
+	if m := c.Mirror("nope"); m != nil {
+		t.Errorf("Mirror(nope): got %+v, want nil", m)
+	}
+	if cl := c.Cluster("east"); cl == nil || cl.ClientID != "kmirror-east" {
+		t.Errorf("Cluster(east): got %+v", cl)
+	}
+	if cl := c.Cluster("nope"); cl != nil {
+		t.Errorf("Cluster(nope): got %+v, want nil", cl)
+	}
+}
+
+func TestRegexps(t *testing.T) {
+	t.Parallel()
+	c := mustLoadFile(t, "testdata/good.yaml")
+
+	tests := []struct {
+		name       string
+		mirror     string
+		topic      string
+		included   bool
+		excluded   bool
+		groupIncl  bool
+		groupExcl  bool
+		groupCheck string
+	}{
+		{name: "prefix match", mirror: "east-to-west", topic: "orders.eu", included: true},
+		{name: "anchored: no substring match", mirror: "east-to-west", topic: "my-orders.eu"},
+		{name: "anchored: whole name", mirror: "east-to-west", topic: "payments2"},
+		{name: "exact", mirror: "east-to-west", topic: "payments", included: true},
+		{name: "excluded", mirror: "east-to-west", topic: "orders.test-1", included: true, excluded: true},
+		{name: "exclude anchored", mirror: "east-to-west", topic: "orders.tmp", included: true, excluded: true},
+		{name: "groups", mirror: "east-to-west", groupCheck: "billing-debug", groupIncl: true, groupExcl: true},
+		{name: "default groups exclude", mirror: "west-to-east", groupCheck: "console-consumer-4711", groupIncl: true, groupExcl: true},
+		{name: "default groups include", mirror: "west-to-east", groupCheck: "payments-app", groupIncl: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m := c.Mirror(tt.mirror)
+			if tt.topic != "" {
+				if got := anyMatch(m.Topics.IncludeRegexps(), tt.topic); got != tt.included {
+					t.Errorf("topic %q included: got %v, want %v", tt.topic, got, tt.included)
+				}
+				if got := anyMatch(m.Topics.ExcludeRegexps(), tt.topic); got != tt.excluded {
+					t.Errorf("topic %q excluded: got %v, want %v", tt.topic, got, tt.excluded)
+				}
+			}
+			if tt.groupCheck != "" {
+				if got := anyMatch(m.Groups.IncludeRegexps(), tt.groupCheck); got != tt.groupIncl {
+					t.Errorf("group %q included: got %v, want %v", tt.groupCheck, got, tt.groupIncl)
+				}
+				if got := anyMatch(m.Groups.ExcludeRegexps(), tt.groupCheck); got != tt.groupExcl {
+					t.Errorf("group %q excluded: got %v, want %v", tt.groupCheck, got, tt.groupExcl)
+				}
+			}
+		})
+	}
+
+	// Load compiles once: the same values come back on every call.
+	m := c.Mirrors[0]
+	if a, b := m.Topics.IncludeRegexps(), m.Topics.IncludeRegexps(); len(a) != 2 || a[0] != b[0] {
+		t.Errorf("IncludeRegexps not compiled once: %v vs %v", a, b)
+	}
+	if got := m.Topics.IncludeRegexps()[0].String(); got != `^(?:orders\..*)$` {
+		t.Errorf("anchored pattern: got %q", got)
+	}
+
+	// A Topics built by hand compiles on demand.
+	hand := config.Topics{Include: []string{"a|b"}}
+	if res := hand.IncludeRegexps(); len(res) != 1 || !res[0].MatchString("b") || res[0].MatchString("ab") {
+		t.Errorf("hand-built Topics: got %v", res)
+	}
+	if res := hand.ExcludeRegexps(); len(res) != 0 {
+		t.Errorf("hand-built Topics exclude: got %v", res)
+	}
+}
+
+func anyMatch(res []*regexp.Regexp, name string) bool {
+	for _, re := range res {
+		if re.MatchString(name) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestStringRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, f := range []string{"testdata/good.yaml", "testdata/minimal.yaml"} {
+		c := mustLoadFile(t, f)
+		again := mustLoad(t, c.String())
+		assertSame(t, c, again)
+	}
+}
+
+// docs/configuration.md shows good.yaml verbatim and documents every key.
+func TestDocs(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, err := os.ReadFile("testdata/good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), "```yaml\n"+string(good)+"```\n") {
+		t.Error("docs/configuration.md does not contain testdata/good.yaml verbatim")
+	}
+	keys := yamlKeys(reflect.TypeFor[config.Config]())
+	if len(keys) != 28 {
+		t.Errorf("found %d keys, want 28: %q (update this test and the docs when adding keys)", len(keys), keys)
+	}
+	for _, key := range keys {
+		if !strings.Contains(string(doc), "| `"+key+"` |") {
+			t.Errorf("docs/configuration.md has no table row for key %q", key)
+		}
+	}
+}
+
+// yamlKeys lists the yaml keys of t's fields and of the structs below them.
+func yamlKeys(t reflect.Type) []string {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct || t == reflect.TypeFor[config.Duration]() {
+		return nil
+	}
+	var keys []string
+	for f := range t.Fields() {
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		keys = append(keys, name)
+		keys = append(keys, yamlKeys(f.Type)...)
+	}
+	return keys
+}
