@@ -11,6 +11,7 @@ package config
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -72,8 +73,43 @@ type Cluster struct {
 	// ClientID is the Kafka client.id kmirror uses. Default "kmirror".
 	ClientID string `yaml:"client_id"`
 
-	// TLS and SASL settings go here (a later issue). Credentials must be of
-	// type Secret so that Config.String and logs never show them.
+	// TLS, when present (even empty), connects with TLS; without it the
+	// connection is plaintext.
+	TLS *TLS `yaml:"tls,omitempty"`
+	// SASL, when present, authenticates every connection.
+	SASL *SASL `yaml:"sasl,omitempty"`
+}
+
+// TLS configures encrypted connections to a cluster. Relative paths are
+// resolved against the config file's directory.
+type TLS struct {
+	// CAFile is a PEM bundle of the CAs that sign the brokers'
+	// certificates. Default: the system's roots.
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are a PEM client certificate and its key, for
+	// brokers that require client authentication (mTLS). Both or neither.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// ServerName overrides the host name checked against the brokers'
+	// certificates. Default: the host of each broker address.
+	ServerName string `yaml:"server_name"`
+	// InsecureSkipVerify accepts any broker certificate. For tests only:
+	// it makes TLS useless against an attacker in the middle.
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
+}
+
+// SASL authenticates to a cluster.
+type SASL struct {
+	// Mechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+	Mechanism string `yaml:"mechanism"`
+	// Username is required.
+	Username string `yaml:"username"`
+	// Password is the password, usually "${ENV_VAR}". Never printed.
+	Password Secret `yaml:"password"`
+	// PasswordFile is a file holding the password (one trailing newline is
+	// dropped), read when the config is loaded. Exactly one of Password and
+	// PasswordFile is required.
+	PasswordFile string `yaml:"password_file"`
 }
 
 // Mirror is one replication flow from a source cluster to a target cluster.
@@ -230,7 +266,7 @@ func Load(data []byte, filename string) (*Config, error) {
 	if err := d.err(); err != nil {
 		return nil, err
 	}
-	v := &validator{file: filename, lines: d.lines}
+	v := &validator{file: filename, dir: filepath.Dir(filename), lines: d.lines}
 	v.validate(cfg)
 	if err := v.err(); err != nil {
 		return nil, err

@@ -196,6 +196,11 @@ func TestLoadBad(t *testing.T) {
 	tests := map[string]string{
 		"unknown_key":            "11: mirrors[0].topics.inclde: unknown field (known: include, exclude, refresh_interval)",
 		"unknown_cluster":        `11: mirrors[1].source: unknown cluster "eas" (known: east, west)`,
+		"sasl_mechanism":         `5: clusters.east.sasl.mechanism: unknown SASL mechanism "GSSAPI" (want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)`,
+		"sasl_two_passwords":     `10: clusters.west.sasl.password_file: set password or password_file, not both`,
+		"sasl_no_password":       `6: clusters.west.sasl.password: required field missing (or set password_file)`,
+		"tls_missing_file":       `5: clusters.east.tls.ca_file: cannot read testdata/certs/no-such-ca.pem: no such file or directory`,
+		"tls_cert_without_key":   `4: clusters.east.tls: cert_file and key_file go together: set both for client authentication, or neither`,
 		"source_equals_target":   `9: mirrors[0].target: must differ from source (both are "east")`,
 		"regex":                  "11: mirrors[0].topics.include[2]: invalid regexp \"(\": missing closing ): `(`",
 		"group_regex":            "13: mirrors[0].groups.exclude[1]: invalid regexp \"[a-\": missing closing ]: `[a-`",
@@ -552,8 +557,8 @@ func TestDocs(t *testing.T) {
 		t.Error("docs/configuration.md does not contain testdata/good.yaml verbatim")
 	}
 	keys := yamlKeys(reflect.TypeFor[config.Config]())
-	if len(keys) != 28 {
-		t.Errorf("found %d keys, want 28: %q (update this test and the docs when adding keys)", len(keys), keys)
+	if len(keys) != 39 {
+		t.Errorf("found %d keys, want 39: %q (update this test and the docs when adding keys)", len(keys), keys)
 	}
 	for _, key := range keys {
 		if !strings.Contains(string(doc), "| `"+key+"` |") {
@@ -580,4 +585,28 @@ func yamlKeys(t reflect.Type) []string {
 		keys = append(keys, yamlKeys(f.Type)...)
 	}
 	return keys
+}
+
+func TestTLSAndSASL(t *testing.T) {
+	t.Setenv("KMIRROR_TEST_PASSWORD", "from-env")
+	c, err := config.LoadFile("testdata/tls_sasl.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	east, west := c.Cluster("east"), c.Cluster("west")
+	if east.TLS == nil || east.TLS.CAFile != "testdata/good.yaml" || east.TLS.ServerName != "kafka.east.example" {
+		t.Errorf("east tls = %+v (ca_file must resolve against the config's directory)", east.TLS)
+	}
+	if east.SASL.Mechanism != "SCRAM-SHA-512" || east.SASL.Username != "mirror" || east.SASL.Password.Reveal() != "from-env" {
+		t.Errorf("east sasl = %+v / %q", east.SASL, east.SASL.Password.Reveal())
+	}
+	if west.TLS == nil || *west.TLS != (config.TLS{}) {
+		t.Errorf("west tls = %+v, want present and empty", west.TLS)
+	}
+	if west.SASL.Password.Reveal() != "from-a-file" {
+		t.Errorf("password_file: got %q", west.SASL.Password.Reveal())
+	}
+	if s := c.String(); strings.Contains(s, "from-env") || strings.Contains(s, "from-a-file") {
+		t.Errorf("String() shows a password:\n%s", s)
+	}
 }

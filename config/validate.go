@@ -1,9 +1,12 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -29,6 +32,7 @@ var (
 // patterns. lines comes from the decoder and maps field paths to lines.
 type validator struct {
 	file  string
+	dir   string // relative paths in the file are relative to it
 	lines map[string]int
 	errs  []*Error
 }
@@ -109,6 +113,72 @@ func (v *validator) cluster(c *Cluster, path, alias string) {
 	if c.ClientID == "" {
 		v.errorf(path+".client_id", "must not be empty")
 	}
+	if c.TLS != nil {
+		v.tls(c.TLS, path+".tls")
+	}
+	if c.SASL != nil {
+		v.sasl(c.SASL, path+".sasl")
+	}
+}
+
+var saslMechanisms = []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+
+func (v *validator) tls(t *TLS, path string) {
+	t.CAFile = v.file_(path+".ca_file", t.CAFile)
+	t.CertFile = v.file_(path+".cert_file", t.CertFile)
+	t.KeyFile = v.file_(path+".key_file", t.KeyFile)
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		v.errorf(path, "cert_file and key_file go together: set both for client authentication, or neither")
+	}
+}
+
+func (v *validator) sasl(s *SASL, path string) {
+	if !slices.Contains(saslMechanisms, s.Mechanism) {
+		v.errorf(path+".mechanism", "unknown SASL mechanism %q (want %s)", s.Mechanism, orList(saslMechanisms))
+	}
+	if s.Username == "" {
+		v.errorf(path+".username", "required field missing")
+	}
+	switch {
+	case s.Password != "" && s.PasswordFile != "":
+		v.errorf(path+".password_file", "set password or password_file, not both")
+	case s.Password == "" && s.PasswordFile == "":
+		v.errorf(path+".password", "required field missing (or set password_file)")
+	case s.PasswordFile != "":
+		s.PasswordFile = v.file_(path+".password_file", s.PasswordFile)
+		if s.PasswordFile == "" {
+			return
+		}
+		b, err := os.ReadFile(s.PasswordFile)
+		if err != nil {
+			v.errorf(path+".password_file", "%v", err)
+			return
+		}
+		pw := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+		if pw == "" {
+			v.errorf(path+".password_file", "file %s is empty", s.PasswordFile)
+			return
+		}
+		s.Password = Secret(pw)
+	}
+}
+
+// file_ resolves a path from the config against the config's directory and
+// checks that it can be read. It returns "" for "" and on error.
+func (v *validator) file_(path, name string) string {
+	if name == "" {
+		return ""
+	}
+	if !filepath.IsAbs(name) {
+		name = filepath.Join(v.dir, name)
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		v.errorf(path, "cannot read %s: %v", name, errors.Unwrap(err))
+		return ""
+	}
+	_ = f.Close()
+	return name
 }
 
 func (v *validator) mirror(m *Mirror, path string, clusters map[string]*Cluster, aliases []string) {

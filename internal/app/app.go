@@ -102,12 +102,20 @@ func newMirror(cfg *config.Config, mc *config.Mirror, log *slog.Logger, metrics 
 	if src == nil || dst == nil {
 		return nil, fmt.Errorf("unknown cluster %q or %q", mc.Source, mc.Target)
 	}
+	srcOpts, err := kafka.ClientOpts(mc.Source, src, log)
+	if err != nil {
+		return nil, err
+	}
+	dstOpts, err := kafka.ClientOpts(mc.Target, dst, log)
+	if err != nil {
+		return nil, err
+	}
 	return connector.New(connector.Config{
 		Name:        mc.Name,
 		SourceAlias: mc.Source,
 		TargetAlias: mc.Target,
-		SourceOpts:  kafka.ClientOpts(mc.Source, src, log),
-		TargetOpts:  kafka.ClientOpts(mc.Target, dst, log),
+		SourceOpts:  srcOpts,
+		TargetOpts:  dstOpts,
 		Policy:      pol,
 		Filters: []filters.TopicFilter{filters.Regex{
 			Include: mc.Topics.IncludeRegexps(),

@@ -5,24 +5,87 @@ package kafka
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/kmirror/kmirror/config"
 )
 
 // ClientOpts returns the connection options for the cluster named alias.
-// Consumer and producer behaviour is left to the caller.
-func ClientOpts(alias string, c *config.Cluster, log *slog.Logger) []kgo.Opt {
+// Consumer and producer behaviour is left to the caller. It fails when a TLS
+// file cannot be parsed; errors name the config field.
+func ClientOpts(alias string, c *config.Cluster, log *slog.Logger) ([]kgo.Opt, error) {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(c.BootstrapServers...),
 		kgo.ClientID(c.ClientID),
 	}
+	if c.TLS != nil {
+		tc, err := tlsConfig(c.TLS)
+		if err != nil {
+			return nil, fmt.Errorf("clusters.%s.tls: %w", alias, err)
+		}
+		opts = append(opts, kgo.DialTLSConfig(tc))
+	}
+	if c.SASL != nil {
+		m, err := saslMechanism(c.SASL)
+		if err != nil {
+			return nil, fmt.Errorf("clusters.%s.sasl: %w", alias, err)
+		}
+		opts = append(opts, kgo.SASL(m))
+	}
 	if log != nil {
 		opts = append(opts, kgo.WithLogger(logger{log.With("cluster", alias)}))
 	}
-	return opts
+	return opts, nil
+}
+
+func tlsConfig(c *config.TLS) (*tls.Config, error) {
+	tc := &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		ServerName:         c.ServerName,
+		InsecureSkipVerify: c.InsecureSkipVerify, //nolint:gosec // opt-in, documented as test-only
+	}
+	if c.CAFile != "" {
+		pem, err := os.ReadFile(c.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("ca_file: no PEM certificate in %s", c.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if c.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("cert_file/key_file: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+func saslMechanism(c *config.SASL) (sasl.Mechanism, error) {
+	user, pass := c.Username, c.Password.Reveal()
+	switch c.Mechanism {
+	case "PLAIN":
+		return plain.Auth{User: user, Pass: pass}.AsMechanism(), nil
+	case "SCRAM-SHA-256":
+		return scram.Auth{User: user, Pass: pass}.AsSha256Mechanism(), nil
+	case "SCRAM-SHA-512":
+		return scram.Auth{User: user, Pass: pass}.AsSha512Mechanism(), nil
+	default:
+		return nil, fmt.Errorf("mechanism: unknown SASL mechanism %q", c.Mechanism)
+	}
 }
 
 // logger bridges franz-go's logs into slog, one level down for its info
