@@ -1,0 +1,72 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kmirror/kmirror/connector"
+	"github.com/kmirror/kmirror/internal/httpapi"
+)
+
+type statuses []connector.Status
+
+func (s statuses) Statuses() []connector.Status { return s }
+
+func get(t *testing.T, h http.Handler, path string) (int, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	body, _ := io.ReadAll(rec.Body)
+	return rec.Code, string(body)
+}
+
+func TestEndpoints(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "kmirror_test_total", Help: "test"}))
+	ready := connector.Status{Name: "a", Ready: true, LastPassAt: time.Now(), Topics: []connector.TopicStatus{
+		{SourceTopic: "orders", TargetTopic: "east.orders", Partitions: 3, State: connector.StateMirroring},
+	}}
+	failing := connector.Status{Name: "b", LastPassAt: time.Now(), Topics: []connector.TopicStatus{
+		{SourceTopic: "bad", TargetTopic: "east.bad", State: connector.StateFailed, Error: "INVALID_CONFIG"},
+	}}
+
+	h := httpapi.Handler(reg, statuses{ready})
+	if code, body := get(t, h, "/healthz"); code != 200 || body != "ok\n" {
+		t.Fatalf("/healthz = %d %q", code, body)
+	}
+	if code, _ := get(t, h, "/readyz"); code != 200 {
+		t.Fatalf("/readyz = %d, want 200", code)
+	}
+	code, body := get(t, h, "/api/v1/status")
+	var resp httpapi.StatusResponse
+	if err := json.Unmarshal([]byte(body), &resp); err != nil || code != 200 {
+		t.Fatalf("/api/v1/status = %d %s: %v", code, body, err)
+	}
+	if !resp.Ready || len(resp.Mirrors) != 1 || resp.Mirrors[0].Topics[0].TargetTopic != "east.orders" {
+		t.Fatalf("status = %+v", resp)
+	}
+	if code, body := get(t, h, "/metrics"); code != 200 || !strings.Contains(body, "kmirror_test_total 0") {
+		t.Fatalf("/metrics = %d %q", code, body)
+	}
+
+	h = httpapi.Handler(reg, statuses{ready, failing})
+	code, body = get(t, h, "/readyz")
+	if code != 503 || body != "not ready: mirror b: topic bad is failed (INVALID_CONFIG)\n" {
+		t.Fatalf("/readyz = %d %q", code, body)
+	}
+	_, body = get(t, h, "/api/v1/status")
+	if err := json.Unmarshal([]byte(body), &resp); err != nil || resp.Ready {
+		t.Fatalf("status with a failed mirror: ready=%v err=%v", resp.Ready, err)
+	}
+	if code, _ := get(t, httpapi.Handler(reg, statuses{{Name: "c"}}), "/readyz"); code != 503 {
+		t.Fatalf("a mirror that has not run a pass must not be ready, got %d", code)
+	}
+}
