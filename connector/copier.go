@@ -186,6 +186,10 @@ func (c *copier) assign(as []assignment, srcOpts []kgo.Opt) (started bool, err e
 		opts := append(append([]kgo.Opt(nil), srcOpts...),
 			kgo.ConsumePartitions(offsets),
 			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			// A partition added to the consumer is first fetched when
+			// the fetch in flight returns; franz-go's 5s default
+			// would delay a new topic's first records by that long.
+			kgo.FetchMaxWait(500*time.Millisecond),
 			// A position the source no longer has (retention, or a
 			// recreated topic) restarts from the earliest record.
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -344,6 +348,9 @@ func (c *copier) rewindFailed() {
 	}
 	if len(pause) > 0 {
 		c.src.PauseFetchPartitions(pause)
+		// Many refusals come from stale metadata (a partition or topic
+		// the producer does not know yet); refresh before the retry.
+		c.dst.ForceMetadataRefresh()
 	}
 	if len(rewind) > 0 {
 		c.src.SetOffsets(rewind)

@@ -413,15 +413,18 @@ func (m *Mirror) doPass(ctx context.Context, srcAdm *kadm.Client, dst *kgo.Clien
 		if err != nil {
 			passErrs = append(passErrs, err)
 		}
+		grown := make(map[string]int32)
 		for topic, n := range grows {
 			if err := results[topic]; err == nil && results != nil {
 				targetPartitions[topic] = n
+				grown[topic] = n
 				m.log.Info("grew target topic partitions", "target_topic", topic, "partitions", n)
 			} else if results != nil {
 				m.metrics.incCreateErrors()
 				m.setTopicError(m.sourceName(topic), fmt.Errorf("grow target topic %s to %d partitions: %w", topic, n, err))
 			}
 		}
+		awaitProducerPartitions(ctx, dst, grown)
 	}
 
 	// 5. Assign every partition that exists on both sides.
@@ -463,6 +466,36 @@ func (m *Mirror) doPass(ctx context.Context, srcAdm *kadm.Client, dst *kgo.Clien
 	// 6. Refresh source ends for lag (best effort).
 	m.refreshEnds(ctx, srcAdm, cp)
 	return started, errors.Join(passErrs...)
+}
+
+// awaitProducerPartitions makes the producer learn grown partition counts
+// before records go to the new partitions. franz-go's producer keeps the
+// partition count it last saw, and with manual partitioning it fails a
+// record for a partition beyond that count at once, without refreshing.
+// The wait is bounded; a partition still unknown after it is retried by the
+// copier's rewind like any refused record.
+func awaitProducerPartitions(ctx context.Context, dst *kgo.Client, grown map[string]int32) {
+	if len(grown) == 0 {
+		return
+	}
+	dst.ForceMetadataRefresh()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		known := true
+		for topic, n := range grown {
+			if first, _, _ := dst.PartitionLeader(topic, 0); first < 0 {
+				continue // never produced to: its first produce loads fresh metadata
+			}
+			if leader, _, err := dst.PartitionLeader(topic, n-1); err != nil || leader < 0 {
+				known = false
+				break
+			}
+		}
+		if known {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // sourceName maps a target topic of this pass back to its source topic.

@@ -72,6 +72,26 @@ func TestValidate(t *testing.T) {
 		}
 	})
 
+	// The config every other e2e test renders must itself be valid, in both
+	// policies.
+	for _, policy := range []string{"default", "identity"} {
+		t.Run("e2e_template_"+policy, func(t *testing.T) {
+			cfg := mirrorConfig{
+				Name: "m1", Source: "src", Target: "dst",
+				SourceAddrs: []string{"127.0.0.1:9092"}, TargetAddrs: []string{"127.0.0.1:9093"},
+				Policy: policy, Separator: ".",
+				Include: []string{`app\..*`, ".*"}, Exclude: []string{`app\.secret.*`},
+				RefreshInterval: time.Second, ProgressInterval: 200 * time.Millisecond, LogLevel: "debug",
+			}
+			path := writeConfigFile(t, t.TempDir(), cfg)
+			code, stdout, stderr := runCLI(t, "validate", "--config", path)
+			if code != 0 {
+				b, _ := os.ReadFile(path)
+				t.Errorf("kmirror validate on the e2e template: exit %d, want 0\nconfig:\n%s\nstdout:\n%s\nstderr:\n%s", code, b, stdout, stderr)
+			}
+		})
+	}
+
 	bad, err := filepath.Glob(filepath.Join(dir, "bad_*.yaml"))
 	if err != nil || len(bad) == 0 {
 		t.Fatalf("no bad configs in %s: %v", dir, err)

@@ -680,7 +680,8 @@ func (e *env) waitTargetValues(timeout time.Duration, topic string, want map[int
 			return false, fmt.Sprintf("target has %d partitions, want %d", n, len(want))
 		}
 		if got == nil {
-			return false, "not all records there yet"
+			cnt, _, _ := recordCount(ctx, e.dstCl, topic)
+			return false, fmt.Sprintf("target has %d partitions but only %d of %d records", n, cnt, total)
 		}
 		if d := diffValues(want, values(got)); d != "" {
 			return false, d

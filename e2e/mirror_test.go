@@ -80,10 +80,18 @@ func TestNewTopicDiscovered(t *testing.T) {
 		createTopic(t, e.srcCl, "second", 2, nil)
 		recs, want = seqRecords("second", "second", 2, 5)
 		produce(t, e.srcCl, recs...)
+		// The wait is capped at 10s so that a slow worker shows how slow
+		// it is; the requirement is two refresh intervals plus a margin.
 		const limit = 10 * time.Second
 		e.waitTargetValues(limit-time.Since(created), "src.second", want)
-		t.Logf("topic created at the source appeared with its records on the target after %v (refresh_interval %v)",
-			time.Since(created).Round(10*time.Millisecond), cfg.RefreshInterval)
+		took := time.Since(created)
+		allowed := 2*cfg.RefreshInterval + 1500*time.Millisecond
+		t.Logf("topic created at the source appeared with its records on the target after %v (refresh_interval %v, allowed %v)",
+			took.Round(10*time.Millisecond), cfg.RefreshInterval, allowed)
+		if took > allowed {
+			t.Errorf("a new source topic took %v to appear on the target with its records; want at most 2 refresh intervals plus a margin = %v",
+				took.Round(10*time.Millisecond), allowed)
+		}
 	})
 }
 
@@ -240,17 +248,23 @@ func TestKillRestartAtLeastOnce(t *testing.T) {
 		cfgPath := e.writeConfig(e.defaultConfig())
 		w1 := e.startWorker(cfgPath)
 		ctx := ctxTimeout(t, 120*time.Second)
-		var atKill int64
-		e.waitFor(45*time.Second, "the first worker to copy at least 1000 records", func() (bool, string) {
+		// Kill mid-stream, once the worker has copied for a while (many
+		// progress intervals), so that some progress has been stored.
+		e.waitFor(45*time.Second, "the first worker to copy at least 1000 records for 1.5s", func() (bool, string) {
 			cnt, _, err := recordCount(ctx, e.dstCl, "src.stream")
 			if err != nil {
 				return false, err.Error()
 			}
-			atKill = cnt
-			return cnt >= 1000, fmt.Sprintf("%d records on the target", cnt)
+			up := time.Since(w1.start)
+			return cnt >= 1000 && up >= 1500*time.Millisecond, fmt.Sprintf("%d records on the target after %v", cnt, up.Round(time.Millisecond))
 		})
 		w1.kill(t)
-		t.Logf("killed worker 1 with ~%d records on the target, %d produced so far", atKill, prod.count())
+		atKill, _, err := recordCount(ctx, e.dstCl, "src.stream")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("killed worker 1 after %v with %d records on the target, %d produced so far",
+			time.Since(w1.start).Round(time.Millisecond), atKill, prod.count())
 		time.Sleep(300 * time.Millisecond)
 
 		e.startWorker(cfgPath)
@@ -316,6 +330,12 @@ func TestKillRestartAtLeastOnce(t *testing.T) {
 			}
 		}
 		t.Logf("%d source records, %d duplicates on the target after kill -9 and restart", total, dups)
+		// Everything replayed means no progress was stored in 1.5s of
+		// copying with progress_interval 200ms.
+		if int64(dups) >= atKill {
+			t.Errorf("the restart replayed all %d records copied before the kill (%d duplicates): progress was not persisted while running",
+				atKill, dups)
+		}
 	})
 }
 
@@ -434,7 +454,7 @@ func startProducer(t testing.TB, addrs []string, topic string, partitions int) *
 			}
 			bp.n += len(recs)
 			bp.mu.Unlock()
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond)
 		}
 	}()
 	t.Cleanup(func() {
