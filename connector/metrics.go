@@ -16,6 +16,7 @@ type Metrics struct {
 	topics          *prometheus.GaugeVec
 	createErrors    *prometheus.CounterVec
 	produceErrors   *prometheus.CounterVec
+	recreations     *prometheus.CounterVec
 	passes          *prometheus.CounterVec
 	passErrors      *prometheus.CounterVec
 	lastPassSuccess *prometheus.GaugeVec
@@ -53,6 +54,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "kmirror_produce_errors_total",
 			Help: "Records the target refused; the partition is rewound to its last acknowledged offset and retried.",
 		}, []string{"mirror"}),
+		recreations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kmirror_source_topic_recreations_total",
+			Help: "Source topics found deleted and recreated under the same name (new topic ID); the new topic is mirrored from its start.",
+		}, []string{"mirror"}),
 		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kmirror_control_passes_total",
 			Help: "Control passes run (discover, select, create).",
@@ -67,14 +72,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"mirror"}),
 	}
 	reg.MustRegister(m.records, m.bytes, m.latency, m.lag, m.topics, m.createErrors,
-		m.produceErrors, m.passes, m.passErrors, m.lastPassSuccess)
+		m.produceErrors, m.recreations, m.passes, m.passErrors, m.lastPassSuccess)
 	return m
 }
 
 // mirrorMetrics are one mirror's resolved series, looked up once so the data
 // path does no label hashing per record. Every method is a no-op on nil.
 type mirrorMetrics struct {
-	records, bytes, createErrors, produceErrors, passes, passErrors prometheus.Counter
+	records, bytes, createErrors, produceErrors, recreations, passes, passErrors prometheus.Counter
 	latency                                                         prometheus.Observer
 	lag, lastPassSuccess                                            prometheus.Gauge
 	pending, mirroring, failed                                      prometheus.Gauge
@@ -91,6 +96,7 @@ func (m *Metrics) forMirror(name string) *mirrorMetrics {
 		lag:             m.lag.WithLabelValues(name),
 		createErrors:    m.createErrors.WithLabelValues(name),
 		produceErrors:   m.produceErrors.WithLabelValues(name),
+		recreations:     m.recreations.WithLabelValues(name),
 		passes:          m.passes.WithLabelValues(name),
 		passErrors:      m.passErrors.WithLabelValues(name),
 		lastPassSuccess: m.lastPassSuccess.WithLabelValues(name),
@@ -115,6 +121,12 @@ func (mm *mirrorMetrics) incPassErrors() {
 func (mm *mirrorMetrics) passSucceeded() {
 	if mm != nil {
 		mm.lastPassSuccess.SetToCurrentTime()
+	}
+}
+
+func (mm *mirrorMetrics) incRecreations() {
+	if mm != nil {
+		mm.recreations.Inc()
 	}
 }
 

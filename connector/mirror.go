@@ -356,6 +356,7 @@ func (m *Mirror) doPass(ctx context.Context, srcAdm *kadm.Client, dst *kgo.Clien
 				// topic from its start.
 				m.log.Warn("source topic was deleted and recreated; mirroring the new topic from its start",
 					"topic", t.Name, "target_topic", ts.target, "old_id", ts.id, "new_id", id)
+				m.metrics.incRecreations()
 				for p := range ts.assigned {
 					tp := topicPartition{t.Name, p}
 					removed = append(removed, tp)
