@@ -80,9 +80,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // path does no label hashing per record. Every method is a no-op on nil.
 type mirrorMetrics struct {
 	records, bytes, createErrors, produceErrors, recreations, passes, passErrors prometheus.Counter
-	latency                                                         prometheus.Observer
-	lag, lastPassSuccess                                            prometheus.Gauge
-	pending, mirroring, failed                                      prometheus.Gauge
+	latency                                                                      prometheus.Observer
+	lag, lastPassSuccess                                                         prometheus.Gauge
+	pending, mirroring, failed                                                   prometheus.Gauge
 }
 
 func (m *Metrics) forMirror(name string) *mirrorMetrics {
