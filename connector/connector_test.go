@@ -22,14 +22,18 @@ import (
 
 type failingFilter struct{ err error }
 
-func (f failingFilter) FilterTopics(context.Context, []filters.Topic) ([]filters.Topic, error) {
+func (f failingFilter) FilterTopics(context.Context, filters.TopicRequest) ([]string, error) {
 	return nil, f.err
 }
 
 type inventingFilter struct{}
 
-func (inventingFilter) FilterTopics(_ context.Context, c []filters.Topic) ([]filters.Topic, error) {
-	return append(c, filters.Topic{Name: "never-seen"}), nil
+func (inventingFilter) FilterTopics(_ context.Context, req filters.TopicRequest) ([]string, error) {
+	out := []string{"never-seen"}
+	for _, t := range req.Topics {
+		out = append(out, t.Name)
+	}
+	return out, nil
 }
 
 func names(ts []filters.Topic) []string {
@@ -79,7 +83,7 @@ func TestSelectTopics(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			got, err := selectTopics(context.Background(), tc.fs, policy.Default{}, "west", candidates)
+			got, err := selectTopics(context.Background(), "m", tc.fs, policy.Default{}, "west", candidates)
 			if tc.wantErr {
 				if err == nil || got != nil {
 					t.Fatalf("want error and nil selection, got %v, %v", got, err)

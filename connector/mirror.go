@@ -307,7 +307,7 @@ func (m *Mirror) doPass(ctx context.Context, srcAdm *kadm.Client, dst *kgo.Clien
 	m.mu.Unlock()
 
 	// 2. Select. A filter error keeps the previous selection.
-	selected, err := selectTopics(ctx, m.cfg.Filters, m.cfg.Policy, m.cfg.TargetAlias, candidates)
+	selected, err := selectTopics(ctx, m.cfg.Name, m.cfg.Filters, m.cfg.Policy, m.cfg.TargetAlias, candidates)
 	if err != nil {
 		return false, err
 	}

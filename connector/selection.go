@@ -13,26 +13,32 @@ import (
 // other tools', kmirror's own) and never a cycle (a topic the policy says
 // came from the target cluster). A filter that returns a name it was not
 // given cannot add it: only candidates are ever selected.
-func selectTopics(ctx context.Context, fs []filters.TopicFilter, pol policy.ReplicationPolicy, targetAlias string, candidates []filters.Topic) ([]filters.Topic, error) {
+func selectTopics(ctx context.Context, mirror string, fs []filters.TopicFilter, pol policy.ReplicationPolicy, targetAlias string, candidates []filters.Topic) ([]filters.Topic, error) {
 	selected := candidates
 	for i, f := range fs {
-		out, err := f.FilterTopics(ctx, selected)
+		names, err := f.FilterTopics(ctx, filters.TopicRequest{Mirror: mirror, Topics: selected})
 		if err != nil {
 			return nil, fmt.Errorf("topic filter %d: %w", i, err)
 		}
-		selected = out
-	}
-	known := make(map[string]bool, len(candidates))
-	for _, c := range candidates {
-		known[c.Name] = true
+		// Keep the candidates named, in candidate order; a name that
+		// is not a candidate cannot add a topic.
+		keep := make(map[string]bool, len(names))
+		for _, n := range names {
+			keep[n] = true
+		}
+		next := make([]filters.Topic, 0, len(names))
+		for _, t := range selected {
+			if keep[t.Name] {
+				next = append(next, t)
+			}
+		}
+		selected = next
 	}
 	final := make([]filters.Topic, 0, len(selected))
-	seen := make(map[string]bool, len(selected))
 	for _, t := range selected {
-		if !known[t.Name] || seen[t.Name] || policy.IsInternalTopic(t.Name) || policy.IsCycle(pol, targetAlias, t.Name) {
+		if policy.IsInternalTopic(t.Name) || policy.IsCycle(pol, targetAlias, t.Name) {
 			continue
 		}
-		seen[t.Name] = true
 		final = append(final, t)
 	}
 	return final, nil

@@ -23,10 +23,23 @@ type Topic struct {
 	Name string
 	// Partitions is the source partition count.
 	Partitions int32
-	// Configs holds the topic's non-default configs, when known.
+	// Configs holds the topic's configs set on the topic itself (not
+	// broker defaults), when known.
 	Configs map[string]string
 	// Labels holds the topic's kmirror metadata, when known.
 	Labels map[string]string
+}
+
+// TopicRequest is one batch of candidate topics, asked once per pass.
+type TopicRequest struct {
+	// Mirror is the name of the mirror asking.
+	Mirror string
+	// Properties are the mirror's context for this filter, from the
+	// config (mirrors[].filters[].properties). A filter can use them to
+	// push the selection down to its own index.
+	Properties map[string]string
+	// Topics are the candidates.
+	Topics []Topic
 }
 
 // TopicFilter selects the topics to mirror.
@@ -35,14 +48,34 @@ type Topic struct {
 // keeps its last good selection, so a failing filter can never look like
 // every topic was deleted.
 type TopicFilter interface {
-	// FilterTopics returns the subset of candidates to mirror, in input order.
-	FilterTopics(ctx context.Context, candidates []Topic) ([]Topic, error)
+	// FilterTopics returns the names of the candidates to mirror. Names
+	// that are not candidates are ignored; order does not matter.
+	FilterTopics(ctx context.Context, req TopicRequest) ([]string, error)
+}
+
+// Group is a candidate consumer group on the source cluster.
+type Group struct {
+	// Name is the group ID.
+	Name string
+	// Topics are the source topics the group has committed offsets on.
+	Topics []string
+}
+
+// GroupRequest is one batch of candidate groups, asked once per pass.
+type GroupRequest struct {
+	// Mirror is the name of the mirror asking.
+	Mirror string
+	// Properties are the mirror's context for this filter, from the config.
+	Properties map[string]string
+	// Groups are the candidates.
+	Groups []Group
 }
 
 // GroupFilter selects the consumer groups whose offsets are translated.
+// Errors mean "no answer", as for TopicFilter.
 type GroupFilter interface {
-	// FilterGroups returns the subset of groups to translate, in input order.
-	FilterGroups(ctx context.Context, groups []string) ([]string, error)
+	// FilterGroups returns the names of the candidates to translate.
+	FilterGroups(ctx context.Context, req GroupRequest) ([]string, error)
 }
 
 // Regex is the built-in include/exclude filter: a name is kept when it
@@ -74,22 +107,22 @@ func (r Regex) Match(name string) bool {
 }
 
 // FilterTopics implements TopicFilter.
-func (r Regex) FilterTopics(_ context.Context, candidates []Topic) ([]Topic, error) {
-	out := make([]Topic, 0, len(candidates))
-	for _, t := range candidates {
+func (r Regex) FilterTopics(_ context.Context, req TopicRequest) ([]string, error) {
+	out := make([]string, 0, len(req.Topics))
+	for _, t := range req.Topics {
 		if r.Match(t.Name) {
-			out = append(out, t)
+			out = append(out, t.Name)
 		}
 	}
 	return out, nil
 }
 
 // FilterGroups implements GroupFilter.
-func (r Regex) FilterGroups(_ context.Context, groups []string) ([]string, error) {
-	out := make([]string, 0, len(groups))
-	for _, g := range groups {
-		if r.Match(g) {
-			out = append(out, g)
+func (r Regex) FilterGroups(_ context.Context, req GroupRequest) ([]string, error) {
+	out := make([]string, 0, len(req.Groups))
+	for _, g := range req.Groups {
+		if r.Match(g.Name) {
+			out = append(out, g.Name)
 		}
 	}
 	return out, nil

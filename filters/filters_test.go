@@ -38,21 +38,19 @@ func TestRegexEmptyIncludeKeepsNothing(t *testing.T) {
 	}
 }
 
-func TestRegexFilterTopicsKeepsOrderAndProperties(t *testing.T) {
+func TestRegexFilterTopicsAndGroups(t *testing.T) {
 	t.Parallel()
 	f := filters.Regex{Include: filters.MustCompileAll("a.*")}
-	in := []filters.Topic{
-		{Name: "b"}, {Name: "a2", Partitions: 3, Configs: map[string]string{"cleanup.policy": "compact"}}, {Name: "a1"},
+	got, err := f.FilterTopics(context.Background(), filters.TopicRequest{
+		Mirror: "m",
+		Topics: []filters.Topic{{Name: "b"}, {Name: "a2", Partitions: 3}, {Name: "a1"}},
+	})
+	if err != nil || !reflect.DeepEqual(got, []string{"a2", "a1"}) {
+		t.Fatalf("FilterTopics = %v, %v", got, err)
 	}
-	got, err := f.FilterTopics(context.Background(), in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []filters.Topic{in[1], in[2]}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("got %+v, want %+v", got, want)
-	}
-	groups, err := f.FilterGroups(context.Background(), []string{"x", "ab", "a"})
+	groups, err := f.FilterGroups(context.Background(), filters.GroupRequest{
+		Groups: []filters.Group{{Name: "x"}, {Name: "ab"}, {Name: "a"}},
+	})
 	if err != nil || !reflect.DeepEqual(groups, []string{"ab", "a"}) {
 		t.Fatalf("FilterGroups = %v, %v", groups, err)
 	}
