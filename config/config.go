@@ -51,6 +51,25 @@ const (
 // defaultGroupsExclude is MM2's default groups.exclude.
 var defaultGroupsExclude = []string{"console-consumer-.*", "connect-.*", "__.*"}
 
+// DefaultConfigExclude are the topic configs never synced by default:
+// MirrorMaker 2's config.properties.exclude. Throttles and ISR minimums
+// describe the source cluster's hardware and policy; the timestamp settings
+// would make the target rewrite or reject the timestamps copied from the
+// source.
+var DefaultConfigExclude = []string{
+	`follower\.replication\.throttled\.replicas`,
+	`leader\.replication\.throttled\.replicas`,
+	`message\.timestamp\.difference\.max\.ms`,
+	`message\.timestamp\.type`,
+	`unclean\.leader\.election\.enable`,
+	`min\.insync\.replicas`,
+}
+
+const (
+	defaultConfigSyncInterval = Duration(30 * time.Second)
+	defaultACLSyncInterval    = Duration(time.Minute)
+)
+
 // Config is the whole kmirror configuration file.
 type Config struct {
 	// Clusters maps an alias (used by mirrors and, with the default
@@ -137,6 +156,77 @@ type Mirror struct {
 	// ProgressInterval is how often copied positions are persisted to the
 	// target. Default 1s; must be greater than 0.
 	ProgressInterval Duration `yaml:"progress_interval"`
+	// Sync keeps topic configs and ACLs of mirrored topics in step.
+	Sync Sync `yaml:"sync"`
+	// Labels add user metadata to mirrored topics, per topic pattern.
+	Labels []*Label `yaml:"labels"`
+}
+
+// Sync configures the metadata kmirror copies besides records.
+type Sync struct {
+	// TopicConfigs syncs topic configs from source to target.
+	TopicConfigs TopicConfigSync `yaml:"topic_configs"`
+	// ACLs syncs topic ACLs from source to target.
+	ACLs ACLSync `yaml:"acls"`
+}
+
+// TopicConfigSync copies the configs set on source topics to their target
+// copies, continuously, by incremental alter, only for keys that differ. A
+// config the source leaves at the broker default is not copied: the target
+// keeps its own default. Configs set only on the target are left alone.
+type TopicConfigSync struct {
+	// Enabled turns the sync on. Default true.
+	Enabled bool `yaml:"enabled"`
+	// Interval between syncs. Default 30s; greater than 0.
+	Interval Duration `yaml:"interval"`
+	// Include: patterns of config names eligible for sync. Default [".*"].
+	Include []string `yaml:"include"`
+	// Exclude: patterns of config names never synced; wins over Include.
+	// Default: MirrorMaker 2's list (DefaultConfigExclude). Setting it
+	// replaces the default, as MM2's config.properties.exclude does.
+	Exclude []string `yaml:"exclude"`
+
+	include, exclude []*regexp.Regexp
+}
+
+// IncludeRegexps returns the anchored, compiled include patterns.
+func (t TopicConfigSync) IncludeRegexps() []*regexp.Regexp { return compiled(t.include, t.Include) }
+
+// ExcludeRegexps returns the anchored, compiled exclude patterns.
+func (t TopicConfigSync) ExcludeRegexps() []*regexp.Regexp { return compiled(t.exclude, t.Exclude) }
+
+// ACLSync copies topic ACLs by MirrorMaker 2's rules: literal topic ACLs
+// only, ALLOW WRITE dropped (only kmirror writes to mirrored topics), ALL
+// becomes READ, topic names mapped through the replication policy.
+type ACLSync struct {
+	// Enabled turns the sync on. Default false.
+	Enabled bool `yaml:"enabled"`
+	// Interval between syncs. Default 1m; greater than 0.
+	Interval Duration `yaml:"interval"`
+}
+
+// Label sets user metadata on every mirrored topic whose source name
+// matches. Labels are per topic: kmirror keeps no partition metadata.
+type Label struct {
+	// Match is a regexp matched against the whole source topic name.
+	Match string `yaml:"match"`
+	// Set are the labels to set. Keys must not start with "kmirror.",
+	// which kmirror reserves for provenance.
+	Set map[string]string `yaml:"set"`
+	// Partition and Partitions exist only to reject configs that try to
+	// label partitions with a clear error.
+	Partition  *int  `yaml:"partition,omitempty"`
+	Partitions []int `yaml:"partitions,omitempty"`
+
+	match *regexp.Regexp
+}
+
+// Regexp returns the anchored, compiled Match pattern.
+func (l *Label) Regexp() *regexp.Regexp {
+	if l.match == nil {
+		l.match = regexp.MustCompile(anchor(l.Match))
+	}
+	return l.match
 }
 
 // ReplicationPolicy decides how source topic names map to target topic names.
@@ -246,6 +336,15 @@ func (m *Mirror) setDefaults() {
 		Compression:   defaultCompression,
 	}
 	m.ProgressInterval = defaultProgressInterval
+	m.Sync = Sync{
+		TopicConfigs: TopicConfigSync{
+			Enabled:  true,
+			Interval: defaultConfigSyncInterval,
+			Include:  []string{".*"},
+			Exclude:  slices.Clone(DefaultConfigExclude),
+		},
+		ACLs: ACLSync{Interval: defaultACLSyncInterval},
+	}
 }
 
 // Load parses and validates a configuration from YAML. filename is used only

@@ -55,6 +55,13 @@ func assertSame(t *testing.T, want, got *config.Config) {
 	}
 }
 
+var defaultSync = config.Sync{
+	TopicConfigs: config.TopicConfigSync{
+		Enabled: true, Interval: ms(30_000), Include: []string{".*"}, Exclude: config.DefaultConfigExclude,
+	},
+	ACLs: config.ACLSync{Interval: ms(60_000)},
+}
+
 func TestLoadFileGood(t *testing.T) {
 	t.Parallel()
 	got := mustLoadFile(t, "testdata/good.yaml")
@@ -87,6 +94,17 @@ func TestLoadFileGood(t *testing.T) {
 				ReplicationFactor: 3,
 				Producer:          config.Producer{Linger: ms(10), BatchMaxBytes: 4 << 20, Compression: "zstd"},
 				ProgressInterval:  ms(500),
+				Sync: config.Sync{
+					TopicConfigs: config.TopicConfigSync{
+						Enabled: true, Interval: ms(60_000), Include: []string{".*"},
+						Exclude: []string{`min\.insync\.replicas`, `retention\..*`},
+					},
+					ACLs: config.ACLSync{Enabled: true, Interval: ms(300_000)},
+				},
+				Labels: []*config.Label{
+					{Match: `orders\..*`, Set: map[string]string{"team": "payments", "tier": "1"}},
+					{Match: "payments", Set: map[string]string{"team": "payments"}},
+				},
 			},
 			{
 				Name:              "west-to-east",
@@ -105,6 +123,7 @@ func TestLoadFileGood(t *testing.T) {
 				ReplicationFactor: -1,
 				Producer:          config.Producer{Linger: 0, BatchMaxBytes: 1 << 20, Compression: "none"},
 				ProgressInterval:  ms(2000),
+				Sync:              defaultSync,
 			},
 		},
 		HTTP: config.HTTP{Listen: "0.0.0.0:9644"},
@@ -134,6 +153,7 @@ func TestLoadMinimalGetsDefaults(t *testing.T) {
 			ReplicationFactor: -1,
 			Producer:          config.Producer{Linger: ms(5), BatchMaxBytes: 1048576, Compression: "none"},
 			ProgressInterval:  ms(1000),
+			Sync:              defaultSync,
 		}},
 		HTTP: config.HTTP{Listen: "127.0.0.1:9644"},
 		Log:  config.Log{Level: "info", Format: "text"},
@@ -196,6 +216,9 @@ func TestLoadBad(t *testing.T) {
 	tests := map[string]string{
 		"unknown_key":            "11: mirrors[0].topics.inclde: unknown field (known: include, exclude, refresh_interval)",
 		"unknown_cluster":        `11: mirrors[1].source: unknown cluster "eas" (known: east, west)`,
+		"label_partition":        `10: mirrors[0].labels[0].partition: labels apply to whole topics: kmirror keeps no per-partition metadata (remove partition)`,
+		"label_reserved_key":     `10: mirrors[0].labels[0].set.kmirror.source.cluster: label keys starting with "kmirror." are reserved for provenance`,
+		"config_sync_interval":   `9: mirrors[0].sync.topic_configs.interval: must be greater than 0, got 0s`,
 		"sasl_mechanism":         `5: clusters.east.sasl.mechanism: unknown SASL mechanism "GSSAPI" (want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)`,
 		"sasl_two_passwords":     `10: clusters.west.sasl.password_file: set password or password_file, not both`,
 		"sasl_no_password":       `6: clusters.west.sasl.password: required field missing (or set password_file)`,
@@ -372,7 +395,7 @@ func TestMoreTypeErrors(t *testing.T) {
 		"int overflow": {minimal + "    producer: {batch_max_bytes: 99999999999999999999}\n",
 			"t.yaml:8: mirrors[0].producer.batch_max_bytes: expected an integer, got 99999999999999999999"},
 		"unknown key and type error": {minimal + "    topic: {}\n    replication_factor: x\n",
-			"t.yaml:8: mirrors[0].topic: unknown field (known: name, source, target, replication_policy, topics, groups, replication_factor, producer, progress_interval)\n" +
+			"t.yaml:8: mirrors[0].topic: unknown field (known: name, source, target, replication_policy, topics, groups, replication_factor, producer, progress_interval, sync, labels)\n" +
 				`t.yaml:9: mirrors[0].replication_factor: expected an integer, got "x"`},
 		"cluster null": {"clusters:\n  east:\n  west: {bootstrap_servers: [\"h:1\"]}\nmirrors: [{name: m, source: east, target: west}]\n",
 			"t.yaml:2: clusters.east.bootstrap_servers: at least one broker address is required"},
@@ -557,8 +580,8 @@ func TestDocs(t *testing.T) {
 		t.Error("docs/configuration.md does not contain testdata/good.yaml verbatim")
 	}
 	keys := yamlKeys(reflect.TypeFor[config.Config]())
-	if len(keys) != 39 {
-		t.Errorf("found %d keys, want 39: %q (update this test and the docs when adding keys)", len(keys), keys)
+	if len(keys) != 53 {
+		t.Errorf("found %d keys, want 53: %q (update this test and the docs when adding keys)", len(keys), keys)
 	}
 	for _, key := range keys {
 		if !strings.Contains(string(doc), "| `"+key+"` |") {

@@ -235,6 +235,41 @@ func (v *validator) mirror(m *Mirror, path string, clusters map[string]*Cluster,
 	}
 
 	v.positive(path+".progress_interval", m.ProgressInterval)
+
+	sp := path + ".sync.topic_configs"
+	m.Sync.TopicConfigs.include = v.patterns(sp+".include", m.Sync.TopicConfigs.Include)
+	m.Sync.TopicConfigs.exclude = v.patterns(sp+".exclude", m.Sync.TopicConfigs.Exclude)
+	v.positive(sp+".interval", m.Sync.TopicConfigs.Interval)
+	v.positive(path+".sync.acls.interval", m.Sync.ACLs.Interval)
+
+	for i, l := range m.Labels {
+		lp := fmt.Sprintf("%s.labels[%d]", path, i)
+		if l.Partition != nil || l.Partitions != nil {
+			key := "partition"
+			if l.Partitions != nil {
+				key = "partitions"
+			}
+			v.errorf(lp+"."+key, "labels apply to whole topics: kmirror keeps no per-partition metadata (remove %s)", key)
+		}
+		if l.Match == "" {
+			v.errorf(lp+".match", "required field missing (a regexp over source topic names)")
+		} else if _, err := regexp.Compile(l.Match); err != nil {
+			v.errorf(lp+".match", "invalid regexp %q: %s", l.Match, strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+		} else {
+			l.match = regexp.MustCompile(anchor(l.Match))
+		}
+		if len(l.Set) == 0 {
+			v.errorf(lp+".set", "required field missing (the labels to set)")
+		}
+		for _, k := range slices.Sorted(maps.Keys(l.Set)) {
+			switch {
+			case k == "":
+				v.errorf(lp+".set", "label keys must not be empty")
+			case strings.HasPrefix(k, "kmirror."):
+				v.errorf(lp+".set."+k, "label keys starting with \"kmirror.\" are reserved for provenance")
+			}
+		}
+	}
 }
 
 // clusterRef checks that ref names a cluster.
