@@ -434,10 +434,10 @@ func TestLoadProgressKeepsLatestPerPartition(t *testing.T) {
 	adm := kadm.NewClient(cl)
 	ctx := context.Background()
 	topic := policy.InternalTopic("m", "progress")
-	if err := ensureProgressTopic(ctx, adm, topic, -1); err != nil {
+	if err := ensureCompactedTopic(ctx, adm, topic, -1); err != nil {
 		t.Fatal(err)
 	}
-	if err := ensureProgressTopic(ctx, adm, topic, -1); err != nil {
+	if err := ensureCompactedTopic(ctx, adm, topic, -1); err != nil {
 		t.Fatalf("an existing progress topic must be fine: %v", err)
 	}
 	empty, err := loadProgress(ctx, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, topic)

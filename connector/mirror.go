@@ -222,7 +222,7 @@ func (m *Mirror) start(ctx context.Context, dstAdm *kadm.Client) error {
 		err := func() error {
 			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
-			if err := ensureProgressTopic(ctx, dstAdm, m.progressTopic, m.cfg.ReplicationFactor); err != nil {
+			if err := ensureCompactedTopic(ctx, dstAdm, m.progressTopic, m.cfg.ReplicationFactor); err != nil {
 				return err
 			}
 			return m.loadProgress(ctx, dstAdm)

@@ -57,93 +57,24 @@ func decodeProgress(key, value []byte) (topicPartition, position, error) {
 	return topicPartition{k.Topic, k.Partition}, position{next: v.NextOffset, topicID: v.TopicID}, nil
 }
 
-// progressTopicConfigs make the progress topic keep the latest record per
-// partition forever.
-var progressTopicConfigs = map[string]*string{
-	"cleanup.policy": kadm.StringPtr("compact"),
-}
-
-// ensureProgressTopic creates the progress topic on the target if it is
-// missing (one partition: it is small and read once at start).
-func ensureProgressTopic(ctx context.Context, adm *kadm.Client, topic string, rf int16) error {
-	resp, err := adm.CreateTopic(ctx, 1, rf, progressTopicConfigs, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil && !isTopicExists(err) {
-		return fmt.Errorf("create progress topic %s on the target: %w", topic, err)
-	}
-	return nil
-}
-
 // loadProgress reads the progress topic to its end and returns the next
-// source offset per partition. It is bounded by ctx.
+// source offset per partition. It is bounded by ctx. A record it cannot
+// read stops the load and names the record: guessing would restart that
+// partition from the beginning (duplicates) or skip records.
 func loadProgress(ctx context.Context, targetOpts []kgo.Opt, adm *kadm.Client, topic string) (map[topicPartition]position, error) {
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		return nil, fmt.Errorf("list end offsets of %s: %w", topic, err)
-	}
-	if err := ends.Error(); err != nil {
-		return nil, fmt.Errorf("list end offsets of %s: %w", topic, err)
-	}
 	out := make(map[topicPartition]position)
-	want := make(map[int32]int64)
-	start := make(map[int32]kgo.Offset)
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			want[o.Partition] = o.Offset
-			start[o.Partition] = kgo.NewOffset().AtStart()
+	err := readCompacted(ctx, targetOpts, adm, topic, func(key, value []byte) error {
+		if value == nil {
+			return nil // a tombstone: no progress
 		}
+		tp, pos, err := decodeProgress(key, value)
+		if err != nil {
+			return err
+		}
+		out[tp] = pos
+		return nil
 	})
-	if len(want) == 0 {
-		return out, nil
-	}
-	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), targetOpts...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: start}),
-		// Progress is written non-transactionally; read everything.
-		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
-	)...)
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	for len(want) > 0 {
-		fetches := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("read progress topic %s: %w (%d partitions not read to the end)", topic, ctx.Err(), len(want))
-		}
-		var firstErr error
-		fetches.EachError(func(_ string, p int32, err error) {
-			if firstErr == nil {
-				firstErr = fmt.Errorf("read progress topic %s partition %d: %w", topic, p, err)
-			}
-		})
-		if firstErr != nil {
-			return nil, firstErr
-		}
-		var decodeErr error
-		fetches.EachRecord(func(r *kgo.Record) {
-			if r.Offset+1 >= want[r.Partition] {
-				delete(want, r.Partition)
-			}
-			if r.Value == nil || decodeErr != nil {
-				return
-			}
-			tp, pos, err := decodeProgress(r.Key, r.Value)
-			if err != nil {
-				decodeErr = err
-				return
-			}
-			out[tp] = pos
-		})
-		if decodeErr != nil {
-			// A record we cannot read would make us restart that
-			// partition from the beginning (duplicates) or worse;
-			// stop and say which.
-			return nil, decodeErr
-		}
-	}
-	return out, nil
+	return out, err
 }
 
 // progressWriter persists acked positions that moved since the last write.

@@ -138,3 +138,50 @@ func MustCompileAll(patterns ...string) []*regexp.Regexp {
 	}
 	return out
 }
+
+// ConfigProperty is one config of a source topic.
+type ConfigProperty struct {
+	// Name is the config key, e.g. "retention.ms".
+	Name string
+	// Value is the config's value on the source topic.
+	Value string
+	// Default is true when the source leaves the key at its default
+	// (broker or Kafka default); such values are never copied, so the
+	// target keeps its own default.
+	Default bool
+	// Sensitive configs have no readable value and are never copied.
+	Sensitive bool
+}
+
+// ConfigRequest is the set of configs of one source topic, asked when the
+// topic is created on the target and on every config sync.
+type ConfigRequest struct {
+	Mirror string
+	// Topic is the source topic's name.
+	Topic string
+	// Properties are the mirror's context for this filter, from the config.
+	Properties map[string]string
+	// Configs are the candidates.
+	Configs []ConfigProperty
+}
+
+// ConfigPropertyFilter selects the topic configs copied to the target
+// (MirrorMaker 2's ConfigPropertyFilter). An error aborts that topic's sync
+// for this pass; nothing is changed on the target.
+type ConfigPropertyFilter interface {
+	// FilterConfigs returns the names of the configs to copy.
+	FilterConfigs(ctx context.Context, req ConfigRequest) ([]string, error)
+}
+
+var _ ConfigPropertyFilter = Regex{}
+
+// FilterConfigs implements ConfigPropertyFilter over config names.
+func (r Regex) FilterConfigs(_ context.Context, req ConfigRequest) ([]string, error) {
+	out := make([]string, 0, len(req.Configs))
+	for _, c := range req.Configs {
+		if r.Match(c.Name) {
+			out = append(out, c.Name)
+		}
+	}
+	return out, nil
+}
