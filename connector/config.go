@@ -32,6 +32,18 @@ type Config struct {
 	// Filters select the topics, applied in order (each sees what the
 	// previous kept). The final rules run after all of them.
 	Filters []filters.TopicFilter
+	// ConfigFilters select the source topic configs copied to the target,
+	// at creation and by the config sync, applied in order. With none,
+	// every config set on the source topic is copied.
+	ConfigFilters []filters.ConfigPropertyFilter
+	// Labels set user metadata on topics, later entries winning.
+	Labels []Label
+
+	// ConfigSyncInterval is the time between topic config syncs; 0
+	// disables the sync (configs are still copied at creation).
+	ConfigSyncInterval time.Duration
+	// ACLSyncInterval is the time between ACL syncs; 0 disables it.
+	ACLSyncInterval time.Duration
 
 	// RefreshInterval is the time between control passes; 10s by default.
 	RefreshInterval time.Duration

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"reflect"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -183,30 +184,50 @@ func newClient(t *testing.T, c *kfake.Cluster, opts ...kgo.Opt) *kgo.Client {
 // without starting the copier's poll loop.
 type passHarness struct {
 	m              *Mirror
+	c              *clients
 	srcAdm, dstAdm *kadm.Client
 	dst            *kgo.Client
 	cp             *copier
 }
 
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
 func newPassHarness(t *testing.T, src, dst *kfake.Cluster) *passHarness {
 	t.Helper()
-	srcOpts := []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)}
-	m, err := New(Config{
+	return newPassHarnessFor(t, src, dst, Config{
 		Name: "m", SourceAlias: "src", TargetAlias: "dst",
-		SourceOpts: srcOpts,
-		TargetOpts: []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)},
-		Filters:    []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll(".*")}},
-		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Filters: []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll(".*")}},
+		ConfigFilters: []filters.ConfigPropertyFilter{filters.Regex{
+			Include: filters.MustCompileAll(".*"),
+			Exclude: filters.MustCompileAll(`message\.timestamp\..*`, `min\.insync\.replicas`),
+		}},
+		Logger: discardLogger(),
 	})
+}
+
+// newPassHarnessFor builds a harness for cfg, pointing its clients at src
+// and dst, with opts (e.g. SASL) added to every client.
+func newPassHarnessFor(t *testing.T, src, dst *kfake.Cluster, cfg Config, opts ...kgo.Opt) *passHarness {
+	t.Helper()
+	cfg.SourceOpts = append([]kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)}, opts...)
+	cfg.TargetOpts = append([]kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, opts...)
+	m, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dstCl := newClient(t, dst, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	dstCl := newClient(t, dst, append([]kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner())}, opts...)...)
+	srcCl := newClient(t, src, opts...)
 	h := &passHarness{
 		m:      m,
-		srcAdm: kadm.NewClient(newClient(t, src)),
+		c:      &clients{srcAdminCl: srcCl, dst: dstCl, srcAdm: kadm.NewClient(srcCl), dstAdm: kadm.NewClient(dstCl)},
+		srcAdm: kadm.NewClient(srcCl),
 		dstAdm: kadm.NewClient(dstCl),
 		dst:    dstCl,
+	}
+	for _, topic := range []string{m.progressTopic, m.metadataTopic} {
+		if err := ensureCompactedTopic(context.Background(), h.dstAdm, topic, -1); err != nil {
+			t.Fatal(err)
+		}
 	}
 	h.cp = newCopier(m.log, nil, dstCl, context.Background())
 	t.Cleanup(h.cp.close)
@@ -219,7 +240,7 @@ func (h *passHarness) pass(t *testing.T) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := h.m.pass(ctx, h.srcAdm, h.dst, h.dstAdm, h.cp)
+	_, err := h.m.pass(ctx, h.c, h.cp)
 	return err
 }
 
@@ -281,7 +302,7 @@ func TestPassCreatesTopicsInOneRequestAndRetriesFailures(t *testing.T) {
 	var topicsInRequest atomic.Int32
 	dst.ControlKey(int16(kmsg.CreateTopics), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		dst.KeepControl()
-		if r := req.(*kmsg.CreateTopicsRequest); len(r.Topics) > 0 && r.Topics[0].Topic != h.m.progressTopic {
+		if r := req.(*kmsg.CreateTopicsRequest); len(r.Topics) > 0 {
 			createRequests.Add(1)
 			topicsInRequest.Store(int32(len(r.Topics)))
 		}
@@ -467,16 +488,19 @@ func TestLoadProgressKeepsLatestPerPartition(t *testing.T) {
 	}
 }
 
-// TestPassRecreatedTopicStartsOver: a topic deleted and recreated under the
-// same name has a new topic ID; positions of the old topic must not make
-// the copier skip the new topic's first records.
-func TestPassRecreatedTopicStartsOver(t *testing.T) {
+// TestPassRecreatedTopicFails: a topic deleted and recreated under the
+// same name has a new topic ID. Its target holds the old topic's records,
+// so the topic fails (copying stops, other topics go on) until the operator
+// deletes the target topic; then the new topic is mirrored from its start.
+func TestPassRecreatedTopicFails(t *testing.T) {
 	t.Parallel()
 	src, dst := testClusters(t)
 	h := newPassHarness(t, src, dst)
 	ctx := context.Background()
-	if _, err := h.srcAdm.CreateTopic(ctx, 2, 1, nil, "re"); err != nil {
-		t.Fatal(err)
+	for _, topic := range []string{"re", "other"} {
+		if _, err := h.srcAdm.CreateTopic(ctx, 2, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// Stored progress of this incarnation: positions resume.
 	tds, err := h.srcAdm.ListTopics(ctx, "re")
@@ -498,21 +522,76 @@ func TestPassRecreatedTopicStartsOver(t *testing.T) {
 	if _, err := h.srcAdm.CreateTopic(ctx, 2, 1, nil, "re"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		time.Sleep(100 * time.Millisecond)
+	waitFor(t, func() bool {
+		if err := h.pass(t); err != nil {
+			t.Fatal(err)
+		}
+		return h.topicStates()["re"] == StateFailed
+	}, "the recreated topic to fail")
+	if ps := h.cp.partition(topicPartition{"re", 0}); ps != nil {
+		t.Fatalf("a failed topic must not be copied, but partition 0 is assigned: %+v", ps)
+	}
+	if h.topicStates()["other"] != StateMirroring {
+		t.Fatalf("other topics must go on: %v", h.topicStates())
+	}
+	var reason string
+	for _, ts := range h.m.Status().Topics {
+		if ts.SourceTopic == "re" {
+			reason = ts.Error
+		}
+	}
+	if !strings.Contains(reason, "deleted and recreated") || !strings.Contains(reason, "delete it on the target") {
+		t.Fatalf("status error = %q, want it to say what happened and what to do", reason)
+	}
+	if h.m.Status().Ready {
+		t.Fatal("a mirror with a failed topic is not ready")
+	}
+
+	// The operator deletes the target topic: the new topic is mirrored
+	// from its start.
+	if _, err := h.dstAdm.DeleteTopic(ctx, "src.re"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
 		if err := h.pass(t); err != nil {
 			t.Fatal(err)
 		}
 		ps := h.cp.partition(topicPartition{"re", 0})
-		if ps != nil && ps.topicID != oldID {
-			if ps.acked != -1 {
-				t.Fatalf("recreated topic resumes at %d, want the start (-1)", ps.acked)
-			}
-			break
-		}
+		return ps != nil && ps.acked == -1 && ps.topicID != oldID && h.topicStates()["re"] == StateMirroring
+	}, "the recreated topic to be mirrored from its start")
+}
+
+func TestPassShrunkTopicFails(t *testing.T) {
+	t.Parallel()
+	src, dst := testClusters(t)
+	h := newPassHarness(t, src, dst)
+	ctx := context.Background()
+	if _, err := h.srcAdm.CreateTopic(ctx, 3, 1, nil, "shrink"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.pass(t); err != nil {
+		t.Fatal(err)
+	}
+	// Pretend the last pass saw more partitions than there are now.
+	h.m.mu.Lock()
+	h.m.topics["shrink"].partitions = 5
+	h.m.mu.Unlock()
+	if err := h.pass(t); err != nil {
+		t.Fatal(err)
+	}
+	if st := h.topicStates()["shrink"]; st != StateFailed {
+		t.Fatalf("state = %s, want failed", st)
+	}
+}
+
+// waitFor polls cond every 100ms for up to 10s.
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("the recreated topic was never picked up with its new ID")
+			t.Fatalf("timed out waiting for %s", what)
 		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -17,6 +17,9 @@ type Metrics struct {
 	createErrors    *prometheus.CounterVec
 	produceErrors   *prometheus.CounterVec
 	recreations     *prometheus.CounterVec
+	configChanges   *prometheus.CounterVec
+	configSyncErrs  *prometheus.CounterVec
+	aclsCreated     *prometheus.CounterVec
 	passes          *prometheus.CounterVec
 	passErrors      *prometheus.CounterVec
 	lastPassSuccess *prometheus.GaugeVec
@@ -58,6 +61,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "kmirror_source_topic_recreations_total",
 			Help: "Source topics found deleted and recreated under the same name (new topic ID); the new topic is mirrored from its start.",
 		}, []string{"mirror"}),
+		configChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kmirror_topic_config_changes_total",
+			Help: "Topic config keys set or deleted on target topics by the config sync.",
+		}, []string{"mirror"}),
+		configSyncErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kmirror_topic_config_sync_errors_total",
+			Help: "Config syncs that failed for a topic (retried on the next interval).",
+		}, []string{"mirror"}),
+		aclsCreated: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kmirror_acls_created_total",
+			Help: "ACLs created on the target by the ACL sync.",
+		}, []string{"mirror"}),
 		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kmirror_control_passes_total",
 			Help: "Control passes run (discover, select, create).",
@@ -72,7 +87,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"mirror"}),
 	}
 	reg.MustRegister(m.records, m.bytes, m.latency, m.lag, m.topics, m.createErrors,
-		m.produceErrors, m.recreations, m.passes, m.passErrors, m.lastPassSuccess)
+		m.produceErrors, m.recreations, m.configChanges, m.configSyncErrs, m.aclsCreated, m.passes, m.passErrors, m.lastPassSuccess)
 	return m
 }
 
@@ -80,6 +95,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // path does no label hashing per record. Every method is a no-op on nil.
 type mirrorMetrics struct {
 	records, bytes, createErrors, produceErrors, recreations, passes, passErrors prometheus.Counter
+	configChanges, configSyncErrors, aclsCreated                                 prometheus.Counter
 	latency                                                                      prometheus.Observer
 	lag, lastPassSuccess                                                         prometheus.Gauge
 	pending, mirroring, failed                                                   prometheus.Gauge
@@ -90,19 +106,22 @@ func (m *Metrics) forMirror(name string) *mirrorMetrics {
 		return nil
 	}
 	return &mirrorMetrics{
-		records:         m.records.WithLabelValues(name),
-		bytes:           m.bytes.WithLabelValues(name),
-		latency:         m.latency.WithLabelValues(name),
-		lag:             m.lag.WithLabelValues(name),
-		createErrors:    m.createErrors.WithLabelValues(name),
-		produceErrors:   m.produceErrors.WithLabelValues(name),
-		recreations:     m.recreations.WithLabelValues(name),
-		passes:          m.passes.WithLabelValues(name),
-		passErrors:      m.passErrors.WithLabelValues(name),
-		lastPassSuccess: m.lastPassSuccess.WithLabelValues(name),
-		pending:         m.topics.WithLabelValues(name, string(StatePending)),
-		mirroring:       m.topics.WithLabelValues(name, string(StateMirroring)),
-		failed:          m.topics.WithLabelValues(name, string(StateFailed)),
+		records:          m.records.WithLabelValues(name),
+		bytes:            m.bytes.WithLabelValues(name),
+		latency:          m.latency.WithLabelValues(name),
+		lag:              m.lag.WithLabelValues(name),
+		createErrors:     m.createErrors.WithLabelValues(name),
+		produceErrors:    m.produceErrors.WithLabelValues(name),
+		recreations:      m.recreations.WithLabelValues(name),
+		configChanges:    m.configChanges.WithLabelValues(name),
+		configSyncErrors: m.configSyncErrs.WithLabelValues(name),
+		aclsCreated:      m.aclsCreated.WithLabelValues(name),
+		passes:           m.passes.WithLabelValues(name),
+		passErrors:       m.passErrors.WithLabelValues(name),
+		lastPassSuccess:  m.lastPassSuccess.WithLabelValues(name),
+		pending:          m.topics.WithLabelValues(name, string(StatePending)),
+		mirroring:        m.topics.WithLabelValues(name, string(StateMirroring)),
+		failed:           m.topics.WithLabelValues(name, string(StateFailed)),
 	}
 }
 
@@ -133,5 +152,23 @@ func (mm *mirrorMetrics) incRecreations() {
 func (mm *mirrorMetrics) incCreateErrors() {
 	if mm != nil {
 		mm.createErrors.Inc()
+	}
+}
+
+func (mm *mirrorMetrics) incConfigSyncErrors() {
+	if mm != nil {
+		mm.configSyncErrors.Inc()
+	}
+}
+
+func (mm *mirrorMetrics) addConfigChanges(n int) {
+	if mm != nil {
+		mm.configChanges.Add(float64(n))
+	}
+}
+
+func (mm *mirrorMetrics) incACLsCreated() {
+	if mm != nil {
+		mm.aclsCreated.Inc()
 	}
 }

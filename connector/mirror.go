@@ -2,7 +2,6 @@ package connector
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -13,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/connector/policy"
-	"github.com/kmirror/kmirror/filters"
 )
 
 // State is where a selected topic stands.
@@ -25,7 +23,9 @@ const (
 	// StateMirroring: every source partition is being copied.
 	StateMirroring State = "mirroring"
 	// StateFailed: the target refused to create or grow the topic, or
-	// refuses its records; retried on every pass, other topics go on.
+	// refuses its records (retried on every pass), or the source topic
+	// was recreated or shrank (stopped until the operator deletes the
+	// target topic). Other topics go on either way.
 	StateFailed State = "failed"
 )
 
@@ -55,14 +55,39 @@ type TopicStatus struct {
 	Error string `json:"error"`
 }
 
-// topicState is the control plane's view of one selected topic.
+// topicState is the control plane's view of one selected topic. Fields are
+// guarded by Mirror.mu.
 type topicState struct {
 	source, target string
 	id             string // the source topic's ID ("" when the broker has none)
+	persistedID    string // the source topic ID in the stored metadata
+	exists         bool   // the target topic existed at the last pass
 	partitions     int32  // at the source
 	assigned       int32  // partitions [0, assigned) are being copied
 	state          State
-	err            error
+	err            error // why state is failed, for a retried failure
+	// fatal is a failure no retry can fix (the source topic was recreated
+	// or shrank): copying stops until the target topic is deleted.
+	fatal error
+
+	createdAt      time.Time
+	configSyncedAt time.Time
+	syncedConfigs  []string          // config keys kmirror set on the target topic, sorted
+	upstream       map[string]string // metadata inherited from an upstream mirror
+}
+
+func (ts *topicState) currentState() State {
+	if ts.fatal != nil {
+		return StateFailed
+	}
+	return ts.state
+}
+
+func (ts *topicState) currentErr() error {
+	if ts.fatal != nil {
+		return ts.fatal
+	}
+	return ts.err
 }
 
 // Mirror copies one source cluster's selected topics to a target cluster.
@@ -71,14 +96,24 @@ type Mirror struct {
 	log           *slog.Logger
 	metrics       *mirrorMetrics
 	progressTopic string
+	metadataTopic string
 
-	mu          sync.Mutex
-	topics      map[string]*topicState // by source topic
-	progress    map[topicPartition]position
-	lastPassAt  time.Time
-	lastPassErr error
-	started     bool // the startup sequence (progress topic, load) finished
-	copier      *copier
+	// produceCtx outlives Run's context: records in flight must still be
+	// flushed after a shutdown starts. It is cancelled only if the flush
+	// times out.
+	produceCtx    context.Context
+	cancelProduce context.CancelFunc
+
+	mu            sync.Mutex
+	topics        map[string]*topicState // by source topic
+	progress      map[topicPartition]position
+	metaPersisted map[string]map[string]string // by target topic, as last acknowledged
+	lastPassAt    time.Time
+	lastPassErr   error
+	started       bool // the startup sequence (internal topics, loads) finished
+	copier        *copier
+	// plan collects what a dry-run pass would do; nil outside Plan.
+	plan *Plan
 }
 
 // New checks cfg and returns a Mirror; it connects to nothing until Run.
@@ -86,33 +121,51 @@ func New(cfg Config) (*Mirror, error) {
 	if err := cfg.applyDefaults(); err != nil {
 		return nil, err
 	}
+	produceCtx, cancel := context.WithCancel(context.Background())
 	return &Mirror{
 		cfg:           cfg,
 		log:           cfg.Logger.With("mirror", cfg.Name),
 		metrics:       cfg.Metrics.forMirror(cfg.Name),
 		progressTopic: policy.InternalTopic(cfg.Name, "progress"),
+		metadataTopic: metadataTopicName(cfg.Name),
+		produceCtx:    produceCtx,
+		cancelProduce: cancel,
 		topics:        make(map[string]*topicState),
+		progress:      make(map[topicPartition]position),
+		metaPersisted: make(map[string]map[string]string),
 	}, nil
 }
+
+func metadataTopicName(mirror string) string { return policy.InternalTopic(mirror, "metadata") }
 
 // ProgressTopic is the name of the target topic holding this mirror's
 // progress.
 func (m *Mirror) ProgressTopic() string { return m.progressTopic }
 
-// Run mirrors until ctx is cancelled, then stops fetching, flushes the
-// producer, persists progress and returns nil. It returns an error only
-// when it cannot build its clients; failures while running (a cluster down,
-// a topic the target refuses) are logged, counted and retried.
-func (m *Mirror) Run(ctx context.Context) error {
+// MetadataTopic is the name of the target topic holding this mirror's topic
+// metadata.
+func (m *Mirror) MetadataTopic() string { return m.metadataTopic }
+
+// clients are the connections of one Run or Plan.
+type clients struct {
+	srcAdminCl, dst *kgo.Client
+	srcAdm, dstAdm  *kadm.Client
+}
+
+func (c *clients) close() {
+	c.srcAdminCl.Close()
+	c.dst.Close()
+}
+
+func (m *Mirror) newClients() (*clients, error) {
 	// Metadata is what discovery reads; franz-go caches it for 5s by
 	// default, which would hide new topics for longer than a short
 	// refresh interval.
 	metaAge := kgo.MetadataMinAge(min(time.Second, m.cfg.RefreshInterval/2))
 	srcAdminCl, err := kgo.NewClient(append(append([]kgo.Opt(nil), m.cfg.SourceOpts...), metaAge)...)
 	if err != nil {
-		return fmt.Errorf("mirror %s: source client: %w", m.cfg.Name, err)
+		return nil, fmt.Errorf("mirror %s: source client: %w", m.cfg.Name, err)
 	}
-	defer srcAdminCl.Close()
 	dstOpts := append(append([]kgo.Opt(nil), m.cfg.TargetOpts...), metaAge,
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		// Produce to a topic just created on the target while its
@@ -130,20 +183,35 @@ func (m *Mirror) Run(ctx context.Context) error {
 	}
 	dst, err := kgo.NewClient(dstOpts...)
 	if err != nil {
-		return fmt.Errorf("mirror %s: target client: %w", m.cfg.Name, err)
+		srcAdminCl.Close()
+		return nil, fmt.Errorf("mirror %s: target client: %w", m.cfg.Name, err)
 	}
-	defer dst.Close()
-	srcAdm, dstAdm := kadm.NewClient(srcAdminCl), kadm.NewClient(dst)
+	return &clients{srcAdminCl: srcAdminCl, dst: dst, srcAdm: kadm.NewClient(srcAdminCl), dstAdm: kadm.NewClient(dst)}, nil
+}
 
-	if err := m.start(ctx, dstAdm); err != nil {
+// dstProduce produces a record of kmirror's own (metadata, progress) with
+// the mirror's produce context.
+func (m *Mirror) dstProduce(dst *kgo.Client, r *kgo.Record, promise func(*kgo.Record, error)) {
+	dst.Produce(m.produceCtx, r, promise)
+}
+
+// Run mirrors until ctx is cancelled, then stops fetching, flushes the
+// producer, persists progress and returns nil. It returns an error only
+// when it cannot build its clients; failures while running (a cluster down,
+// a topic the target refuses) are logged, counted and retried.
+func (m *Mirror) Run(ctx context.Context) error {
+	c, err := m.newClients()
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	defer m.cancelProduce()
+
+	if err := m.start(ctx, c); err != nil {
 		return nil // ctx was cancelled during startup: nothing to flush
 	}
 
-	// produceCtx outlives ctx: in-flight records must still be flushed
-	// after a shutdown starts. It is cancelled only if the flush times out.
-	produceCtx, cancelProduce := context.WithCancel(context.Background())
-	defer cancelProduce()
-	cp := newCopier(m.log, m.metrics, dst, produceCtx)
+	cp := newCopier(m.log, m.metrics, c.dst, m.produceCtx)
 	defer cp.close()
 	m.mu.Lock()
 	m.copier = cp
@@ -154,22 +222,32 @@ func (m *Mirror) Run(ctx context.Context) error {
 	copyDone := make(chan struct{})
 	copyStarted := false
 
-	writer := &progressWriter{topic: m.progressTopic, dst: dst, c: cp}
-	progressDone := make(chan struct{})
-	go func() {
-		defer close(progressDone)
-		t := time.NewTicker(progressTick(m.cfg.ProgressInterval))
-		defer t.Stop()
-		for {
-			select {
-			case <-copyCtx.Done():
-				return
-			case <-t.C:
-				writer.writeAsync(produceCtx)
-				m.updateLagMetric()
-			}
-		}
-	}()
+	var bg sync.WaitGroup
+	writer := &progressWriter{topic: m.progressTopic, dst: c.dst, c: cp}
+	bg.Go(func() {
+		every(copyCtx, progressTick(m.cfg.ProgressInterval), func() {
+			writer.writeAsync(m.produceCtx)
+			m.updateLagMetric()
+		})
+	})
+	if m.cfg.ConfigSyncInterval > 0 {
+		bg.Go(func() {
+			every(copyCtx, m.cfg.ConfigSyncInterval, func() {
+				if err := m.syncConfigs(copyCtx, c); err != nil && copyCtx.Err() == nil {
+					m.log.Error("topic config sync failed; retrying on the next interval", "err", err)
+				}
+			})
+		})
+	}
+	if m.cfg.ACLSyncInterval > 0 {
+		bg.Go(func() {
+			every(copyCtx, m.cfg.ACLSyncInterval, func() {
+				if err := m.syncACLs(copyCtx, c); err != nil && copyCtx.Err() == nil {
+					m.log.Error("ACL sync failed; retrying on the next interval", "err", err)
+				}
+			})
+		})
+	}
 
 	refresh := time.NewTimer(0)
 	defer refresh.Stop()
@@ -180,7 +258,7 @@ loop:
 			break loop
 		case <-refresh.C:
 		}
-		started, err := m.pass(ctx, srcAdm, dst, dstAdm, cp)
+		started, err := m.pass(ctx, c, cp)
 		if started && !copyStarted {
 			copyStarted = true
 			go func() {
@@ -199,12 +277,12 @@ loop:
 	if copyStarted {
 		<-copyDone
 	}
-	<-progressDone
+	bg.Wait()
 	flushCtx, cancelFlush := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
 	defer cancelFlush()
-	if err := dst.Flush(flushCtx); err != nil {
+	if err := c.dst.Flush(flushCtx); err != nil {
 		m.log.Error("records still in flight at shutdown; they will be copied again after a restart", "err", err)
-		cancelProduce()
+		m.cancelProduce()
 	}
 	if err := writer.writeSync(flushCtx); err != nil {
 		m.log.Error("could not persist the last progress; records since the previous write will be copied again", "err", err)
@@ -214,18 +292,36 @@ loop:
 	return nil
 }
 
-// start creates the progress topic and loads the progress, retrying with
-// backoff while the target is unreachable. It fails only when ctx ends.
-func (m *Mirror) start(ctx context.Context, dstAdm *kadm.Client) error {
+// every calls fn every interval until ctx ends; fn runs on this goroutine,
+// so a slow fn delays the next call rather than overlapping it.
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
+}
+
+// start creates the internal topics and loads the progress and metadata,
+// retrying with backoff while the target is unreachable. It fails only
+// when ctx ends.
+func (m *Mirror) start(ctx context.Context, c *clients) error {
 	backoff := time.Second
 	for {
 		err := func() error {
 			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
-			if err := ensureCompactedTopic(ctx, dstAdm, m.progressTopic, m.cfg.ReplicationFactor); err != nil {
-				return err
+			for _, topic := range []string{m.progressTopic, m.metadataTopic} {
+				if err := ensureCompactedTopic(ctx, c.dstAdm, topic, m.cfg.ReplicationFactor); err != nil {
+					return err
+				}
 			}
-			return m.loadProgress(ctx, dstAdm)
+			return m.load(ctx, c.dstAdm)
 		}()
 		if err == nil {
 			return nil
@@ -243,307 +339,24 @@ func (m *Mirror) start(ctx context.Context, dstAdm *kadm.Client) error {
 	}
 }
 
-func (m *Mirror) loadProgress(ctx context.Context, dstAdm *kadm.Client) error {
+// load reads the progress and metadata topics.
+func (m *Mirror) load(ctx context.Context, dstAdm *kadm.Client) error {
 	p, err := loadProgress(ctx, m.cfg.TargetOpts, dstAdm, m.progressTopic)
+	if err != nil {
+		return err
+	}
+	md, err := loadMetadata(ctx, m.cfg.TargetOpts, dstAdm, m.metadataTopic)
 	if err != nil {
 		return err
 	}
 	m.mu.Lock()
 	m.progress = p
+	m.metaPersisted = md
 	m.started = true
 	m.lastPassErr = nil
 	m.mu.Unlock()
-	m.log.Info("progress loaded", "progress_topic", m.progressTopic, "partitions", len(p))
+	m.log.Info("progress and topic metadata loaded", "progress_topic", m.progressTopic, "partitions", len(p), "metadata_topic", m.metadataTopic, "topics", len(md))
 	return nil
-}
-
-// pass is one control-plane round: discover, select, create, assign. It
-// reports whether it created the source consumer (the copier can start).
-func (m *Mirror) pass(ctx context.Context, srcAdm *kadm.Client, dst *kgo.Client, dstAdm *kadm.Client, cp *copier) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, max(m.cfg.RefreshInterval, 30*time.Second))
-	defer cancel()
-	m.metrics.incPasses()
-	started, err := m.doPass(ctx, srcAdm, dst, dstAdm, cp)
-	m.mu.Lock()
-	m.lastPassAt = time.Now()
-	m.lastPassErr = err
-	m.mu.Unlock()
-	if err != nil {
-		m.metrics.incPassErrors()
-	} else {
-		m.metrics.passSucceeded()
-	}
-	m.updateTopicMetrics()
-	return started, err
-}
-
-func (m *Mirror) doPass(ctx context.Context, srcAdm *kadm.Client, dst *kgo.Client, dstAdm *kadm.Client, cp *copier) (bool, error) {
-	// 1. Discover.
-	srcTopics, err := srcAdm.ListTopics(ctx)
-	if err != nil {
-		return false, fmt.Errorf("list source topics: %w", err)
-	}
-	candidates := make([]filters.Topic, 0, len(srcTopics))
-	ids := make(map[string]string, len(srcTopics))
-	m.mu.Lock()
-	for _, td := range srcTopics.Sorted() {
-		n := int32(len(td.Partitions))
-		if td.Err == nil && td.ID != (kadm.TopicID{}) {
-			ids[td.Topic] = td.ID.String()
-		}
-		if td.Err != nil || n == 0 {
-			// Listed with an error: a topic being created, deleted or
-			// moved (e.g. leaders changing while partitions are added).
-			// A topic already mirrored keeps its last known shape
-			// rather than being dropped and picked up again.
-			ts := m.topics[td.Topic]
-			if ts == nil {
-				continue
-			}
-			n = ts.partitions
-		}
-		candidates = append(candidates, filters.Topic{Name: td.Topic, Partitions: n})
-	}
-	m.mu.Unlock()
-
-	// 2. Select. A filter error keeps the previous selection.
-	selected, err := selectTopics(ctx, m.cfg.Name, m.cfg.Filters, m.cfg.Policy, m.cfg.TargetAlias, candidates)
-	if err != nil {
-		return false, err
-	}
-
-	// 3. Compare with the target.
-	dstTopics, err := dstAdm.ListTopics(ctx)
-	if err != nil {
-		return false, fmt.Errorf("list target topics: %w", err)
-	}
-	targetPartitions := make(map[string]int32, len(dstTopics))
-	for _, td := range dstTopics {
-		if td.Err == nil {
-			targetPartitions[td.Topic] = int32(len(td.Partitions))
-		}
-	}
-
-	m.mu.Lock()
-	selectedSet := make(map[string]bool, len(selected))
-	var removed []topicPartition
-	for _, t := range selected {
-		selectedSet[t.Name] = true
-	}
-	for name, ts := range m.topics {
-		if !selectedSet[name] {
-			m.log.Info("topic no longer mirrored (deleted at the source or no longer selected)", "topic", name, "target_topic", ts.target)
-			for p := range ts.assigned {
-				removed = append(removed, topicPartition{name, p})
-			}
-			delete(m.topics, name)
-		}
-	}
-	var creates []topicSpec
-	grows := make(map[string]int32)
-	for _, t := range selected {
-		ts := m.topics[t.Name]
-		if ts == nil {
-			ts = &topicState{source: t.Name, target: m.cfg.Policy.FormatRemoteTopic(m.cfg.SourceAlias, t.Name), state: StatePending}
-			m.topics[t.Name] = ts
-			m.log.Info("topic selected for mirroring", "topic", t.Name, "target_topic", ts.target, "partitions", t.Partitions)
-		}
-		if id := ids[t.Name]; id != "" {
-			if ts.id != "" && ts.id != id {
-				// Deleted and recreated under the same name: the new
-				// topic's offsets start again, so the stored
-				// positions no longer mean anything. Copy the new
-				// topic from its start.
-				m.log.Warn("source topic was deleted and recreated; mirroring the new topic from its start",
-					"topic", t.Name, "target_topic", ts.target, "old_id", ts.id, "new_id", id)
-				m.metrics.incRecreations()
-				for p := range ts.assigned {
-					tp := topicPartition{t.Name, p}
-					removed = append(removed, tp)
-					delete(m.progress, tp)
-				}
-				ts.assigned = 0
-			}
-			ts.id = id
-		}
-		if t.Partitions < ts.partitions && ts.assigned > t.Partitions {
-			m.log.Warn("source topic has fewer partitions than before", "topic", t.Name, "before", ts.partitions, "now", t.Partitions)
-		}
-		ts.partitions = t.Partitions
-		have, exists := targetPartitions[ts.target]
-		switch {
-		case !exists:
-			creates = append(creates, topicSpec{name: ts.target, partitions: t.Partitions})
-		case have < t.Partitions:
-			grows[ts.target] = t.Partitions
-		}
-	}
-	m.mu.Unlock()
-	cp.unassign(removed)
-
-	// 4. Create missing topics (one batched request) and grow partitions.
-	var passErrs []error
-	if len(creates) > 0 {
-		names := make([]string, 0, len(creates))
-		for _, c := range creates {
-			names = append(names, m.sourceName(c.name))
-		}
-		cfgs, err := sourceConfigs(ctx, srcAdm, names)
-		if err != nil {
-			m.log.Warn("creating target topics without some source configs", "err", err)
-		}
-		for i := range creates {
-			creates[i].configs = cfgs[names[i]]
-		}
-		results, err := createTopics(ctx, dst, creates, m.cfg.ReplicationFactor, false)
-		if err != nil {
-			passErrs = append(passErrs, err)
-		}
-		for _, c := range creates {
-			if err := results[c.name]; err == nil && results != nil {
-				targetPartitions[c.name] = c.partitions
-				m.log.Info("created target topic", "target_topic", c.name, "partitions", c.partitions, "configs", c.configs)
-			} else if results != nil {
-				m.metrics.incCreateErrors()
-				m.setTopicError(m.sourceName(c.name), fmt.Errorf("create target topic %s: %w", c.name, err))
-			}
-		}
-	}
-	if len(grows) > 0 {
-		results, err := growPartitions(ctx, dst, grows, false)
-		if err != nil {
-			passErrs = append(passErrs, err)
-		}
-		grown := make(map[string]int32)
-		for topic, n := range grows {
-			if err := results[topic]; err == nil && results != nil {
-				targetPartitions[topic] = n
-				grown[topic] = n
-				m.log.Info("grew target topic partitions", "target_topic", topic, "partitions", n)
-			} else if results != nil {
-				m.metrics.incCreateErrors()
-				m.setTopicError(m.sourceName(topic), fmt.Errorf("grow target topic %s to %d partitions: %w", topic, n, err))
-			}
-		}
-		awaitProducerPartitions(ctx, dst, grown)
-	}
-
-	// 5. Assign every partition that exists on both sides.
-	var assigns []assignment
-	m.mu.Lock()
-	for _, t := range selected {
-		ts := m.topics[t.Name]
-		have, ok := targetPartitions[ts.target]
-		if !ok {
-			continue
-		}
-		upTo := min(have, ts.partitions)
-		for p := ts.assigned; p < upTo; p++ {
-			tp := topicPartition{t.Name, p}
-			next := int64(-1)
-			if pos, ok := m.progress[tp]; ok {
-				if pos.topicID != "" && ts.id != "" && pos.topicID != ts.id {
-					m.log.Warn("stored progress belongs to an earlier topic of the same name; copying from the start",
-						"topic", t.Name, "partition", p, "stored_id", pos.topicID, "current_id", ts.id)
-				} else {
-					next = pos.next
-				}
-			}
-			assigns = append(assigns, assignment{tp: tp, target: ts.target, topicID: ts.id, next: next})
-		}
-		if upTo > ts.assigned {
-			ts.assigned = upTo
-		}
-		if ts.assigned == ts.partitions {
-			ts.state, ts.err = StateMirroring, nil
-		}
-	}
-	m.mu.Unlock()
-	started, err := cp.assign(assigns, m.cfg.SourceOpts)
-	if err != nil {
-		return false, fmt.Errorf("source consumer: %w", err)
-	}
-
-	// 6. Refresh source ends for lag (best effort).
-	m.refreshEnds(ctx, srcAdm, cp)
-	return started, errors.Join(passErrs...)
-}
-
-// awaitProducerPartitions makes the producer learn grown partition counts
-// before records go to the new partitions. franz-go's producer keeps the
-// partition count it last saw, and with manual partitioning it fails a
-// record for a partition beyond that count at once, without refreshing.
-// The wait is bounded; a partition still unknown after it is retried by the
-// copier's rewind like any refused record.
-func awaitProducerPartitions(ctx context.Context, dst *kgo.Client, grown map[string]int32) {
-	if len(grown) == 0 {
-		return
-	}
-	dst.ForceMetadataRefresh()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		known := true
-		for topic, n := range grown {
-			if first, _, _ := dst.PartitionLeader(topic, 0); first < 0 {
-				continue // never produced to: its first produce loads fresh metadata
-			}
-			if leader, _, err := dst.PartitionLeader(topic, n-1); err != nil || leader < 0 {
-				known = false
-				break
-			}
-		}
-		if known {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// sourceName maps a target topic of this pass back to its source topic.
-func (m *Mirror) sourceName(target string) string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for name, ts := range m.topics {
-		if ts.target == target {
-			return name
-		}
-	}
-	return target
-}
-
-func (m *Mirror) setTopicError(source string, err error) {
-	m.log.Error("topic failed; retrying on the next pass", "topic", source, "err", err)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if ts := m.topics[source]; ts != nil {
-		ts.state, ts.err = StateFailed, err
-	}
-}
-
-func (m *Mirror) refreshEnds(ctx context.Context, srcAdm *kadm.Client, cp *copier) {
-	m.mu.Lock()
-	names := make([]string, 0, len(m.topics))
-	for name := range m.topics {
-		names = append(names, name)
-	}
-	m.mu.Unlock()
-	if len(names) == 0 {
-		return
-	}
-	ends, err := srcAdm.ListCommittedOffsets(ctx, names...)
-	if err != nil {
-		return
-	}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil {
-			return
-		}
-		if ps := cp.partition(topicPartition{o.Topic, o.Partition}); ps != nil {
-			ps.mu.Lock()
-			ps.end = max(ps.end, o.Offset)
-			ps.mu.Unlock()
-		}
-	})
 }
 
 // Status returns a snapshot for the HTTP API.
@@ -562,9 +375,9 @@ func (m *Mirror) Status() Status {
 	}
 	ready := m.started && !m.lastPassAt.IsZero() && m.lastPassErr == nil
 	for _, ts := range m.topics {
-		t := TopicStatus{SourceTopic: ts.source, TargetTopic: ts.target, Partitions: ts.partitions, State: ts.state}
-		if ts.err != nil {
-			t.Error = ts.err.Error()
+		t := TopicStatus{SourceTopic: ts.source, TargetTopic: ts.target, Partitions: ts.partitions, State: ts.currentState()}
+		if err := ts.currentErr(); err != nil {
+			t.Error = err.Error()
 		}
 		st.Topics = append(st.Topics, t)
 	}
@@ -630,7 +443,7 @@ func (m *Mirror) updateTopicMetrics() {
 	counts := map[State]int{}
 	m.mu.Lock()
 	for _, ts := range m.topics {
-		counts[ts.state]++
+		counts[ts.currentState()]++
 	}
 	m.mu.Unlock()
 	m.metrics.pending.Set(float64(counts[StatePending]))

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -14,53 +13,10 @@ import (
 
 // topicSpec is a target topic to create.
 type topicSpec struct {
-	name       string
+	source     string // the source topic's name
+	name       string // the target topic's name
 	partitions int32
 	configs    map[string]string
-}
-
-// excludedConfigs are never copied from a source topic: MirrorMaker 2's
-// DefaultConfigPropertyFilter list. Throttles and ISR minimums describe the
-// source cluster's hardware and policy, and the timestamp settings would
-// make the target rewrite or reject the timestamps copied from the source.
-var excludedConfigs = map[string]bool{
-	"follower.replication.throttled.replicas": true,
-	"leader.replication.throttled.replicas":   true,
-	"message.timestamp.difference.max.ms":     true,
-	"message.timestamp.type":                  true,
-	"unclean.leader.election.enable":          true,
-	"min.insync.replicas":                     true,
-}
-
-// sourceConfigs returns, per topic, the configs set on the source topic
-// itself (not broker or default values) that the target copy should get.
-// A topic whose configs cannot be read is created without them and named
-// in the returned error; its creation is not held back.
-func sourceConfigs(ctx context.Context, adm *kadm.Client, topics []string) (map[string]map[string]string, error) {
-	out := make(map[string]map[string]string, len(topics))
-	if len(topics) == 0 {
-		return out, nil
-	}
-	rcs, err := adm.DescribeTopicConfigs(ctx, topics...)
-	if err != nil && len(rcs) == 0 {
-		return out, fmt.Errorf("describe source topic configs: %w", err)
-	}
-	var errs []error
-	for _, rc := range rcs {
-		if rc.Err != nil {
-			errs = append(errs, fmt.Errorf("describe configs of source topic %s: %w", rc.Name, rc.Err))
-			continue
-		}
-		m := make(map[string]string)
-		for _, c := range rc.Configs {
-			if c.Source != kmsg.ConfigSourceDynamicTopicConfig || c.Sensitive || c.Value == nil || excludedConfigs[c.Key] {
-				continue
-			}
-			m[c.Key] = *c.Value
-		}
-		out[rc.Name] = m
-	}
-	return out, errors.Join(errs...)
 }
 
 // createTopics creates every spec in ONE CreateTopics request (KIP-4: the

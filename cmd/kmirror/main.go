@@ -2,25 +2,33 @@
 //
 //	kmirror run --config kmirror.yaml       the worker
 //	kmirror validate --config kmirror.yaml  check a config, with file:line errors
+//	kmirror plan --config kmirror.yaml      what a pass would change, changing nothing
+//	kmirror topics --config kmirror.yaml    the mirrored topics with their metadata
 //	kmirror demo                            everything on two embedded clusters
 //	kmirror version
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/kmirror/kmirror/config"
+	"github.com/kmirror/kmirror/connector"
 	"github.com/kmirror/kmirror/internal/app"
 	"github.com/kmirror/kmirror/internal/demo"
 )
@@ -35,6 +43,9 @@ const usage = `kmirror mirrors topics from one Kafka cluster to another.
 Usage:
   kmirror run --config FILE        run the mirrors in FILE until SIGINT/SIGTERM
   kmirror validate --config FILE   check FILE and exit 0 (valid) or 1 (errors, with file:line)
+  kmirror plan --config FILE       print what one pass would create or change; change nothing
+                                   (exit 0: nothing to do, 2: changes pending, 1: error)
+  kmirror topics --config FILE     list the mirrored topics with their metadata
   kmirror demo [--duration D]      mirror between two embedded clusters, no setup
   kmirror version                  print the version
 
@@ -53,6 +64,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdValidate(args[1:], stdout, stderr)
 	case "demo":
 		return cmdDemo(args[1:], stdout, stderr)
+	case "plan":
+		return cmdPlan(args[1:], stdout, stderr)
+	case "topics":
+		return cmdTopics(args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintf(stdout, "kmirror %s (%s)\n", getVersion(), runtime.Version())
 		return 0
@@ -186,4 +201,172 @@ func newLogger(w io.Writer, lc config.Log) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// loadForCommand loads the config named by a command's --config flag and
+// builds a logger from it; on error it prints the error and returns nil.
+func loadForCommand(path string, stderr io.Writer) (*config.Config, *slog.Logger) {
+	cfg, err := config.LoadFile(path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return nil, nil
+	}
+	lc := cfg.Log
+	if lc.Level == "info" {
+		lc.Level = "warn" // a one-shot command prints its result, not progress
+	}
+	return cfg, newLogger(stderr, lc)
+}
+
+func cmdPlan(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("plan", "Connects to the clusters and runs one pass of every mirror in dry-run mode: topics to\ncreate (checked by the target's controller with validateOnly), partitions to add and\nconfigs to change. Changes nothing, not even kmirror's own topics.\nExit status 0 when nothing would change, 2 when changes are pending, 1 on error.", stderr)
+	path := fs.String("config", "kmirror.yaml", "config file")
+	output := fs.String("o", "text", "output format: text or json")
+	timeout := fs.Duration("timeout", time.Minute, "give up after this long")
+	if code := parse(fs, args); code >= 0 {
+		return code
+	}
+	if *output != "text" && *output != "json" {
+		fmt.Fprintf(stderr, "-o: unknown output format %q (want text or json)\n", *output)
+		return 1
+	}
+	cfg, log := loadForCommand(*path, stderr)
+	if cfg == nil {
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	a, err := app.New(app.Options{Config: cfg, Logger: log, Version: getVersion()})
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	var plans []*connector.Plan
+	for _, m := range a.Mirrors() {
+		p, err := m.Plan(ctx)
+		if err != nil {
+			fmt.Fprintf(stderr, "plan: %v\n", err)
+			return 1
+		}
+		plans = append(plans, p)
+	}
+	changes := false
+	for _, p := range plans {
+		changes = changes || p.Changes()
+	}
+	if *output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(map[string]any{"changes": changes, "mirrors": plans})
+	} else {
+		printPlans(stdout, plans)
+	}
+	if changes {
+		return 2
+	}
+	return 0
+}
+
+func printPlans(w io.Writer, plans []*connector.Plan) {
+	for _, p := range plans {
+		fmt.Fprintf(w, "mirror %s:\n", p.Mirror)
+		if !p.Changes() && len(p.Failed) == 0 {
+			fmt.Fprintln(w, "  nothing to change")
+		}
+		for _, t := range p.Create {
+			line := fmt.Sprintf("  + create %s (%d partitions) from %s", t.TargetTopic, t.Partitions, t.SourceTopic)
+			if len(t.Configs) > 0 {
+				line += " with " + formatMap(t.Configs)
+			}
+			if t.Error != "" {
+				line += "\n      ! the target would refuse it: " + t.Error
+			}
+			fmt.Fprintln(w, line)
+		}
+		for _, g := range p.Grow {
+			line := fmt.Sprintf("  ~ grow %s from %d to %d partitions", g.TargetTopic, g.From, g.To)
+			if g.Error != "" {
+				line += "\n      ! the target would refuse it: " + g.Error
+			}
+			fmt.Fprintln(w, line)
+		}
+		for _, c := range p.Configs {
+			fmt.Fprintf(w, "  ~ configs of %s:", c.TargetTopic)
+			if len(c.Set) > 0 {
+				fmt.Fprintf(w, " set %s", formatMap(c.Set))
+			}
+			if len(c.Delete) > 0 {
+				fmt.Fprintf(w, " delete %s", strings.Join(c.Delete, ", "))
+			}
+			fmt.Fprintln(w)
+		}
+		for _, f := range p.Failed {
+			fmt.Fprintf(w, "  ! %s is failed and would not be touched: %s\n", f.SourceTopic, f.Error)
+		}
+	}
+}
+
+func formatMap(m map[string]string) string {
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, k+"="+m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+func cmdTopics(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("topics", "Lists the mirrored topics with their metadata (provenance and labels), read from\neach mirror's metadata topic on its target cluster. No worker needs to run.", stderr)
+	path := fs.String("config", "kmirror.yaml", "config file")
+	mirror := fs.String("mirror", "", "only this mirror")
+	output := fs.String("o", "table", "output format: table or json")
+	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
+	if code := parse(fs, args); code >= 0 {
+		return code
+	}
+	if *output != "table" && *output != "json" {
+		fmt.Fprintf(stderr, "-o: unknown output format %q (want table or json)\n", *output)
+		return 1
+	}
+	cfg, log := loadForCommand(*path, stderr)
+	if cfg == nil {
+		return 1
+	}
+	var names []string
+	if *mirror != "" {
+		if cfg.Mirror(*mirror) == nil {
+			fmt.Fprintf(stderr, "--mirror: no mirror named %q in %s\n", *mirror, *path)
+			return 1
+		}
+		names = []string{*mirror}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	tms, err := app.ReadTopics(ctx, cfg, names, log)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	if *output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if tms == nil {
+			tms = []connector.TopicMetadata{}
+		}
+		_ = enc.Encode(map[string]any{"topics": tms})
+		return 0
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MIRROR\tTARGET TOPIC\tSOURCE\tSTATE\tCREATED\tLABELS")
+	for _, t := range tms {
+		labels := map[string]string{}
+		for k, v := range t.Metadata {
+			if !strings.HasPrefix(k, "kmirror.") {
+				labels[k] = v
+			}
+		}
+		src := t.Metadata[connector.MetaSourceCluster] + "/" + t.SourceTopic
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Mirror, t.TargetTopic, src, t.Metadata[connector.MetaState], t.Metadata[connector.MetaCreatedAt], formatMap(labels))
+	}
+	_ = tw.Flush()
+	return 0
 }

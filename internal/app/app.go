@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/oklog/run"
@@ -54,6 +55,40 @@ func (a *App) Statuses() []connector.Status {
 		out = append(out, m.Status())
 	}
 	return out
+}
+
+// Topics implements httpapi.StatusSource: every mirror's topic metadata.
+func (a *App) Topics() []connector.TopicMetadata {
+	var out []connector.TopicMetadata
+	for _, m := range a.mirrors {
+		out = append(out, m.Topics()...)
+	}
+	return out
+}
+
+// Mirrors returns the configured mirrors, in config order.
+func (a *App) Mirrors() []*connector.Mirror { return a.mirrors }
+
+// ReadTopics reads the stored topic metadata of the named mirrors (every
+// mirror when names is empty) from their target clusters, without running
+// them: what `kmirror topics` shows.
+func ReadTopics(ctx context.Context, cfg *config.Config, names []string, log *slog.Logger) ([]connector.TopicMetadata, error) {
+	var out []connector.TopicMetadata
+	for _, mc := range cfg.Mirrors {
+		if len(names) > 0 && !slices.Contains(names, mc.Name) {
+			continue
+		}
+		opts, err := kafka.ClientOpts(mc.Target, cfg.Cluster(mc.Target), log)
+		if err != nil {
+			return nil, err
+		}
+		tms, err := connector.ReadTopicMetadata(ctx, mc.Name, opts)
+		if err != nil {
+			return nil, fmt.Errorf("mirror %s: %w", mc.Name, err)
+		}
+		out = append(out, tms...)
+	}
+	return out, nil
 }
 
 // New builds every mirror from the config; it connects to nothing.
@@ -121,15 +156,39 @@ func newMirror(cfg *config.Config, mc *config.Mirror, log *slog.Logger, metrics 
 			Include: mc.Topics.IncludeRegexps(),
 			Exclude: mc.Topics.ExcludeRegexps(),
 		}},
-		RefreshInterval:   time.Duration(mc.Topics.RefreshInterval),
-		ProgressInterval:  time.Duration(mc.ProgressInterval),
-		ReplicationFactor: int16(mc.ReplicationFactor),
-		Linger:            time.Duration(mc.Producer.Linger),
-		BatchMaxBytes:     int32(mc.Producer.BatchMaxBytes),
-		Compression:       codec,
-		Logger:            log,
-		Metrics:           metrics,
+		ConfigFilters: []filters.ConfigPropertyFilter{filters.Regex{
+			Include: mc.Sync.TopicConfigs.IncludeRegexps(),
+			Exclude: mc.Sync.TopicConfigs.ExcludeRegexps(),
+		}},
+		Labels:             labels(mc.Labels),
+		ConfigSyncInterval: enabledInterval(mc.Sync.TopicConfigs.Enabled, mc.Sync.TopicConfigs.Interval),
+		ACLSyncInterval:    enabledInterval(mc.Sync.ACLs.Enabled, mc.Sync.ACLs.Interval),
+		RefreshInterval:    time.Duration(mc.Topics.RefreshInterval),
+		ProgressInterval:   time.Duration(mc.ProgressInterval),
+		ReplicationFactor:  int16(mc.ReplicationFactor),
+		Linger:             time.Duration(mc.Producer.Linger),
+		BatchMaxBytes:      int32(mc.Producer.BatchMaxBytes),
+		Compression:        codec,
+		Logger:             log,
+		Metrics:            metrics,
 	})
+}
+
+func labels(ls []*config.Label) []connector.Label {
+	out := make([]connector.Label, 0, len(ls))
+	for _, l := range ls {
+		out = append(out, connector.Label{Match: l.Regexp(), Set: l.Set})
+	}
+	return out
+}
+
+// enabledInterval is the connector's convention for an optional periodic
+// job: its interval, or 0 when it is off.
+func enabledInterval(enabled bool, d config.Duration) time.Duration {
+	if !enabled {
+		return 0
+	}
+	return time.Duration(d)
 }
 
 func compression(name string) ([]kgo.CompressionCodec, error) {

@@ -5,6 +5,8 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -15,6 +17,12 @@ import (
 // StatusSource reports the state of every mirror in the process.
 type StatusSource interface {
 	Statuses() []connector.Status
+	Topics() []connector.TopicMetadata
+}
+
+// TopicsResponse is the body of GET /api/v1/topics.
+type TopicsResponse struct {
+	Topics []connector.TopicMetadata `json:"topics"`
 }
 
 // StatusResponse is the body of GET /api/v1/status.
@@ -41,6 +49,39 @@ func Handler(gatherer prometheus.Gatherer, src StatusSource) http.Handler {
 			}
 		}
 		_, _ = w.Write([]byte("ready\n"))
+	})
+	// ?mirror=NAME keeps one mirror's topics; every ?label=KEY=VALUE must
+	// match (an exact value; KEY alone matches any value).
+	mux.HandleFunc("GET /api/v1/topics", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		type match struct {
+			key, value string
+			any        bool
+		}
+		var labels []match
+		for _, l := range q["label"] {
+			k, v, ok := strings.Cut(l, "=")
+			if k == "" {
+				writeJSON(w, http.StatusBadRequest, map[string]string{"error": "label must be KEY=VALUE or KEY, got " + strconv.Quote(l)})
+				return
+			}
+			labels = append(labels, match{key: k, value: v, any: !ok})
+		}
+		resp := TopicsResponse{Topics: []connector.TopicMetadata{}}
+	topics:
+		for _, t := range src.Topics() {
+			if m := q.Get("mirror"); m != "" && t.Mirror != m {
+				continue
+			}
+			for _, l := range labels {
+				v, ok := t.Metadata[l.key]
+				if !ok || (!l.any && v != l.value) {
+					continue topics
+				}
+			}
+			resp.Topics = append(resp.Topics, t)
+		}
+		writeJSON(w, http.StatusOK, resp)
 	})
 	mux.HandleFunc("GET /api/v1/status", func(w http.ResponseWriter, _ *http.Request) {
 		sts := src.Statuses()

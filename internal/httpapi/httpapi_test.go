@@ -19,6 +19,47 @@ type statuses []connector.Status
 
 func (s statuses) Statuses() []connector.Status { return s }
 
+func (s statuses) Topics() []connector.TopicMetadata { return nil }
+
+type topics []connector.TopicMetadata
+
+func (topics) Statuses() []connector.Status        { return nil }
+func (t topics) Topics() []connector.TopicMetadata { return t }
+
+func TestTopicsEndpoint(t *testing.T) {
+	t.Parallel()
+	src := topics{
+		{Mirror: "a", SourceTopic: "orders", TargetTopic: "east.orders", Metadata: map[string]string{"team": "payments", "tier": "1"}},
+		{Mirror: "a", SourceTopic: "clicks", TargetTopic: "east.clicks", Metadata: map[string]string{"team": "web"}},
+		{Mirror: "b", SourceTopic: "orders", TargetTopic: "west.orders", Metadata: map[string]string{"team": "payments"}},
+	}
+	h := httpapi.Handler(prometheus.NewRegistry(), src)
+	for query, want := range map[string][]string{
+		"":                                  {"east.orders", "east.clicks", "west.orders"},
+		"?label=team=payments":              {"east.orders", "west.orders"},
+		"?label=team=payments&label=tier=1": {"east.orders"},
+		"?label=tier":                       {"east.orders"},
+		"?mirror=b":                         {"west.orders"},
+		"?label=team=nobody":                {},
+	} {
+		code, body := get(t, h, "/api/v1/topics"+query)
+		var resp httpapi.TopicsResponse
+		if err := json.Unmarshal([]byte(body), &resp); err != nil || code != 200 {
+			t.Fatalf("%s: %d %s %v", query, code, body, err)
+		}
+		got := []string{}
+		for _, tm := range resp.Topics {
+			got = append(got, tm.TargetTopic)
+		}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("%s: got %v, want %v", query, got, want)
+		}
+	}
+	if code, _ := get(t, h, "/api/v1/topics?label==x"); code != 400 {
+		t.Errorf("a label with no key must be a 400, got %d", code)
+	}
+}
+
 func get(t *testing.T, h http.Handler, path string) (int, string) {
 	t.Helper()
 	rec := httptest.NewRecorder()
