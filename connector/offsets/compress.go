@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -249,13 +250,18 @@ func decompressLZ4(src []byte, size int) ([]byte, error) {
 }
 
 // --- zstd: one package-wide encoder and decoder, made on first use. Both are
-// safe for concurrent EncodeAll/DecodeAll and keep up to GOMAXPROCS
-// (de)compressors for reuse.
+// safe for concurrent EncodeAll/DecodeAll and keep zstdConcurrency
+// (de)compressors for reuse; more concurrent calls wait for one. Each
+// default-level encoder holds about 1.3 MB of match tables, so the pool is
+// capped instead of growing with GOMAXPROCS: offset records are a trickle
+// next to the data, and four encoders compress hundreds of MB/s of them.
+
+var zstdConcurrency = min(runtime.GOMAXPROCS(0), 4)
 
 var zstdEncoder = sync.OnceValues(func() (*zstd.Encoder, error) {
 	return zstd.NewWriter(nil,
 		zstd.WithEncoderLevel(zstd.SpeedDefault),
-		zstd.WithEncoderConcurrency(0), // GOMAXPROCS
+		zstd.WithEncoderConcurrency(zstdConcurrency),
 		zstd.WithEncoderCRC(true),
 		zstd.WithZeroFrames(true), // an empty payload is still a valid frame
 	)
@@ -263,7 +269,7 @@ var zstdEncoder = sync.OnceValues(func() (*zstd.Encoder, error) {
 
 var zstdDecoder = sync.OnceValues(func() (*zstd.Decoder, error) {
 	return zstd.NewReader(nil,
-		zstd.WithDecoderConcurrency(0), // GOMAXPROCS
+		zstd.WithDecoderConcurrency(zstdConcurrency),
 		zstd.WithDecoderMaxMemory(MaxUncompressedSize),
 		zstd.WithDecoderMaxWindow(MaxUncompressedSize),
 		// Decode into the declared size and never more: a frame that says or

@@ -23,10 +23,10 @@
 // and 0x47 0x79 ("Gy") cannot start any JSON text. New records are always
 // written as envelopes, CodecNone included, so any payload is unambiguous.
 //
-// Decode never panics on any input, and allocates at most
-// MaxUncompressedSize bytes for the payload; for every codec but zstd it
-// also rejects, before allocating, a declared size that the compressed bytes
-// could not possibly expand to.
+// Decode never panics on any input. It allocates the payload once, at its
+// declared size, after checking that size against MaxUncompressedSize and
+// against the most the compressed bytes could expand to in their format, so
+// a short corrupt record cannot make it allocate megabytes.
 //
 // Encode and Decode are safe for concurrent use; they reuse compressors and
 // decompressors across calls.
