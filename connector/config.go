@@ -55,7 +55,9 @@ type Config struct {
 	ReplicationFactor int16
 
 	// Linger, BatchMaxBytes and Compression tune the target producer;
-	// zero values keep franz-go's defaults (10ms, ~1MB, no compression).
+	// zero values keep franz-go's defaults (10ms linger, ~1MB batches),
+	// except Compression, which defaults to none (franz-go's default is
+	// snappy).
 	Linger        time.Duration
 	BatchMaxBytes int32
 	Compression   []kgo.CompressionCodec
@@ -89,6 +91,9 @@ func (c *Config) applyDefaults() error {
 	}
 	if c.ReplicationFactor == 0 {
 		c.ReplicationFactor = -1
+	}
+	if len(c.Compression) == 0 {
+		c.Compression = []kgo.CompressionCodec{kgo.NoCompression()}
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = 8 * time.Second

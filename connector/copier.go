@@ -72,6 +72,7 @@ type partitionState struct {
 	backoff  time.Duration
 	failures int64
 	paused   bool
+	acks     uint64 // acknowledgements, for sampling latency
 
 	metrics *mirrorMetrics
 	onFail  func() // sets the copier's attention flag
@@ -90,8 +91,14 @@ func (p *partitionState) promise(r *kgo.Record, err error) {
 	if p.head < len(p.inflight) {
 		src = p.inflight[p.head]
 		p.head++
-		if p.head == len(p.inflight) {
+		switch {
+		case p.head == len(p.inflight):
 			p.inflight, p.head = p.inflight[:0], 0
+		case p.head >= 4096 && 2*p.head >= len(p.inflight):
+			// Under a continuous backlog the queue never drains; move
+			// the live tail down so it does not grow with every record.
+			n := copy(p.inflight, p.inflight[p.head:])
+			p.inflight, p.head = p.inflight[:n], 0
 		}
 	}
 	if err != nil {
@@ -118,11 +125,21 @@ func (p *partitionState) promise(r *kgo.Record, err error) {
 		p.acked = src + 1
 		p.backoff = 0
 	}
+	p.acks++
+	// Latency is sampled: every 16th acknowledgement, and the last one
+	// of a burst (so a slow stream is measured record by record). Taking
+	// the clock and observing for every record cost ~4% of the copier's
+	// CPU at full speed.
+	sample := p.acks%16 == 0 || p.head == len(p.inflight)
 	p.mu.Unlock()
 	if m := p.metrics; m != nil {
+		// Counters are single atomic adds: cheap enough per record,
+		// and exact, so the count can be watched live.
 		m.records.Inc()
 		m.bytes.Add(float64(recordBytes(r)))
-		m.latency.Observe(time.Since(r.Timestamp).Seconds())
+		if sample {
+			m.latency.Observe(time.Since(r.Timestamp).Seconds())
+		}
 	}
 }
 

@@ -227,7 +227,7 @@ func (m *Mirror) Run(ctx context.Context) error {
 	bg.Go(func() {
 		every(copyCtx, progressTick(m.cfg.ProgressInterval), func() {
 			writer.writeAsync(m.produceCtx)
-			m.updateLagMetric()
+			m.updateMetrics()
 		})
 	})
 	if m.cfg.ConfigSyncInterval > 0 {
@@ -284,6 +284,7 @@ loop:
 		m.log.Error("records still in flight at shutdown; they will be copied again after a restart", "err", err)
 		m.cancelProduce()
 	}
+	m.updateMetrics()
 	if err := writer.writeSync(flushCtx); err != nil {
 		m.log.Error("could not persist the last progress; records since the previous write will be copied again", "err", err)
 	} else {
@@ -418,7 +419,9 @@ func lag(acked, end int64) int64 {
 	return max(0, end-acked)
 }
 
-func (m *Mirror) updateLagMetric() {
+// updateMetrics publishes the lag; called every progress tick and at
+// shutdown.
+func (m *Mirror) updateMetrics() {
 	if m.metrics == nil {
 		return
 	}

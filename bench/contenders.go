@@ -1,0 +1,320 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/connector"
+	"github.com/kmirror/kmirror/connector/policy"
+	"github.com/kmirror/kmirror/filters"
+)
+
+// The target producer settings every contender uses: kmirror's defaults as
+// the app wires them from an empty producer config (config.go defaults:
+// linger 5ms, batch_max_bytes 1 MiB, compression none; internal/app maps
+// "none" to kgo.NoCompression()). Everything else is franz-go's default.
+const (
+	linger        = 5 * time.Millisecond
+	batchMaxBytes = 1 << 20
+)
+
+// fetchMaxWait is the connector's source consumer setting
+// (connector/copier.go), used by the limit too.
+const fetchMaxWait = 500 * time.Millisecond
+
+// Source and target aliases; the default policy names the copy of topic t
+// "src.t".
+const (
+	srcAlias = "src"
+	dstAlias = "dst"
+)
+
+func targetTopic(topic string) string { return policy.Default{}.FormatRemoteTopic(srcAlias, topic) }
+
+// copying is one contender copying one source topic to the target.
+type copying interface {
+	// acked is how many records of the topic the target has acknowledged.
+	acked() int64
+	// err reports a failure that means the copy will never complete.
+	err() error
+	// ready blocks until records produced to the source from now on will
+	// be copied (the target topic exists and its partitions are assigned).
+	ready(ctx context.Context) error
+	// stop stops copying and flushes what is in flight.
+	stop()
+	// stats counts the target producer's requests and batches.
+	stats() *produceStats
+}
+
+// startFunc starts a contender on topic, which has the given partitions.
+type startFunc func(ctx context.Context, cs *clusters, topic string, partitions int) (copying, error)
+
+var contenders = map[string]startFunc{
+	"limit":   startLimit,
+	"kmirror": startKmirror,
+}
+
+// limitCopy is the limit: the plainest franz-go loop that does the same
+// work as kmirror's data plane (direct read_committed consumer, manual
+// partitioning to the same partition, key/value/headers/timestamp kept),
+// with none of the bookkeeping (no per-partition offset tracking, no
+// progress topic, no metrics, no control plane).
+type limitCopy struct {
+	src, dst *kgo.Client
+	n        atomic.Int64
+	ps       produceStats
+	failed   errOnce
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+func startLimit(ctx context.Context, cs *clusters, topic string, partitions int) (copying, error) {
+	target := targetTopic(topic)
+	// Creating the target topic is part of the timed work, as it is for
+	// kmirror.
+	if err := createTopic(ctx, cs.dst.addrs, target, partitions); err != nil {
+		return nil, err
+	}
+	offsets := make(map[int32]kgo.Offset, partitions)
+	for p := range partitions {
+		offsets[int32(p)] = kgo.NewOffset().AtStart()
+	}
+	// The same consumer options as the connector's copier.
+	src, err := kgo.NewClient(
+		kgo.SeedBrokers(cs.src.addrs...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchMaxWait(fetchMaxWait),
+	)
+	if err != nil {
+		return nil, err
+	}
+	l := &limitCopy{src: src, done: make(chan struct{})}
+	// The same producer options as connector.Mirror's target client.
+	dst, err := kgo.NewClient(
+		kgo.SeedBrokers(cs.dst.addrs...),
+		kgo.WithHooks(&l.ps),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.UnknownTopicRetries(20),
+		kgo.ProducerLinger(linger),
+		kgo.ProducerBatchMaxBytes(batchMaxBytes),
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
+	)
+	if err != nil {
+		src.Close()
+		return nil, err
+	}
+	loopCtx, cancel := context.WithCancel(ctx)
+	l.dst, l.cancel = dst, cancel
+	promise := func(_ *kgo.Record, err error) {
+		if err != nil {
+			l.failed.set(err)
+			return
+		}
+		l.n.Add(1)
+	}
+	go func() {
+		defer close(l.done)
+		for loopCtx.Err() == nil {
+			fetches := src.PollFetches(loopCtx)
+			fetches.EachError(func(t string, p int32, err error) {
+				if !errors.Is(err, context.Canceled) {
+					l.failed.set(fmt.Errorf("fetch %s/%d: %w", t, p, err))
+				}
+			})
+			fetches.EachRecord(func(r *kgo.Record) {
+				dst.Produce(loopCtx, &kgo.Record{
+					Topic:     target,
+					Partition: r.Partition,
+					Key:       r.Key,
+					Value:     r.Value,
+					Headers:   r.Headers,
+					Timestamp: r.Timestamp,
+				}, promise)
+			})
+		}
+	}()
+	return l, nil
+}
+
+func (l *limitCopy) acked() int64 { return l.n.Load() }
+func (l *limitCopy) err() error   { return l.failed.get() }
+func (l *limitCopy) stats() *produceStats {
+	return &l.ps
+}
+
+// ready: the target topic was created and the consumer assigned in start.
+func (l *limitCopy) ready(context.Context) error { return nil }
+
+func (l *limitCopy) stop() {
+	l.cancel()
+	<-l.done
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = l.dst.Flush(ctx)
+	l.src.Close()
+	l.dst.Close()
+}
+
+// kmirrorCopy is kmirror's connector in this process, wired as the app
+// wires it (metrics on, warnings logged) but selecting only the bench
+// topic.
+type kmirrorCopy struct {
+	m      *connector.Mirror
+	topic  string
+	reg    *prometheus.Registry
+	ps     produceStats
+	cancel context.CancelFunc
+	done   chan error
+
+	mu      sync.Mutex
+	lastErr error
+	checked time.Time
+}
+
+func startKmirror(ctx context.Context, cs *clusters, topic string, _ int) (copying, error) {
+	reg := prometheus.NewRegistry()
+	k := &kmirrorCopy{topic: topic, reg: reg, done: make(chan error, 1)}
+	m, err := connector.New(connector.Config{
+		Name:        "bench",
+		SourceAlias: srcAlias,
+		TargetAlias: dstAlias,
+		SourceOpts:  []kgo.Opt{kgo.SeedBrokers(cs.src.addrs...)},
+		// The hook only counts; the connector adds its producer
+		// options after these.
+		TargetOpts: []kgo.Opt{kgo.SeedBrokers(cs.dst.addrs...), kgo.WithHooks(&k.ps)},
+		Filters: []filters.TopicFilter{filters.Regex{
+			Include: filters.MustCompileAll(regexp.QuoteMeta(topic)),
+		}},
+		RefreshInterval: time.Second,
+		Linger:          linger,
+		BatchMaxBytes:   batchMaxBytes,
+		Compression:     []kgo.CompressionCodec{kgo.NoCompression()},
+		Logger:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Metrics:         connector.NewMetrics(reg),
+	})
+	if err != nil {
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	k.m, k.cancel = m, cancel
+	go func() { k.done <- m.Run(runCtx) }()
+	return k, nil
+}
+
+// acked reads kmirror_replication_records_total, which the connector
+// increments in the produce promise once the target acknowledged a record:
+// the same point where the limit counts.
+func (k *kmirrorCopy) acked() int64 {
+	mfs, err := k.reg.Gather()
+	if err != nil {
+		return 0
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "kmirror_replication_records_total" {
+			var n float64
+			for _, m := range mf.GetMetric() {
+				n += m.GetCounter().GetValue()
+			}
+			return int64(n)
+		}
+	}
+	return 0
+}
+
+// err reports Run returning early or the topic failing; it consults
+// Status at most once a second, as it takes locks on the data path.
+func (k *kmirrorCopy) err() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	select {
+	case err := <-k.done:
+		k.done <- err // keep it for stop
+		if err == nil {
+			err = errors.New("kmirror Run returned")
+		}
+		k.lastErr = err
+		return err
+	default:
+	}
+	if time.Since(k.checked) < time.Second {
+		return k.lastErr
+	}
+	k.checked = time.Now()
+	for _, t := range k.m.Status().Topics {
+		if t.SourceTopic == k.topic && t.State == connector.StateFailed {
+			k.lastErr = fmt.Errorf("kmirror: topic %s failed: %s", t.SourceTopic, t.Error)
+		}
+	}
+	return k.lastErr
+}
+
+// ready waits until Status shows the topic being mirrored: its target
+// topic exists and every partition is assigned to the copier.
+func (k *kmirrorCopy) ready(ctx context.Context) error {
+	for {
+		for _, t := range k.m.Status().Topics {
+			if t.SourceTopic == k.topic && t.State == connector.StateMirroring {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kmirror did not start mirroring %s: %w", k.topic, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (k *kmirrorCopy) stats() *produceStats { return &k.ps }
+
+func (k *kmirrorCopy) stop() {
+	k.cancel()
+	<-k.done
+}
+
+// waitForTarget waits until target has acknowledged n records, polling
+// every 10ms (the timing's resolution).
+func waitForTarget(ctx context.Context, c copying, n int64) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for c.acked() < n {
+		if err := c.err(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d records acknowledged: %w", c.acked(), n, ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// produceStats counts what a contender's target producer sent: produce
+// requests and record batches. Fewer, fuller batches cost the target
+// broker less per record, so they explain throughput that CPU does not.
+type produceStats struct {
+	requests, batches, records atomic.Int64
+}
+
+func (s *produceStats) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == 0 && err == nil { // 0 is Produce
+		s.requests.Add(1)
+	}
+}
+
+func (s *produceStats) OnProduceBatchWritten(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.ProduceBatchMetrics) {
+	s.batches.Add(1)
+	s.records.Add(int64(m.NumRecords))
+}
