@@ -595,3 +595,36 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestInflightQueueStaysBounded: under a continuous backlog the queue never
+// drains, so acknowledged entries must be dropped from its front.
+func TestInflightQueueStaysBounded(t *testing.T) {
+	t.Parallel()
+	ps := &partitionState{acked: -1, onFail: func() {}}
+	rec := &kgo.Record{Timestamp: time.Now()}
+	next := int64(0)
+	for range 100 {
+		for range 1000 { // produce 1000, ack 1000, always 500 in flight
+			ps.inflight = append(ps.inflight, next)
+			next++
+		}
+		for range 1000 {
+			ps.promise(rec, nil)
+		}
+		if next == 1000 {
+			for range 500 {
+				ps.inflight = append(ps.inflight, next)
+				next++
+			}
+		}
+	}
+	if live := len(ps.inflight) - ps.head; live != 500 {
+		t.Fatalf("%d records in flight, want 500", live)
+	}
+	if len(ps.inflight) > 10_000 {
+		t.Fatalf("queue holds %d entries for 500 in flight: acknowledged entries are not dropped", len(ps.inflight))
+	}
+	if ps.acked != next-500 {
+		t.Fatalf("acked = %d, want %d", ps.acked, next-500)
+	}
+}
