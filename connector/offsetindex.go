@@ -1,0 +1,210 @@
+package connector
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// The offset index maps source offsets to target offsets, exactly, for
+// every record the target acknowledged (after Pulsar's compressed
+// ManagedCursorInfo and unlike MM2's sparse offset syncs).
+//
+// A run is a stretch where both sides advance one by one: source records
+// src..src+n-1 are target records dst..dst+n-1. A run ends wherever the
+// source skips offsets the target does not (records removed by
+// compaction, aborted records, transaction markers) or where the copy
+// restarted and produced records again. Translating a committed source
+// offset s gives the target offset of the first source record at or after
+// s: a consumer that starts there on the target reads exactly the records
+// it had not read on the source.
+//
+// When records are copied twice (a crash before progress was written), the
+// newer copy wins: the index is truncated at the rewound offset and
+// continues with the new target offsets, so translation lands after every
+// duplicate rather than before them.
+type offsetRun struct {
+	src, dst, n int64
+}
+
+func (r offsetRun) srcEnd() int64 { return r.src + r.n }
+
+// indexChunkRuns is the number of runs per stored chunk. Chunks keep every
+// index record small (far below Kafka's 1 MB default message limit) and
+// make a progress tick rewrite only the open chunk, not the whole index.
+const indexChunkRuns = 1024
+
+// maxIndexRuns bounds one partition's index in memory; beyond it the oldest
+// chunks are dropped (translation of offsets that old then reports the
+// group as behind the index rather than guessing).
+const maxIndexRuns = 64 * indexChunkRuns
+
+// partitionIndex is one source partition's index. Runs are sorted by src
+// and do not overlap. Chunk k holds the runs with global number in
+// [k*indexChunkRuns, (k+1)*indexChunkRuns); runs[0] has global number
+// first*indexChunkRuns.
+type partitionIndex struct {
+	runs  []offsetRun
+	first int64 // the chunk number of runs[0]
+	// dirtyFrom is the lowest global run number changed since the last
+	// persist (-1: nothing changed); dropped lists chunks to delete.
+	dirtyFrom int64
+	dropped   []int64
+}
+
+func newPartitionIndex() *partitionIndex { return &partitionIndex{dirtyFrom: -1} }
+
+func (ix *partitionIndex) markDirty(global int64) {
+	if ix.dirtyFrom < 0 || global < ix.dirtyFrom {
+		ix.dirtyFrom = global
+	}
+}
+
+// add records that source record src landed at target offset dst.
+func (ix *partitionIndex) add(src, dst int64) {
+	base := ix.first * indexChunkRuns
+	if n := len(ix.runs); n > 0 {
+		last := &ix.runs[n-1]
+		if src == last.srcEnd() && dst == last.dst+last.n {
+			last.n++
+			ix.markDirty(base + int64(n-1))
+			return
+		}
+		if src < last.srcEnd() {
+			ix.truncate(src)
+		}
+	}
+	ix.runs = append(ix.runs, offsetRun{src: src, dst: dst, n: 1})
+	ix.markDirty(base + int64(len(ix.runs)-1))
+	if len(ix.runs) > maxIndexRuns {
+		ix.dropChunks(1)
+	}
+}
+
+// truncate forgets every mapping at or after source offset src: the copy
+// was rewound and those records are being produced again.
+func (ix *partitionIndex) truncate(src int64) {
+	i := sort.Search(len(ix.runs), func(i int) bool { return ix.runs[i].srcEnd() > src })
+	if i == len(ix.runs) {
+		return
+	}
+	if r := &ix.runs[i]; r.src < src {
+		r.n = src - r.src
+		i++
+	}
+	ix.runs = ix.runs[:i]
+	ix.markDirty(ix.first*indexChunkRuns + int64(max(i-1, 0)))
+}
+
+// dropChunks forgets the oldest k chunks.
+func (ix *partitionIndex) dropChunks(k int) {
+	for range k {
+		if len(ix.runs) == 0 {
+			return
+		}
+		ix.dropped = append(ix.dropped, ix.first)
+		ix.runs = ix.runs[min(indexChunkRuns, len(ix.runs)):]
+		ix.first++
+	}
+	if ix.dirtyFrom >= 0 && ix.dirtyFrom < ix.first*indexChunkRuns {
+		ix.dirtyFrom = ix.first * indexChunkRuns
+	}
+}
+
+// prune drops whole chunks that map only source offsets below logStart:
+// those records no longer exist at the source, so no group can commit
+// them.
+func (ix *partitionIndex) prune(logStart int64) {
+	k := 0
+	for (k+1)*indexChunkRuns <= len(ix.runs) && ix.runs[(k+1)*indexChunkRuns-1].srcEnd() <= logStart {
+		k++
+	}
+	ix.dropChunks(k)
+}
+
+// Translation errors.
+var (
+	// ErrBehindIndex: the offset is older than the oldest mapping kept.
+	ErrBehindIndex = errors.New("source offset is older than the offset index")
+	// ErrPastIndex: no record at or after the offset was copied yet.
+	ErrPastIndex = errors.New("source offset is past what was copied")
+)
+
+// translate returns the target offset of the first copied source record at
+// or after s.
+func (ix *partitionIndex) translate(s int64) (int64, error) {
+	if len(ix.runs) == 0 {
+		return 0, ErrPastIndex
+	}
+	if ix.first > 0 && s < ix.runs[0].src {
+		return 0, ErrBehindIndex
+	}
+	i := sort.Search(len(ix.runs), func(i int) bool { return ix.runs[i].srcEnd() > s })
+	if i == len(ix.runs) {
+		return 0, ErrPastIndex
+	}
+	r := ix.runs[i]
+	if s <= r.src {
+		return r.dst, nil
+	}
+	return r.dst + (s - r.src), nil
+}
+
+// chunk returns the runs of chunk k.
+func (ix *partitionIndex) chunk(k int64) []offsetRun {
+	lo := (k - ix.first) * indexChunkRuns
+	if lo < 0 || lo >= int64(len(ix.runs)) {
+		return nil
+	}
+	return ix.runs[lo:min(lo+indexChunkRuns, int64(len(ix.runs)))]
+}
+
+// Chunk payload: version 1, then the run count, then three columns of
+// fixed-width big-endian int64: the first run's src and dst, then each
+// run's distance from the previous one (src and dst), then the lengths.
+// Fixed-width columns of small numbers are mostly zero bytes, which the
+// offset envelope's codecs compress well, and any run can be read without
+// decoding the ones before it.
+const indexChunkVersion = 1
+
+func encodeIndexChunk(runs []offsetRun) []byte {
+	b := make([]byte, 0, 5+24*len(runs))
+	b = append(b, indexChunkVersion)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(runs)))
+	var ps, pd int64
+	for _, r := range runs {
+		b = binary.BigEndian.AppendUint64(b, uint64(r.src-ps))
+		ps = r.src
+	}
+	for _, r := range runs {
+		b = binary.BigEndian.AppendUint64(b, uint64(r.dst-pd))
+		pd = r.dst
+	}
+	for _, r := range runs {
+		b = binary.BigEndian.AppendUint64(b, uint64(r.n))
+	}
+	return b
+}
+
+func decodeIndexChunk(b []byte) ([]offsetRun, error) {
+	if len(b) < 5 || b[0] != indexChunkVersion {
+		return nil, fmt.Errorf("offset index chunk: unknown version or truncated header (%d bytes)", len(b))
+	}
+	n := int(binary.BigEndian.Uint32(b[1:5]))
+	if n < 0 || len(b) != 5+24*n {
+		return nil, fmt.Errorf("offset index chunk: %d bytes cannot hold %d runs", len(b), n)
+	}
+	runs := make([]offsetRun, n)
+	col := func(c, i int) int64 { return int64(binary.BigEndian.Uint64(b[5+8*(c*n+i):])) }
+	var ps, pd int64
+	for i := range runs {
+		ps += col(0, i)
+		pd += col(1, i)
+		runs[i] = offsetRun{src: ps, dst: pd, n: col(2, i)}
+		if runs[i].n <= 0 || (i > 0 && runs[i].src < runs[i-1].srcEnd()) {
+			return nil, fmt.Errorf("offset index chunk: run %d is empty or overlaps the previous one", i)
+		}
+	}
+	return runs, nil
+}
