@@ -82,6 +82,17 @@ type Config struct {
 	HTTP HTTP `yaml:"http"`
 	// Log configures the process logger.
 	Log Log `yaml:"log"`
+	// Offsets configures how kmirror stores offsets (progress, the offset
+	// index, checkpoints).
+	Offsets Offsets `yaml:"offsets"`
+}
+
+// Offsets configures kmirror's offset records.
+type Offsets struct {
+	// Compression of offset records in the offset envelope: none, gzip,
+	// zlib, snappy, lz4 or zstd (the default). A record that compression
+	// would not shrink is stored uncompressed; readers need no setting.
+	Compression string `yaml:"compression"`
 }
 
 // Cluster is one Kafka cluster that mirrors read from or write to.
@@ -312,6 +323,7 @@ type Log struct {
 func (c *Config) setDefaults() {
 	c.HTTP = HTTP{Listen: defaultHTTPListen}
 	c.Log = Log{Level: defaultLogLevel, Format: defaultLogFormat}
+	c.Offsets = Offsets{Compression: "zstd"}
 }
 
 func (c *Cluster) setDefaults() {

@@ -126,8 +126,9 @@ func TestLoadFileGood(t *testing.T) {
 				Sync:              defaultSync,
 			},
 		},
-		HTTP: config.HTTP{Listen: "0.0.0.0:9644"},
-		Log:  config.Log{Level: "debug", Format: "json"},
+		HTTP:    config.HTTP{Listen: "0.0.0.0:9644"},
+		Log:     config.Log{Level: "debug", Format: "json"},
+		Offsets: config.Offsets{Compression: "lz4"},
 	}
 	assertSame(t, want, got)
 }
@@ -155,8 +156,9 @@ func TestLoadMinimalGetsDefaults(t *testing.T) {
 			ProgressInterval:  ms(1000),
 			Sync:              defaultSync,
 		}},
-		HTTP: config.HTTP{Listen: "127.0.0.1:9644"},
-		Log:  config.Log{Level: "info", Format: "text"},
+		HTTP:    config.HTTP{Listen: "127.0.0.1:9644"},
+		Log:     config.Log{Level: "info", Format: "text"},
+		Offsets: config.Offsets{Compression: "zstd"},
 	}
 	assertSame(t, want, got)
 
@@ -375,7 +377,7 @@ func TestMoreTypeErrors(t *testing.T) {
 	tests := map[string]struct{ yaml, want string }{
 		"top level list": {"- a\n- b\n", "t.yaml:1: expected a mapping, got a list"},
 		"top level unknown": {minimal + "metrics: {}\n",
-			"t.yaml:8: metrics: unknown field (known: clusters, mirrors, http, log)"},
+			"t.yaml:8: metrics: unknown field (known: clusters, mirrors, http, log, offsets)"},
 		"list for string": {"clusters: {a: {bootstrap_servers: [\"h:1\"]}}\nmirrors: [{name: [x]}]\n",
 			"t.yaml:2: mirrors[0].name: expected a string, got a list"},
 		"duplicate in flow": {minimal + "    source: west\n",
@@ -458,7 +460,7 @@ func TestMergeKeyErrors(t *testing.T) {
 	}
 	// So must a list that contains itself.
 	_, err = config.Load([]byte("x: &x [*x]\n"), "t.yaml")
-	want = "t.yaml:1: x: unknown field (known: clusters, mirrors, http, log)"
+	want = "t.yaml:1: x: unknown field (known: clusters, mirrors, http, log, offsets)"
 	if err == nil || err.Error() != want {
 		t.Errorf("self-alias: got:\n%v\nwant:\n%s", err, want)
 	}
@@ -580,8 +582,8 @@ func TestDocs(t *testing.T) {
 		t.Error("docs/configuration.md does not contain testdata/good.yaml verbatim")
 	}
 	keys := yamlKeys(reflect.TypeFor[config.Config]())
-	if len(keys) != 53 {
-		t.Errorf("found %d keys, want 53: %q (update this test and the docs when adding keys)", len(keys), keys)
+	if len(keys) != 55 {
+		t.Errorf("found %d keys, want 55: %q (update this test and the docs when adding keys)", len(keys), keys)
 	}
 	for _, key := range keys {
 		if !strings.Contains(string(doc), "| `"+key+"` |") {

@@ -23,9 +23,10 @@ var (
 const nameRule = "want 1-100 characters from A-Z a-z 0-9 . _ -"
 
 var (
-	compressions = []string{"none", "gzip", "snappy", "lz4", "zstd"}
-	logLevels    = []string{"debug", "info", "warn", "error"}
-	logFormats   = []string{"text", "json"}
+	compressions       = []string{"none", "gzip", "snappy", "lz4", "zstd"}
+	offsetCompressions = []string{"none", "gzip", "zlib", "snappy", "lz4", "zstd"}
+	logLevels          = []string{"debug", "info", "warn", "error"}
+	logFormats         = []string{"text", "json"}
 )
 
 // validator checks the cross-field rules of a decoded Config and compiles its
@@ -92,6 +93,9 @@ func (v *validator) validate(c *Config) {
 	}
 	if !slices.Contains(logLevels, c.Log.Level) {
 		v.errorf("log.level", "unknown log level %q (want %s)", c.Log.Level, orList(logLevels))
+	}
+	if !slices.Contains(offsetCompressions, c.Offsets.Compression) {
+		v.errorf("offsets.compression", "unknown compression %q (want %s)", c.Offsets.Compression, orList(offsetCompressions))
 	}
 	if !slices.Contains(logFormats, c.Log.Format) {
 		v.errorf("log.format", "unknown log format %q (want %s)", c.Log.Format, orList(logFormats))

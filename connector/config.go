@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/connector/offsets"
 	"github.com/kmirror/kmirror/connector/policy"
 	"github.com/kmirror/kmirror/filters"
 )
@@ -61,6 +62,11 @@ type Config struct {
 	Linger        time.Duration
 	BatchMaxBytes int32
 	Compression   []kgo.CompressionCodec
+
+	// OffsetCodec compresses the progress and offset index records (the
+	// offset envelope); a record compression would not shrink is stored
+	// uncompressed. Zero is none.
+	OffsetCodec offsets.Codec
 
 	// ShutdownTimeout bounds the flush of in-flight records and the last
 	// progress write when Run's context is cancelled; 8s by default so the

@@ -127,7 +127,7 @@ func TestProgressCodec(t *testing.T) {
 func TestPromiseAdvancesInOrderAndHoldsOnFailure(t *testing.T) {
 	t.Parallel()
 	var attention atomic.Bool
-	ps := &partitionState{acked: 10, persisted: 10, onFail: func() { attention.Store(true) }}
+	ps := &partitionState{acked: 10, persisted: 10, onFail: func() { attention.Store(true) }, index: newPartitionIndex()}
 	ps.inflight = []int64{10, 11, 13} // 12 was an aborted record: a gap
 	rec := &kgo.Record{Timestamp: time.Now()}
 	ps.promise(rec, nil)
@@ -462,7 +462,7 @@ func TestLoadProgressKeepsLatestPerPartition(t *testing.T) {
 		t.Fatalf("an existing progress topic must be fine: %v", err)
 	}
 	empty, err := loadProgress(ctx, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, topic)
-	if err != nil || len(empty) != 0 {
+	if err != nil || len(empty.positions) != 0 {
 		t.Fatalf("empty topic: %v, %v", empty, err)
 	}
 	var recs []*kgo.Record
@@ -483,8 +483,8 @@ func TestLoadProgressKeepsLatestPerPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[topicPartition]position{{"a", 0}: {next: 9}, {"a", 1}: {next: 7}}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("got %v, want %v", got, want)
+	if !reflect.DeepEqual(got.positions, want) {
+		t.Fatalf("got %v, want %v", got.positions, want)
 	}
 }
 
@@ -600,7 +600,7 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 // drains, so acknowledged entries must be dropped from its front.
 func TestInflightQueueStaysBounded(t *testing.T) {
 	t.Parallel()
-	ps := &partitionState{acked: -1, onFail: func() {}}
+	ps := &partitionState{acked: -1, onFail: func() {}, index: newPartitionIndex()}
 	rec := &kgo.Record{Timestamp: time.Now()}
 	next := int64(0)
 	for range 100 {

@@ -176,7 +176,10 @@ func (m *Mirror) doPass(ctx context.Context, c *clients, cp *copier) (bool, erro
 	}
 	m.mu.Unlock()
 	if !m.dryRun() {
-		cp.unassign(unassign)
+		kept := cp.unassign(unassign)
+		m.mu.Lock()
+		maps.Copy(m.indexes, kept)
+		m.mu.Unlock()
 	}
 
 	// 4. Create missing topics (one batched request) and grow partitions.
@@ -216,7 +219,19 @@ func (m *Mirror) doPass(ctx context.Context, c *clients, cp *copier) (bool, erro
 					next = pos.next
 				}
 			}
-			assigns = append(assigns, assignment{tp: tp, target: ts.target, topicID: ts.id, next: next})
+			// Resuming keeps the stored index; starting over replaces
+			// it, deleting the stored chunks of the old one.
+			ix := m.indexes[tp]
+			delete(m.indexes, tp)
+			if next < 0 && ix != nil {
+				fresh := newPartitionIndex()
+				for k := ix.first; k <= ix.first+int64(len(ix.runs)-1)/indexChunkRuns; k++ {
+					fresh.dropped = append(fresh.dropped, k)
+				}
+				fresh.dropped = append(fresh.dropped, ix.dropped...)
+				ix = fresh
+			}
+			assigns = append(assigns, assignment{tp: tp, target: ts.target, topicID: ts.id, next: next, index: ix})
 		}
 		if upTo > ts.assigned {
 			ts.assigned = upTo
@@ -420,6 +435,20 @@ func (m *Mirror) refreshEnds(ctx context.Context, srcAdm *kadm.Client, cp *copie
 	m.mu.Unlock()
 	if len(names) == 0 {
 		return
+	}
+	// The index of records the source has deleted (retention) can go:
+	// no group can commit those offsets any more.
+	if starts, err := srcAdm.ListStartOffsets(ctx, names...); err == nil {
+		starts.Each(func(o kadm.ListedOffset) {
+			if o.Err != nil {
+				return
+			}
+			if ps := cp.partition(topicPartition{o.Topic, o.Partition}); ps != nil {
+				ps.mu.Lock()
+				ps.index.prune(o.Offset)
+				ps.mu.Unlock()
+			}
+		})
 	}
 	ends, err := srcAdm.ListCommittedOffsets(ctx, names...)
 	if err != nil {

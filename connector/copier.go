@@ -55,6 +55,8 @@ type partitionState struct {
 	topicID string // the source topic's ID, stored with the progress
 
 	mu sync.Mutex
+	// index maps every acknowledged source offset to its target offset.
+	index *partitionIndex
 	// inflight holds the source offsets produced and not yet acked, in
 	// produce order; head indexes the oldest.
 	inflight []int64
@@ -124,6 +126,7 @@ func (p *partitionState) promise(r *kgo.Record, err error) {
 	if p.failed == nil && src >= 0 {
 		p.acked = src + 1
 		p.backoff = 0
+		p.index.add(src, r.Offset)
 	}
 	p.acks++
 	// Latency is sampled: every 16th acknowledgement, and the last one
@@ -168,6 +171,7 @@ type assignment struct {
 	target  string
 	topicID string
 	next    int64
+	index   *partitionIndex // what was loaded; a fresh one when nil
 }
 
 // assign starts copying the given partitions. The first call creates the
@@ -183,7 +187,10 @@ func (c *copier) assign(as []assignment, srcOpts []kgo.Opt) (started bool, err e
 		if _, ok := c.parts[a.tp]; ok {
 			continue
 		}
-		ps := &partitionState{tp: a.tp, target: a.target, topicID: a.topicID, acked: a.next, persisted: a.next, end: -1, metrics: c.metrics}
+		ps := &partitionState{tp: a.tp, target: a.target, topicID: a.topicID, acked: a.next, persisted: a.next, end: -1, metrics: c.metrics, index: a.index}
+		if ps.index == nil {
+			ps.index = newPartitionIndex()
+		}
 		ps.onFail = func() { c.attention.Store(true) }
 		c.parts[a.tp] = ps
 		o := kgo.NewOffset().AtStart()
@@ -224,13 +231,21 @@ func (c *copier) assign(as []assignment, srcOpts []kgo.Opt) (started bool, err e
 
 // unassign stops copying the given partitions (their topic left the
 // selection or was deleted at the source). Records in flight still settle.
-func (c *copier) unassign(tps []topicPartition) {
+// It returns the partitions' offset indexes, which the control plane keeps
+// for a later assignment (to resume with, or to delete their chunks).
+func (c *copier) unassign(tps []topicPartition) map[topicPartition]*partitionIndex {
 	if len(tps) == 0 {
-		return
+		return nil
 	}
 	rm := make(map[string][]int32)
+	out := make(map[topicPartition]*partitionIndex, len(tps))
 	c.mu.Lock()
 	for _, tp := range tps {
+		if ps := c.parts[tp]; ps != nil {
+			ps.mu.Lock()
+			out[tp] = ps.index
+			ps.mu.Unlock()
+		}
 		delete(c.parts, tp)
 		rm[tp.topic] = append(rm[tp.topic], tp.partition)
 	}
@@ -238,6 +253,7 @@ func (c *copier) unassign(tps []topicPartition) {
 	if c.src != nil {
 		c.src.RemoveConsumePartitions(rm)
 	}
+	return out
 }
 
 func (c *copier) partition(tp topicPartition) *partitionState {

@@ -107,6 +107,7 @@ type Mirror struct {
 	mu            sync.Mutex
 	topics        map[string]*topicState // by source topic
 	progress      map[topicPartition]position
+	indexes       map[topicPartition]*partitionIndex // loaded at start, handed to the copier
 	metaPersisted map[string]map[string]string // by target topic, as last acknowledged
 	lastPassAt    time.Time
 	lastPassErr   error
@@ -132,6 +133,7 @@ func New(cfg Config) (*Mirror, error) {
 		cancelProduce: cancel,
 		topics:        make(map[string]*topicState),
 		progress:      make(map[topicPartition]position),
+		indexes:       make(map[topicPartition]*partitionIndex),
 		metaPersisted: make(map[string]map[string]string),
 	}, nil
 }
@@ -223,7 +225,7 @@ func (m *Mirror) Run(ctx context.Context) error {
 	copyStarted := false
 
 	var bg sync.WaitGroup
-	writer := &progressWriter{topic: m.progressTopic, dst: c.dst, c: cp}
+	writer := &progressWriter{topic: m.progressTopic, dst: c.dst, c: cp, sealer: sealer{m.cfg.OffsetCodec}}
 	bg.Go(func() {
 		every(copyCtx, progressTick(m.cfg.ProgressInterval), func() {
 			writer.writeAsync(m.produceCtx)
@@ -342,7 +344,7 @@ func (m *Mirror) start(ctx context.Context, c *clients) error {
 
 // load reads the progress and metadata topics.
 func (m *Mirror) load(ctx context.Context, dstAdm *kadm.Client) error {
-	p, err := loadProgress(ctx, m.cfg.TargetOpts, dstAdm, m.progressTopic)
+	ld, err := loadProgress(ctx, m.cfg.TargetOpts, dstAdm, m.progressTopic)
 	if err != nil {
 		return err
 	}
@@ -351,12 +353,13 @@ func (m *Mirror) load(ctx context.Context, dstAdm *kadm.Client) error {
 		return err
 	}
 	m.mu.Lock()
-	m.progress = p
+	m.progress = ld.positions
+	m.indexes = ld.indexes
 	m.metaPersisted = md
 	m.started = true
 	m.lastPassErr = nil
 	m.mu.Unlock()
-	m.log.Info("progress and topic metadata loaded", "progress_topic", m.progressTopic, "partitions", len(p), "metadata_topic", m.metadataTopic, "topics", len(md))
+	m.log.Info("progress and topic metadata loaded", "progress_topic", m.progressTopic, "partitions", len(ld.positions), "metadata_topic", m.metadataTopic, "topics", len(md))
 	return nil
 }
 

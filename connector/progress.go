@@ -4,27 +4,42 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/connector/offsets"
 )
 
-// Progress records live in a compacted topic on the target cluster (the
-// source is only ever read). One record per source partition:
+// Progress and the offset index live in one compacted topic on the target
+// cluster, kmirror.<mirror>.progress.internal (the source is only read).
+// Two kinds of record, told apart by their key:
 //
-//	key:   {"topic":"orders","partition":0}
-//	value: {"next_offset":1234,"topic_id":"base64 source topic ID"}
+//	progress     key {"topic":"orders","partition":0}
+//	             value {"next_offset":1234,"topic_id":"<base64 source topic ID>"}
+//	index chunk  key {"topic":"orders","partition":0,"chunk":3}
+//	             value: runs of the offset index (offsetindex.go)
+//
+// Every value is wrapped in the offset envelope (connector/offsets); a
+// progress value written before the envelope existed is bare JSON, which
+// the envelope reads as its legacy form.
 //
 // next_offset is the first source offset not yet on the target; a restart
 // resumes reading there. topic_id (absent when the source broker has no
-// topic IDs) ties the position to one incarnation of the source topic: a
-// topic deleted and recreated under the same name gets a new ID, and a
-// position from the old one must not skip the new one's first records. Compaction keeps the latest record per key. A key
-// with a null value (tombstone) means "no progress" and is ignored.
+// topic IDs) ties the position to one incarnation of the source topic.
+//
+// Index chunks and progress share the topic's single partition on purpose:
+// a partition's chunks are produced before its progress record, and the
+// idempotent producer keeps a partition's log in produce order with no
+// gaps, so any progress record that reached the log has the index covering
+// it there too. A crash can never leave progress ahead of the index, which
+// would make translation skip records.
 type progressKey struct {
 	Topic     string `json:"topic"`
 	Partition int32  `json:"partition"`
+	Chunk     *int64 `json:"chunk,omitempty"`
 }
 
 type progressValue struct {
@@ -38,6 +53,23 @@ type position struct {
 	topicID string
 }
 
+// sealer wraps record values in the offset envelope with the configured
+// codec, or with none when compressing would not make the value smaller
+// (tiny progress records): the envelope names the codec per record, so
+// readers need no configuration.
+type sealer struct{ codec offsets.Codec }
+
+func (s sealer) seal(payload []byte) []byte {
+	plain, err := offsets.Encode(offsets.CodecNone, payload)
+	if err != nil || s.codec == offsets.CodecNone {
+		return plain
+	}
+	if packed, err := offsets.Encode(s.codec, payload); err == nil && len(packed) < len(plain) {
+		return packed
+	}
+	return plain
+}
+
 func encodeProgress(tp topicPartition, pos position) (key, value []byte) {
 	// Marshalling these two small structs cannot fail.
 	key, _ = json.Marshal(progressKey{Topic: tp.topic, Partition: tp.partition})
@@ -45,6 +77,12 @@ func encodeProgress(tp topicPartition, pos position) (key, value []byte) {
 	return key, value
 }
 
+func indexChunkKey(tp topicPartition, chunk int64) []byte {
+	key, _ := json.Marshal(progressKey{Topic: tp.topic, Partition: tp.partition, Chunk: &chunk})
+	return key
+}
+
+// decodeProgress decodes a progress record's value (unwrapped).
 func decodeProgress(key, value []byte) (topicPartition, position, error) {
 	var k progressKey
 	if err := json.Unmarshal(key, &k); err != nil {
@@ -57,45 +95,167 @@ func decodeProgress(key, value []byte) (topicPartition, position, error) {
 	return topicPartition{k.Topic, k.Partition}, position{next: v.NextOffset, topicID: v.TopicID}, nil
 }
 
-// loadProgress reads the progress topic to its end and returns the next
-// source offset per partition. It is bounded by ctx. A record it cannot
-// read stops the load and names the record: guessing would restart that
-// partition from the beginning (duplicates) or skip records.
-func loadProgress(ctx context.Context, targetOpts []kgo.Opt, adm *kadm.Client, topic string) (map[topicPartition]position, error) {
-	out := make(map[topicPartition]position)
+// loaded is what a mirror finds in its progress topic at start.
+type loaded struct {
+	positions map[topicPartition]position
+	indexes   map[topicPartition]*partitionIndex
+}
+
+// loadProgress reads the progress topic to its end. It is bounded by ctx.
+// A record it cannot read stops the load and names the record: guessing
+// would restart that partition from the beginning (duplicates) or skip
+// records.
+func loadProgress(ctx context.Context, targetOpts []kgo.Opt, adm *kadm.Client, topic string) (loaded, error) {
+	out := loaded{positions: make(map[topicPartition]position)}
+	chunks := make(map[topicPartition]map[int64][]offsetRun)
 	err := readCompacted(ctx, targetOpts, adm, topic, func(key, value []byte) error {
+		var k progressKey
+		if err := json.Unmarshal(key, &k); err != nil {
+			return fmt.Errorf("progress key %q: %w", key, err)
+		}
+		tp := topicPartition{k.Topic, k.Partition}
+		if k.Chunk != nil && value == nil {
+			delete(chunks[tp], *k.Chunk)
+			return nil
+		}
 		if value == nil {
-			return nil // a tombstone: no progress
+			delete(out.positions, tp)
+			return nil
 		}
-		tp, pos, err := decodeProgress(key, value)
+		payload, _, err := offsets.Decode(value)
 		if err != nil {
-			return err
+			return fmt.Errorf("key %s: %w", key, err)
 		}
-		out[tp] = pos
+		if k.Chunk == nil {
+			_, pos, err := decodeProgress(key, payload)
+			if err != nil {
+				return err
+			}
+			out.positions[tp] = pos
+			return nil
+		}
+		runs, err := decodeIndexChunk(payload)
+		if err != nil {
+			return fmt.Errorf("key %s: %w", key, err)
+		}
+		if chunks[tp] == nil {
+			chunks[tp] = make(map[int64][]offsetRun)
+		}
+		chunks[tp][*k.Chunk] = runs
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return loaded{}, err
+	}
+	out.indexes = make(map[topicPartition]*partitionIndex, len(chunks))
+	for tp, cs := range chunks {
+		out.indexes[tp] = assembleIndex(cs)
+	}
+	return out, nil
 }
 
-// progressWriter persists acked positions that moved since the last write.
+// assembleIndex rebuilds an index from its stored chunks. Only the newest
+// contiguous sequence of full chunks (plus the open last one) is kept: a
+// gap means chunks were pruned, and older ones cannot be trusted to line up.
+func assembleIndex(cs map[int64][]offsetRun) *partitionIndex {
+	nums := make([]int64, 0, len(cs))
+	for k := range cs {
+		nums = append(nums, k)
+	}
+	sort.Slice(nums, func(i, j int) bool { return nums[i] < nums[j] })
+	ix := newPartitionIndex()
+	start := len(nums) - 1
+	for start > 0 && nums[start-1] == nums[start]-1 && len(cs[nums[start-1]]) == indexChunkRuns {
+		start--
+	}
+	if start < 0 {
+		return ix
+	}
+	// Chunks of an index that started over (a recreated topic) may
+	// outlive a crash before their deletion was written: keep only what
+	// follows the last place the runs go backwards.
+	for {
+		ix.first = nums[start]
+		ix.runs = ix.runs[:0]
+		restart := -1
+		for i, k := range nums[start:] {
+			rs := cs[k]
+			if n := len(ix.runs); n > 0 && len(rs) > 0 && rs[0].src < ix.runs[n-1].srcEnd() {
+				restart = start + i
+			}
+			ix.runs = append(ix.runs, rs...)
+		}
+		if restart < 0 {
+			break
+		}
+		start = restart
+	}
+	// Chunks below the kept sequence are stale: delete them.
+	ix.dropped = append(ix.dropped, nums[:start]...)
+	return ix
+}
+
+// progressWriter persists, per partition, the index chunks that changed and
+// the acked position, in that order.
 type progressWriter struct {
-	topic string
-	dst   *kgo.Client
-	c     *copier
+	topic  string
+	dst    *kgo.Client
+	c      *copier
+	sealer sealer
 }
 
-// writeAsync produces one progress record for every partition whose acked
-// position moved. Promises mark what was persisted.
+// chunkWrite is one index record to produce.
+type chunkWrite struct {
+	chunk int64
+	runs  []offsetRun // nil: delete the chunk
+}
+
+// writeAsync produces the changed index chunks and position of every
+// partition whose position moved. Promises mark what was persisted; a
+// failed write is retried on the next tick.
 func (w *progressWriter) writeAsync(ctx context.Context) {
 	for _, ps := range w.c.snapshot() {
 		ps.mu.Lock()
 		acked, persisted := ps.acked, ps.persisted
+		var writes []chunkWrite
+		if ix := ps.index; ix != nil {
+			for _, k := range ix.dropped {
+				writes = append(writes, chunkWrite{chunk: k})
+			}
+			ix.dropped = nil
+			if ix.dirtyFrom >= 0 {
+				last := ix.first + int64(len(ix.runs)-1)/indexChunkRuns
+				for k := ix.dirtyFrom / indexChunkRuns; k <= last && len(ix.runs) > 0; k++ {
+					// Copy: the open chunk keeps growing.
+					writes = append(writes, chunkWrite{chunk: k, runs: append([]offsetRun(nil), ix.chunk(k)...)})
+				}
+				ix.dirtyFrom = -1
+			}
+		}
 		ps.mu.Unlock()
+		for _, cw := range writes {
+			var value []byte
+			if cw.runs != nil {
+				value = w.sealer.seal(encodeIndexChunk(cw.runs))
+			}
+			w.dst.Produce(ctx, &kgo.Record{Topic: w.topic, Key: indexChunkKey(ps.tp, cw.chunk), Value: value}, func(_ *kgo.Record, err error) {
+				if err == nil {
+					return
+				}
+				ps.mu.Lock()
+				if cw.runs == nil {
+					ps.index.dropped = append(ps.index.dropped, cw.chunk)
+				} else {
+					ps.index.markDirty(cw.chunk * indexChunkRuns)
+				}
+				ps.mu.Unlock()
+			})
+		}
 		if acked < 0 || acked == persisted {
 			continue
 		}
 		k, v := encodeProgress(ps.tp, position{next: acked, topicID: ps.topicID})
-		w.dst.Produce(ctx, &kgo.Record{Topic: w.topic, Key: k, Value: v}, func(_ *kgo.Record, err error) {
+		w.dst.Produce(ctx, &kgo.Record{Topic: w.topic, Key: k, Value: w.sealer.seal(v)}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				return // written again on the next tick
 			}
@@ -108,8 +268,8 @@ func (w *progressWriter) writeAsync(ctx context.Context) {
 	}
 }
 
-// writeSync writes every moved position and waits for the target to
-// acknowledge them; used on shutdown.
+// writeSync writes every change and waits for the target to acknowledge
+// it; used on shutdown.
 func (w *progressWriter) writeSync(ctx context.Context) error {
 	w.writeAsync(ctx)
 	if err := w.dst.Flush(ctx); err != nil {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/kmirror/kmirror/config"
 	"github.com/kmirror/kmirror/connector"
+	"github.com/kmirror/kmirror/connector/offsets"
 	"github.com/kmirror/kmirror/connector/policy"
 	"github.com/kmirror/kmirror/filters"
 	"github.com/kmirror/kmirror/internal/httpapi"
@@ -133,6 +134,10 @@ func newMirror(cfg *config.Config, mc *config.Mirror, log *slog.Logger, metrics 
 	if err != nil {
 		return nil, err
 	}
+	offsetCodec, err := offsets.ParseCodec(cfg.Offsets.Compression)
+	if err != nil {
+		return nil, fmt.Errorf("offsets.compression: %w", err)
+	}
 	src, dst := cfg.Cluster(mc.Source), cfg.Cluster(mc.Target)
 	if src == nil || dst == nil {
 		return nil, fmt.Errorf("unknown cluster %q or %q", mc.Source, mc.Target)
@@ -169,6 +174,7 @@ func newMirror(cfg *config.Config, mc *config.Mirror, log *slog.Logger, metrics 
 		Linger:             time.Duration(mc.Producer.Linger),
 		BatchMaxBytes:      int32(mc.Producer.BatchMaxBytes),
 		Compression:        codec,
+		OffsetCodec:        offsetCodec,
 		Logger:             log,
 		Metrics:            metrics,
 	})
