@@ -68,6 +68,7 @@ var DefaultConfigExclude = []string{
 const (
 	defaultConfigSyncInterval = Duration(30 * time.Second)
 	defaultACLSyncInterval    = Duration(time.Minute)
+	defaultGroupSyncInterval  = Duration(5 * time.Second)
 )
 
 // Config is the whole kmirror configuration file.
@@ -179,6 +180,22 @@ type Sync struct {
 	TopicConfigs TopicConfigSync `yaml:"topic_configs"`
 	// ACLs syncs topic ACLs from source to target.
 	ACLs ACLSync `yaml:"acls"`
+	// GroupOffsets translates the committed offsets of the selected
+	// consumer groups (see Mirror.Groups) and writes them to the target.
+	GroupOffsets GroupOffsetSync `yaml:"group_offsets"`
+}
+
+// GroupOffsetSync writes exactly translated consumer group offsets to the
+// target, for groups with no active members there.
+type GroupOffsetSync struct {
+	// Enabled turns the sync on. Default true.
+	Enabled bool `yaml:"enabled"`
+	// Interval between syncs. Default 5s; greater than 0.
+	Interval Duration `yaml:"interval"`
+	// FollowSourceRewinds lets the sync move a target group backwards when
+	// the source group itself moved back (an offset reset there). Default
+	// true; false means target groups only ever move forward.
+	FollowSourceRewinds bool `yaml:"follow_source_rewinds"`
 }
 
 // TopicConfigSync copies the configs set on source topics to their target
@@ -355,7 +372,8 @@ func (m *Mirror) setDefaults() {
 			Include:  []string{".*"},
 			Exclude:  slices.Clone(DefaultConfigExclude),
 		},
-		ACLs: ACLSync{Interval: defaultACLSyncInterval},
+		ACLs:         ACLSync{Interval: defaultACLSyncInterval},
+		GroupOffsets: GroupOffsetSync{Enabled: true, Interval: defaultGroupSyncInterval, FollowSourceRewinds: true},
 	}
 }
 

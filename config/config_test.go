@@ -59,7 +59,8 @@ var defaultSync = config.Sync{
 	TopicConfigs: config.TopicConfigSync{
 		Enabled: true, Interval: ms(30_000), Include: []string{".*"}, Exclude: config.DefaultConfigExclude,
 	},
-	ACLs: config.ACLSync{Interval: ms(60_000)},
+	ACLs:         config.ACLSync{Interval: ms(60_000)},
+	GroupOffsets: config.GroupOffsetSync{Enabled: true, Interval: ms(5000), FollowSourceRewinds: true},
 }
 
 func TestLoadFileGood(t *testing.T) {
@@ -99,7 +100,8 @@ func TestLoadFileGood(t *testing.T) {
 						Enabled: true, Interval: ms(60_000), Include: []string{".*"},
 						Exclude: []string{`min\.insync\.replicas`, `retention\..*`},
 					},
-					ACLs: config.ACLSync{Enabled: true, Interval: ms(300_000)},
+					ACLs:         config.ACLSync{Enabled: true, Interval: ms(300_000)},
+					GroupOffsets: config.GroupOffsetSync{Enabled: true, Interval: ms(10_000), FollowSourceRewinds: false},
 				},
 				Labels: []*config.Label{
 					{Match: `orders\..*`, Set: map[string]string{"team": "payments", "tier": "1"}},
@@ -582,8 +584,8 @@ func TestDocs(t *testing.T) {
 		t.Error("docs/configuration.md does not contain testdata/good.yaml verbatim")
 	}
 	keys := yamlKeys(reflect.TypeFor[config.Config]())
-	if len(keys) != 55 {
-		t.Errorf("found %d keys, want 55: %q (update this test and the docs when adding keys)", len(keys), keys)
+	if len(keys) != 59 {
+		t.Errorf("found %d keys, want 59: %q (update this test and the docs when adding keys)", len(keys), keys)
 	}
 	for _, key := range keys {
 		if !strings.Contains(string(doc), "| `"+key+"` |") {

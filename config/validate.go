@@ -245,6 +245,7 @@ func (v *validator) mirror(m *Mirror, path string, clusters map[string]*Cluster,
 	m.Sync.TopicConfigs.exclude = v.patterns(sp+".exclude", m.Sync.TopicConfigs.Exclude)
 	v.positive(sp+".interval", m.Sync.TopicConfigs.Interval)
 	v.positive(path+".sync.acls.interval", m.Sync.ACLs.Interval)
+	v.positive(path+".sync.group_offsets.interval", m.Sync.GroupOffsets.Interval)
 
 	for i, l := range m.Labels {
 		lp := fmt.Sprintf("%s.labels[%d]", path, i)

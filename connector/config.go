@@ -45,6 +45,16 @@ type Config struct {
 	ConfigSyncInterval time.Duration
 	// ACLSyncInterval is the time between ACL syncs; 0 disables it.
 	ACLSyncInterval time.Duration
+	// GroupFilters select the consumer groups whose offsets are
+	// translated, applied in order.
+	GroupFilters []filters.GroupFilter
+	// GroupSyncInterval is the time between group offset syncs; 0
+	// disables them.
+	GroupSyncInterval time.Duration
+	// FollowSourceRewinds lets a group sync move a target group backwards
+	// when the source group itself moved back (an offset reset there).
+	// Otherwise a target group only ever moves forward.
+	FollowSourceRewinds bool
 
 	// RefreshInterval is the time between control passes; 10s by default.
 	RefreshInterval time.Duration

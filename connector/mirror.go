@@ -92,11 +92,13 @@ func (ts *topicState) currentErr() error {
 
 // Mirror copies one source cluster's selected topics to a target cluster.
 type Mirror struct {
-	cfg           Config
-	log           *slog.Logger
-	metrics       *mirrorMetrics
-	progressTopic string
-	metadataTopic string
+	cfg             Config
+	log             *slog.Logger
+	metrics         *mirrorMetrics
+	progressTopic   string
+	metadataTopic   string
+	checkpointTopic string
+	sealer          sealer // wraps offset records (progress, index, checkpoints)
 
 	// produceCtx outlives Run's context: records in flight must still be
 	// flushed after a shutdown starts. It is cancelled only if the flush
@@ -108,13 +110,15 @@ type Mirror struct {
 	topics        map[string]*topicState // by source topic
 	progress      map[topicPartition]position
 	indexes       map[topicPartition]*partitionIndex // loaded at start, handed to the copier
-	metaPersisted map[string]map[string]string // by target topic, as last acknowledged
+	metaPersisted map[string]map[string]string       // by target topic, as last acknowledged
 	lastPassAt    time.Time
 	lastPassErr   error
 	started       bool // the startup sequence (internal topics, loads) finished
 	copier        *copier
 	// plan collects what a dry-run pass would do; nil outside Plan.
-	plan *Plan
+	plan           *Plan
+	groups         map[string]*groupState // the translated groups, by name
+	groupsSyncedAt time.Time
 }
 
 // New checks cfg and returns a Mirror; it connects to nothing until Run.
@@ -124,17 +128,20 @@ func New(cfg Config) (*Mirror, error) {
 	}
 	produceCtx, cancel := context.WithCancel(context.Background())
 	return &Mirror{
-		cfg:           cfg,
-		log:           cfg.Logger.With("mirror", cfg.Name),
-		metrics:       cfg.Metrics.forMirror(cfg.Name),
-		progressTopic: policy.InternalTopic(cfg.Name, "progress"),
-		metadataTopic: metadataTopicName(cfg.Name),
-		produceCtx:    produceCtx,
-		cancelProduce: cancel,
-		topics:        make(map[string]*topicState),
-		progress:      make(map[topicPartition]position),
-		indexes:       make(map[topicPartition]*partitionIndex),
-		metaPersisted: make(map[string]map[string]string),
+		cfg:             cfg,
+		log:             cfg.Logger.With("mirror", cfg.Name),
+		metrics:         cfg.Metrics.forMirror(cfg.Name),
+		progressTopic:   policy.InternalTopic(cfg.Name, "progress"),
+		metadataTopic:   metadataTopicName(cfg.Name),
+		checkpointTopic: policy.InternalTopic(cfg.Name, "checkpoints"),
+		sealer:          sealer{cfg.OffsetCodec},
+		groups:          make(map[string]*groupState),
+		produceCtx:      produceCtx,
+		cancelProduce:   cancel,
+		topics:          make(map[string]*topicState),
+		progress:        make(map[topicPartition]position),
+		indexes:         make(map[topicPartition]*partitionIndex),
+		metaPersisted:   make(map[string]map[string]string),
 	}, nil
 }
 
@@ -225,7 +232,7 @@ func (m *Mirror) Run(ctx context.Context) error {
 	copyStarted := false
 
 	var bg sync.WaitGroup
-	writer := &progressWriter{topic: m.progressTopic, dst: c.dst, c: cp, sealer: sealer{m.cfg.OffsetCodec}}
+	writer := &progressWriter{topic: m.progressTopic, dst: c.dst, c: cp, sealer: m.sealer}
 	bg.Go(func() {
 		every(copyCtx, progressTick(m.cfg.ProgressInterval), func() {
 			writer.writeAsync(m.produceCtx)
@@ -237,6 +244,15 @@ func (m *Mirror) Run(ctx context.Context) error {
 			every(copyCtx, m.cfg.ConfigSyncInterval, func() {
 				if err := m.syncConfigs(copyCtx, c); err != nil && copyCtx.Err() == nil {
 					m.log.Error("topic config sync failed; retrying on the next interval", "err", err)
+				}
+			})
+		})
+	}
+	if m.cfg.GroupSyncInterval > 0 {
+		bg.Go(func() {
+			every(copyCtx, m.cfg.GroupSyncInterval, func() {
+				if err := m.syncGroups(copyCtx, c, cp); err != nil && copyCtx.Err() == nil {
+					m.log.Error("group offset sync failed; retrying on the next interval", "err", err)
 				}
 			})
 		})
@@ -319,7 +335,7 @@ func (m *Mirror) start(ctx context.Context, c *clients) error {
 		err := func() error {
 			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
-			for _, topic := range []string{m.progressTopic, m.metadataTopic} {
+			for _, topic := range []string{m.progressTopic, m.metadataTopic, m.checkpointTopic} {
 				if err := ensureCompactedTopic(ctx, c.dstAdm, topic, m.cfg.ReplicationFactor); err != nil {
 					return err
 				}

@@ -1,0 +1,238 @@
+package connector
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/filters"
+)
+
+func TestTranslateOffset(t *testing.T) {
+	t.Parallel()
+	ix := newPartitionIndex()
+	for _, m := range [][2]int64{{0, 0}, {1, 1}, {3, 2}, {4, 3}} { // 2 is a marker
+		ix.add(m[0], m[1])
+	}
+	for _, tc := range []struct {
+		s, acked, want int64
+		behind         bool
+	}{
+		{0, 5, 0, false}, {2, 5, 2, false}, {4, 5, 3, false},
+		{5, 5, 4, false}, // everything before 5 is copied: the end is exact
+		{7, 5, 4, true},  // 5 and 6 are not copied yet
+	} {
+		got, behind, err := translateOffset(ix, tc.acked, tc.s)
+		if err != nil || got != tc.want || behind != tc.behind {
+			t.Errorf("translate(%d, acked %d) = %d, %v, %v; want %d, %v", tc.s, tc.acked, got, behind, err, tc.want, tc.behind)
+		}
+	}
+	if _, _, err := translateOffset(newPartitionIndex(), 0, 0); err == nil {
+		t.Error("an empty index cannot translate")
+	}
+}
+
+// sourceRecords reads a topic partition read_committed from start to end
+// and returns offset -> value.
+func sourceRecords(t *testing.T, addrs []string, topic string, partition int32) map[int64]string {
+	t.Helper()
+	return consumeFrom(t, addrs, topic, partition, 0)
+}
+
+// consumeFrom reads a partition read_committed from offset from up to its
+// last stable offset.
+func consumeFrom(t *testing.T, addrs []string, topic string, partition int32, from int64) map[int64]string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(from)}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := adm.ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, _ := ends.Lookup(topic, partition)
+	out := map[int64]string{}
+	// The last record sits below the end minus any trailing markers;
+	// polling until the end is unreachable then, so stop on an idle poll.
+	for from < end.Offset {
+		pollCtx, cancel := context.WithTimeout(ctx, time.Second)
+		fs := cl.PollFetches(pollCtx)
+		cancel()
+		n := 0
+		fs.EachRecord(func(r *kgo.Record) { out[r.Offset] = string(r.Value); n++ })
+		if n == 0 || lastPos(out)+1 >= end.Offset {
+			break
+		}
+	}
+	return out
+}
+
+func lastPos(m map[int64]string) int64 {
+	last := int64(-1)
+	for o := range m {
+		last = max(last, o)
+	}
+	return last
+}
+
+// TestFailoverExact: a consumer group commits at arbitrary points on the
+// source (mid-batch, inside and right after aborted transactions, on
+// transaction markers); after the sync, the same group on the target
+// resumes with exactly the records after its last source commit.
+func TestFailoverExact(t *testing.T) {
+	t.Parallel()
+	src, dst := testClusters(t)
+	ctx := context.Background()
+	srcCl, err := kgo.NewClient(kgo.SeedBrokers(src.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srcCl.Close()
+	srcAdm := kadm.NewClient(srcCl)
+	if _, err := srcAdm.CreateTopic(ctx, 3, 1, nil, "plain"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srcAdm.CreateTopic(ctx, 1, 1, nil, "txn"); err != nil {
+		t.Fatal(err)
+	}
+	var recs []*kgo.Record
+	for i := range 600 {
+		recs = append(recs, &kgo.Record{Topic: "plain", Partition: int32(i % 3), Value: fmt.Appendf(nil, "plain-%d", i)})
+	}
+	if err := srcCl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	produceTxn(t, src, "txn", []string{"c1", "c2", "c3"}, true)
+	produceTxn(t, src, "txn", []string{"a1", "a2", "a3"}, false)
+	produceTxn(t, src, "txn", []string{"c4", "c5"}, true)
+	if err := srcCl.ProduceSync(ctx, &kgo.Record{Topic: "txn", Value: []byte("p1")}, &kgo.Record{Topic: "txn", Value: []byte("p2")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	// txn offsets: c1..c3 = 0..2, marker 3, a1..a3 = 4..6, marker 7,
+	// c4 c5 = 8 9, marker 10, p1 p2 = 11 12.
+	commits := map[string]kadm.Offsets{}
+	add := func(group, topic string, p int32, at int64) {
+		os := commits[group]
+		if os == nil {
+			os = kadm.Offsets{}
+		}
+		os.Add(kadm.Offset{Topic: topic, Partition: p, At: at, LeaderEpoch: -1})
+		commits[group] = os
+	}
+	add("g-mid", "plain", 0, 77)
+	add("g-mid", "plain", 1, 1)
+	add("g-mid", "plain", 2, 200) // the end: nothing left to read
+	add("g-marker", "txn", 0, 3)  // on a commit marker
+	add("g-aborted", "txn", 0, 5) // inside the aborted transaction
+	add("g-after", "txn", 0, 10)  // on the last marker
+	add("g-start", "txn", 0, 0)
+	for g, os := range commits {
+		if _, err := srcAdm.CommitOffsets(ctx, g, os); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	m, err := New(Config{
+		Name: "m", SourceAlias: "src", TargetAlias: "dst",
+		SourceOpts:        []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)},
+		TargetOpts:        []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)},
+		Filters:           []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll(".*")}},
+		GroupFilters:      []filters.GroupFilter{filters.Regex{Include: filters.MustCompileAll(".*")}},
+		RefreshInterval:   200 * time.Millisecond,
+		ProgressInterval:  100 * time.Millisecond,
+		GroupSyncInterval: 100 * time.Millisecond,
+		Logger:            discardLogger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = m.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+
+	dstCl, err := kgo.NewClient(kgo.SeedBrokers(dst.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dstCl.Close()
+	dstAdm := kadm.NewClient(dstCl)
+	waitFor(t, func() bool {
+		for g := range commits {
+			synced := false
+			for _, gs := range m.Groups() {
+				if gs.Group == g && gs.State == GroupSynced && len(gs.Partitions) == len(commits[g]["plain"])+len(commits[g]["txn"]) {
+					synced = true
+				}
+			}
+			if !synced {
+				return false
+			}
+		}
+		return true
+	}, "every group to be synced")
+
+	for g, os := range commits {
+		fetched, err := dstAdm.FetchOffsets(ctx, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.Each(func(o kadm.Offset) {
+			target := "src." + o.Topic
+			got, ok := fetched.Lookup(target, o.Partition)
+			if !ok {
+				t.Fatalf("group %s has no offset for %s/%d on the target", g, target, o.Partition)
+			}
+			want := valuesFrom(sourceRecords(t, src.ListenAddrs(), o.Topic, o.Partition), o.At)
+			gotVals := valuesFrom(consumeFrom(t, dst.ListenAddrs(), target, o.Partition, got.At), got.At)
+			if !reflect.DeepEqual(gotVals, want) {
+				t.Errorf("group %s %s/%d: committed %d at the source, %d at the target: target reads %v, source had %v after the commit",
+					g, o.Topic, o.Partition, o.At, got.At, gotVals, want)
+			}
+		})
+	}
+}
+
+// valuesFrom returns the values at offsets >= from, in offset order.
+func valuesFrom(recs map[int64]string, from int64) []string {
+	out := []string{}
+	for o := from; o <= lastPos(recs); o++ {
+		if v, ok := recs[o]; ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func produceTxn(t *testing.T, c *kfake.Cluster, topic string, values []string, commit bool) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.TransactionalID("tx-"+topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range values {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+		t.Fatal(err)
+	}
+}
