@@ -184,6 +184,30 @@ func TestFailoverExact(t *testing.T) {
 		return true
 	}, "every group to be synced")
 
+	// kmirror translate computes the same offsets from the stored index,
+	// without the worker's memory.
+	cfg := m.cfg
+	offline, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		st, err := offline.Translate(ctx, "g-aborted", false)
+		return err == nil && len(st.Partitions) == 1 && st.Partitions[0].TargetOffset == 3 && !st.Partitions[0].Behind
+	}, "translate to read the persisted index (c4 is at target offset 3)")
+	if _, err := srcAdm.CommitOffsets(ctx, "g-apply", kadm.OffsetsFromRecords(kgo.Record{Topic: "txn", Partition: 0, Offset: 8})); err != nil {
+		t.Fatal(err)
+	}
+	applier, _ := New(cfg)
+	if _, err := applier.Translate(ctx, "g-apply", true); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := dstAdm.FetchOffsets(ctx, "g-apply"); err != nil {
+		t.Fatal(err)
+	} else if o, ok := got.Lookup("src.txn", 0); !ok || o.At != 4 { // after c4: c5
+		t.Fatalf("applied offset = %+v, want 4", o)
+	}
+
 	for g, os := range commits {
 		fetched, err := dstAdm.FetchOffsets(ctx, g)
 		if err != nil {

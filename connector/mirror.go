@@ -147,6 +147,9 @@ func New(cfg Config) (*Mirror, error) {
 
 func metadataTopicName(mirror string) string { return policy.InternalTopic(mirror, "metadata") }
 
+// Name is the mirror's name.
+func (m *Mirror) Name() string { return m.cfg.Name }
+
 // ProgressTopic is the name of the target topic holding this mirror's
 // progress.
 func (m *Mirror) ProgressTopic() string { return m.progressTopic }

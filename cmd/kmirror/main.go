@@ -4,6 +4,7 @@
 //	kmirror validate --config kmirror.yaml  check a config, with file:line errors
 //	kmirror plan --config kmirror.yaml      what a pass would change, changing nothing
 //	kmirror topics --config kmirror.yaml    the mirrored topics with their metadata
+//	kmirror translate --config F --group G  a group's exact target offsets for a failover
 //	kmirror demo                            everything on two embedded clusters
 //	kmirror version
 package main
@@ -46,6 +47,9 @@ Usage:
   kmirror plan --config FILE       print what one pass would create or change; change nothing
                                    (exit 0: nothing to do, 2: changes pending, 1: error)
   kmirror topics --config FILE     list the mirrored topics with their metadata
+  kmirror translate --config FILE --group G [--apply]
+                                   a group's target offsets for a failover (exact);
+                                   --apply commits them to the target group
   kmirror demo [--duration D]      mirror between two embedded clusters, no setup
   kmirror version                  print the version
 
@@ -68,6 +72,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdPlan(args[1:], stdout, stderr)
 	case "topics":
 		return cmdTopics(args[1:], stdout, stderr)
+	case "translate":
+		return cmdTranslate(args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintf(stdout, "kmirror %s (%s)\n", getVersion(), runtime.Version())
 		return 0
@@ -368,5 +374,79 @@ func cmdTopics(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Mirror, t.TargetTopic, src, t.Metadata[connector.MetaState], t.Metadata[connector.MetaCreatedAt], formatMap(labels))
 	}
 	_ = tw.Flush()
+	return 0
+}
+
+func cmdTranslate(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("translate", "Prints, for a failover, the target offset of every partition a source consumer group\ncommitted on: the target offset of the first mirrored record at or after its committed\nsource offset, read from the offset index kmirror keeps on the target. A consumer that\nstarts there reads exactly the records it had not read on the source. With --apply the\noffsets are committed to the group on the target (refused while it has active members).", stderr)
+	path := fs.String("config", "kmirror.yaml", "config file")
+	group := fs.String("group", "", "the consumer group (required)")
+	mirror := fs.String("mirror", "", "the mirror (required when the config has several)")
+	apply := fs.Bool("apply", false, "commit the translated offsets to the target group")
+	output := fs.String("o", "table", "output format: table or json")
+	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
+	if code := parse(fs, args); code >= 0 {
+		return code
+	}
+	if *group == "" {
+		fmt.Fprintln(stderr, "--group is required")
+		fs.Usage()
+		return 2
+	}
+	if *output != "table" && *output != "json" {
+		fmt.Fprintf(stderr, "-o: unknown output format %q (want table or json)\n", *output)
+		return 1
+	}
+	cfg, log := loadForCommand(*path, stderr)
+	if cfg == nil {
+		return 1
+	}
+	name := *mirror
+	switch {
+	case name == "" && len(cfg.Mirrors) == 1:
+		name = cfg.Mirrors[0].Name
+	case name == "":
+		fmt.Fprintf(stderr, "--mirror is required: %s has %d mirrors\n", *path, len(cfg.Mirrors))
+		return 2
+	case cfg.Mirror(name) == nil:
+		fmt.Fprintf(stderr, "--mirror: no mirror named %q in %s\n", name, *path)
+		return 1
+	}
+	a, err := app.New(app.Options{Config: cfg, Logger: log, Version: getVersion()})
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	var st connector.GroupStatus
+	for _, m := range a.Mirrors() {
+		if m.Name() == name {
+			st, err = m.Translate(ctx, *group, *apply)
+		}
+	}
+	if *output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(st)
+	} else if len(st.Partitions) > 0 {
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "SOURCE TOPIC\tPARTITION\tSOURCE OFFSET\tTARGET TOPIC\tTARGET OFFSET\tNOTE")
+		for _, p := range st.Partitions {
+			note := "exact"
+			if p.Behind {
+				note = "behind: records before the source offset are not mirrored yet"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%s\n", p.SourceTopic, p.Partition, p.SourceOffset, p.TargetTopic, p.TargetOffset, note)
+		}
+		_ = tw.Flush()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "translate: %v\n", err)
+		return 1
+	}
+	if *apply {
+		fmt.Fprintf(stderr, "committed %d partitions to group %s on the target\n", len(st.Partitions), *group)
+	}
 	return 0
 }

@@ -67,6 +67,15 @@ func (a *App) Topics() []connector.TopicMetadata {
 	return out
 }
 
+// Groups implements httpapi.StatusSource: every mirror's translated groups.
+func (a *App) Groups() []connector.GroupStatus {
+	var out []connector.GroupStatus
+	for _, m := range a.mirrors {
+		out = append(out, m.Groups()...)
+	}
+	return out
+}
+
 // Mirrors returns the configured mirrors, in config order.
 func (a *App) Mirrors() []*connector.Mirror { return a.mirrors }
 

@@ -18,6 +18,12 @@ import (
 type StatusSource interface {
 	Statuses() []connector.Status
 	Topics() []connector.TopicMetadata
+	Groups() []connector.GroupStatus
+}
+
+// GroupsResponse is the body of GET /api/v1/groups.
+type GroupsResponse struct {
+	Groups []connector.GroupStatus `json:"groups"`
 }
 
 // TopicsResponse is the body of GET /api/v1/topics.
@@ -80,6 +86,16 @@ func Handler(gatherer prometheus.Gatherer, src StatusSource) http.Handler {
 				}
 			}
 			resp.Topics = append(resp.Topics, t)
+		}
+		writeJSON(w, http.StatusOK, resp)
+	})
+	// ?mirror=NAME keeps one mirror's groups.
+	mux.HandleFunc("GET /api/v1/groups", func(w http.ResponseWriter, r *http.Request) {
+		resp := GroupsResponse{Groups: []connector.GroupStatus{}}
+		for _, g := range src.Groups() {
+			if m := r.URL.Query().Get("mirror"); m == "" || g.Mirror == m {
+				resp.Groups = append(resp.Groups, g)
+			}
 		}
 		writeJSON(w, http.StatusOK, resp)
 	})

@@ -21,10 +21,16 @@ func (s statuses) Statuses() []connector.Status { return s }
 
 func (s statuses) Topics() []connector.TopicMetadata { return nil }
 
+func (s statuses) Groups() []connector.GroupStatus {
+	return []connector.GroupStatus{{Mirror: "a", Group: "billing", State: connector.GroupSynced,
+		Partitions: []connector.GroupPartition{{SourceTopic: "orders", TargetTopic: "east.orders", SourceOffset: 10, TargetOffset: 7}}}}
+}
+
 type topics []connector.TopicMetadata
 
 func (topics) Statuses() []connector.Status        { return nil }
 func (t topics) Topics() []connector.TopicMetadata { return t }
+func (topics) Groups() []connector.GroupStatus     { return nil }
 
 func TestTopicsEndpoint(t *testing.T) {
 	t.Parallel()
@@ -80,13 +86,21 @@ func TestEndpoints(t *testing.T) {
 	}}
 
 	h := httpapi.Handler(reg, statuses{ready})
+	code, body := get(t, h, "/api/v1/groups")
+	var groups httpapi.GroupsResponse
+	if err := json.Unmarshal([]byte(body), &groups); err != nil || code != 200 || len(groups.Groups) != 1 || groups.Groups[0].Partitions[0].TargetOffset != 7 {
+		t.Fatalf("/api/v1/groups = %d %s", code, body)
+	}
+	if _, body := get(t, h, "/api/v1/groups?mirror=other"); !strings.Contains(body, `"groups": []`) {
+		t.Fatalf("/api/v1/groups?mirror=other = %s", body)
+	}
 	if code, body := get(t, h, "/healthz"); code != 200 || body != "ok\n" {
 		t.Fatalf("/healthz = %d %q", code, body)
 	}
 	if code, _ := get(t, h, "/readyz"); code != 200 {
 		t.Fatalf("/readyz = %d, want 200", code)
 	}
-	code, body := get(t, h, "/api/v1/status")
+	code, body = get(t, h, "/api/v1/status")
 	var resp httpapi.StatusResponse
 	if err := json.Unmarshal([]byte(body), &resp); err != nil || code != 200 {
 		t.Fatalf("/api/v1/status = %d %s: %v", code, body, err)
