@@ -11,7 +11,25 @@ import (
 	"github.com/kmirror/kmirror/connector/offsets"
 	"github.com/kmirror/kmirror/connector/policy"
 	"github.com/kmirror/kmirror/filters"
+	"github.com/kmirror/kmirror/listeners"
 )
+
+// Selection is the part of a mirror's config that a reload can change
+// while it runs: what it selects and how it labels.
+type Selection struct {
+	Filters       []filters.TopicFilter
+	ConfigFilters []filters.ConfigPropertyFilter
+	GroupFilters  []filters.GroupFilter
+	Labels        []Label
+}
+
+// Notifier is told the mirror's current topic and group sets after every
+// pass and group sync (listeners.Dispatcher implements it). Calls must not
+// block.
+type Notifier interface {
+	SetTopics([]listeners.Topic)
+	SetGroups([]listeners.Group)
+}
 
 // Config is everything one Mirror needs. The app layer builds it from the
 // YAML config; the zero value of each optional field means "the default".
@@ -82,6 +100,9 @@ type Config struct {
 	// progress write when Run's context is cancelled; 8s by default so the
 	// process exits within 10s of SIGTERM.
 	ShutdownTimeout time.Duration
+
+	// Notifier, when set, receives the topic and group sets.
+	Notifier Notifier
 
 	// Logger receives the mirror's logs; slog.Default() when nil.
 	Logger *slog.Logger

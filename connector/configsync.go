@@ -66,7 +66,7 @@ func (m *Mirror) desiredConfigs(ctx context.Context, topic string, props []filte
 			cands = append(cands, p)
 		}
 	}
-	for i, f := range m.cfg.ConfigFilters {
+	for i, f := range m.selection().ConfigFilters {
 		names, err := f.FilterConfigs(ctx, filters.ConfigRequest{Mirror: m.cfg.Name, Topic: topic, Configs: cands})
 		if err != nil {
 			return nil, fmt.Errorf("config filter %d: %w", i, err)

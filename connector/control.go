@@ -31,6 +31,9 @@ func (m *Mirror) pass(ctx context.Context, c *clients, cp *copier) (bool, error)
 		m.metrics.passSucceeded()
 	}
 	m.updateTopicMetrics()
+	if err == nil && !m.dryRun() {
+		m.publishTopics()
+	}
 	return started, err
 }
 
@@ -79,8 +82,9 @@ func (m *Mirror) doPass(ctx context.Context, c *clients, cp *copier) (bool, erro
 	m.mu.Unlock()
 
 	// 2. Select. A filter error keeps the previous selection.
-	selected, err := selectTopics(ctx, m.cfg.Name, m.cfg.Filters, m.cfg.Policy, m.cfg.TargetAlias, candidates)
+	selected, err := selectTopics(ctx, m.cfg.Name, m.selection().Filters, m.cfg.Policy, m.cfg.TargetAlias, candidates)
 	if err != nil {
+		m.metrics.incFilterErrors()
 		return false, err
 	}
 
@@ -291,7 +295,7 @@ func (m *Mirror) labelsFor(topic string, upstream map[string]string) map[string]
 			out[k] = v
 		}
 	}
-	for _, l := range m.cfg.Labels {
+	for _, l := range m.selection().Labels {
 		if l.Match.MatchString(topic) {
 			maps.Copy(out, l.Set) // this mirror's labels win
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/filters"
+	"github.com/kmirror/kmirror/listeners"
 )
 
 // Consumer groups: every sync interval the mirror reads the committed
@@ -147,7 +148,7 @@ func (m *Mirror) groupCandidates(ctx context.Context, c *clients, mirrored map[s
 
 // selectGroups runs the group filters in order, keeping candidate order.
 func (m *Mirror) selectGroups(ctx context.Context, cands []filters.Group) ([]filters.Group, error) {
-	for i, f := range m.cfg.GroupFilters {
+	for i, f := range m.selection().GroupFilters {
 		names, err := f.FilterGroups(ctx, filters.GroupRequest{Mirror: m.cfg.Name, Groups: cands})
 		if err != nil {
 			return nil, fmt.Errorf("group filter %d: %w", i, err)
@@ -276,6 +277,11 @@ func (m *Mirror) syncGroups(ctx context.Context, c *clients, cp *copier) error {
 	m.groups = statuses
 	m.groupsSyncedAt = now
 	m.mu.Unlock()
+	set := make([]listeners.Group, 0, len(selected))
+	for _, g := range selected {
+		set = append(set, listeners.Group{Name: g.Name, Topics: g.Topics})
+	}
+	m.publishGroups(set)
 	return errors.Join(errs...)
 }
 

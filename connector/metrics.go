@@ -22,6 +22,8 @@ type Metrics struct {
 	aclsCreated     *prometheus.CounterVec
 	groupOffsets    *prometheus.CounterVec
 	groupSyncErrs   *prometheus.CounterVec
+	setChanges      *prometheus.CounterVec
+	filterErrors    *prometheus.CounterVec
 	passes          *prometheus.CounterVec
 	passErrors      *prometheus.CounterVec
 	lastPassSuccess *prometheus.GaugeVec
@@ -83,6 +85,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "kmirror_group_sync_errors_total",
 			Help: "Target group commits that failed (retried on the next interval).",
 		}, []string{"mirror"}),
+		setChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kmirror_replicated_set_changes_total",
+			Help: "Changes to the replicated set, by kind: added, removed, changed (topics), group_added, group_removed.",
+		}, []string{"mirror", "kind"}),
+		filterErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kmirror_filter_errors_total",
+			Help: "Passes aborted because a topic filter failed (the previous selection is kept).",
+		}, []string{"mirror"}),
 		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kmirror_control_passes_total",
 			Help: "Control passes run (discover, select, create).",
@@ -97,7 +107,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"mirror"}),
 	}
 	reg.MustRegister(m.records, m.bytes, m.latency, m.lag, m.topics, m.createErrors,
-		m.produceErrors, m.recreations, m.configChanges, m.configSyncErrs, m.aclsCreated, m.groupOffsets, m.groupSyncErrs, m.passes, m.passErrors, m.lastPassSuccess)
+		m.produceErrors, m.recreations, m.configChanges, m.configSyncErrs, m.aclsCreated, m.groupOffsets, m.groupSyncErrs, m.setChanges, m.filterErrors, m.passes, m.passErrors, m.lastPassSuccess)
 	return m
 }
 
@@ -109,13 +119,20 @@ type mirrorMetrics struct {
 	latency                                                                      prometheus.Observer
 	lag, lastPassSuccess                                                         prometheus.Gauge
 	pending, mirroring, failed                                                   prometheus.Gauge
+	filterErrors                                                                 prometheus.Counter
+	setChanges                                                                   *prometheus.CounterVec
 }
 
 func (m *Metrics) forMirror(name string) *mirrorMetrics {
 	if m == nil {
 		return nil
 	}
+	for _, kind := range []string{"added", "removed", "changed", "group_added", "group_removed"} {
+		m.setChanges.WithLabelValues(name, kind) // pre-initialised: alerts see 0, not absence
+	}
 	return &mirrorMetrics{
+		setChanges:       m.setChanges.MustCurryWith(prometheus.Labels{"mirror": name}),
+		filterErrors:     m.filterErrors.WithLabelValues(name),
 		records:          m.records.WithLabelValues(name),
 		bytes:            m.bytes.WithLabelValues(name),
 		latency:          m.latency.WithLabelValues(name),
@@ -194,5 +211,17 @@ func (mm *mirrorMetrics) addGroupOffsetsSynced(n int) {
 func (mm *mirrorMetrics) incGroupSyncErrors() {
 	if mm != nil {
 		mm.groupSyncErrors.Inc()
+	}
+}
+
+func (mm *mirrorMetrics) addSetChanges(kind string, n int) {
+	if mm != nil && n > 0 {
+		mm.setChanges.WithLabelValues(kind).Add(float64(n))
+	}
+}
+
+func (mm *mirrorMetrics) incFilterErrors() {
+	if mm != nil {
+		mm.filterErrors.Inc()
 	}
 }

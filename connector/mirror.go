@@ -6,12 +6,14 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/connector/policy"
+	"github.com/kmirror/kmirror/listeners"
 )
 
 // State is where a selected topic stands.
@@ -106,6 +108,9 @@ type Mirror struct {
 	produceCtx    context.Context
 	cancelProduce context.CancelFunc
 
+	// sel is what the mirror selects with; Reconfigure swaps it.
+	sel atomic.Pointer[Selection]
+
 	mu            sync.Mutex
 	topics        map[string]*topicState // by source topic
 	progress      map[topicPartition]position
@@ -119,6 +124,11 @@ type Mirror struct {
 	plan           *Plan
 	groups         map[string]*groupState // the translated groups, by name
 	groupsSyncedAt time.Time
+	// What was last handed to the notifier.
+	publishedTopics     []listeners.Topic
+	publishedGroups     []listeners.Group
+	publishedOnce       bool
+	publishedGroupsOnce bool
 }
 
 // New checks cfg and returns a Mirror; it connects to nothing until Run.
@@ -127,7 +137,7 @@ func New(cfg Config) (*Mirror, error) {
 		return nil, err
 	}
 	produceCtx, cancel := context.WithCancel(context.Background())
-	return &Mirror{
+	m := &Mirror{
 		cfg:             cfg,
 		log:             cfg.Logger.With("mirror", cfg.Name),
 		metrics:         cfg.Metrics.forMirror(cfg.Name),
@@ -142,7 +152,19 @@ func New(cfg Config) (*Mirror, error) {
 		progress:        make(map[topicPartition]position),
 		indexes:         make(map[topicPartition]*partitionIndex),
 		metaPersisted:   make(map[string]map[string]string),
-	}, nil
+	}
+	m.sel.Store(&Selection{Filters: cfg.Filters, ConfigFilters: cfg.ConfigFilters, GroupFilters: cfg.GroupFilters, Labels: cfg.Labels})
+	return m, nil
+}
+
+func (m *Mirror) selection() *Selection { return m.sel.Load() }
+
+// Reconfigure replaces what the mirror selects with and how it labels; the
+// next pass uses it (a config reload). A selection that leaves a topic out
+// stops mirroring it, exactly as if its source topic were deleted.
+func (m *Mirror) Reconfigure(s Selection) {
+	m.sel.Store(&s)
+	m.log.Info("selection reconfigured", "topic_filters", len(s.Filters), "config_filters", len(s.ConfigFilters), "group_filters", len(s.GroupFilters), "labels", len(s.Labels))
 }
 
 func metadataTopicName(mirror string) string { return policy.InternalTopic(mirror, "metadata") }

@@ -136,10 +136,12 @@ func TestMetadataAndLabels(t *testing.T) {
 	t.Parallel()
 	src, dst := testClusters(t)
 	h := newPassHarness(t, src, dst)
-	h.m.cfg.Labels = []Label{
+	labels := []Label{
 		{Match: regexp.MustCompile(`^(?:orders.*)$`), Set: map[string]string{"team": "payments", "tier": "2"}},
 		{Match: regexp.MustCompile(`^(?:orders\.eu)$`), Set: map[string]string{"tier": "1"}},
 	}
+	h.m.cfg.Labels = labels // the config a restarted mirror starts from
+	h.m.Reconfigure(Selection{Filters: h.m.selection().Filters, ConfigFilters: h.m.selection().ConfigFilters, Labels: labels})
 	ctx := context.Background()
 	for _, topic := range []string{"orders.eu", "clicks"} {
 		if _, err := h.srcAdm.CreateTopic(ctx, 2, 1, nil, topic); err != nil {
@@ -171,7 +173,9 @@ func TestMetadataAndLabels(t *testing.T) {
 	}
 
 	// A label change in the config reaches existing topics.
-	h.m.cfg.Labels[0].Set = map[string]string{"team": "checkout"}
+	labels = []Label{{Match: labels[0].Match, Set: map[string]string{"team": "checkout"}}, labels[1]}
+	h.m.cfg.Labels = labels
+	h.m.Reconfigure(Selection{Filters: h.m.selection().Filters, ConfigFilters: h.m.selection().ConfigFilters, Labels: labels})
 	if err := h.pass(t); err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +208,7 @@ func TestLabelsTravelDownstream(t *testing.T) {
 	}
 	t.Cleanup(c.Close)
 	ab := newPassHarness(t, a, b)
-	ab.m.cfg.Labels = []Label{{Match: regexp.MustCompile(`.*`), Set: map[string]string{"team": "payments"}}}
+	ab.m.Reconfigure(Selection{Filters: ab.m.selection().Filters, Labels: []Label{{Match: regexp.MustCompile(`.*`), Set: map[string]string{"team": "payments"}}}})
 	ctx := context.Background()
 	if _, err := ab.srcAdm.CreateTopic(ctx, 1, 1, nil, "orders"); err != nil {
 		t.Fatal(err)
