@@ -1,10 +1,13 @@
 package connector
 
 import (
+	"slices"
+	"strings"
+
 	"github.com/kmirror/kmirror/listeners"
 )
 
-// publishTopics hands the current topic set to the notifier (the
+// publishTopics hands the current topic set, sorted by upstream name, to the notifier (the
 // listeners) and counts what changed since the last publication. The
 // first publication after a start is the initial state, not a change.
 func (m *Mirror) publishTopics() {
@@ -19,6 +22,7 @@ func (m *Mirror) publishTopics() {
 			Metadata:   m.metadataFor(ts),
 		})
 	}
+	slices.SortFunc(topics, func(a, b listeners.Topic) int { return strings.Compare(a.Upstream, b.Upstream) })
 	prev, first := m.publishedTopics, !m.publishedOnce
 	m.publishedTopics, m.publishedOnce = topics, true
 	m.mu.Unlock()
