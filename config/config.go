@@ -86,6 +86,63 @@ type Config struct {
 	// Offsets configures how kmirror stores offsets (progress, the offset
 	// index, checkpoints).
 	Offsets Offsets `yaml:"offsets"`
+	// Plugins are out-of-process filter plugins, by name; mirrors refer to
+	// them in mirrors[].filters.
+	Plugins map[string]*Plugin `yaml:"plugins"`
+	// Listeners are told whenever a mirror's replicated set changes, by
+	// name; mirrors refer to them in mirrors[].listeners.
+	Listeners map[string]*Listener `yaml:"listeners"`
+}
+
+// Plugin is a plugin binary built with kmirror's plugin SDK.
+type Plugin struct {
+	// Path of the binary, relative to the config file's directory.
+	// Required.
+	Path string `yaml:"path"`
+	// SHA256 is the binary's hex sha256 (sha256sum). Required: kmirror
+	// refuses to start a binary that does not match.
+	SHA256 string `yaml:"sha256"`
+	// Config is handed to the plugin when it starts.
+	Config map[string]string `yaml:"config"`
+}
+
+// FilterRef is one entry of mirrors[].filters: a filter plugin with the
+// mirror's context properties, or the built-in property filter.
+type FilterRef struct {
+	// Plugin names an entry of plugins.
+	Plugin string `yaml:"plugin"`
+	// Properties are the mirror's context, handed to the plugin with
+	// every call.
+	Properties map[string]string `yaml:"properties"`
+	// Property is the built-in property filter.
+	Property *PropertyFilter `yaml:"property"`
+}
+
+// PropertyFilter keeps topics by their configs, labels and partition
+// count.
+type PropertyFilter struct {
+	// Combine is "all" (the default: every condition must hold) or "any".
+	Combine string `yaml:"combine"`
+	// Conditions, each "FIELD OP VALUE": FIELD is config.<key>,
+	// label.<key> or partitions; OP is = (equal), ~ (regexp over the whole
+	// value), > or < (numbers). E.g. "config.cleanup.policy = compact".
+	Conditions []string `yaml:"conditions"`
+}
+
+// Listener is one listener: built in (log, file, webhook, alertmanager) or
+// a plugin binary.
+type Listener struct {
+	// Type is log, file, webhook, alertmanager or plugin.
+	Type string `yaml:"type"`
+	// Path and SHA256 locate and pin the binary of a plugin listener.
+	Path   string `yaml:"path"`
+	SHA256 string `yaml:"sha256"`
+	// Config holds the type's settings (see docs/listeners.md), e.g.
+	// path for file, url for webhook and alertmanager; for a plugin, it
+	// is handed to the plugin.
+	Config map[string]string `yaml:"config"`
+	// Timeout bounds one call. Default 10s.
+	Timeout Duration `yaml:"timeout"`
 }
 
 // Offsets configures kmirror's offset records.
@@ -172,6 +229,12 @@ type Mirror struct {
 	Sync Sync `yaml:"sync"`
 	// Labels add user metadata to mirrored topics, per topic pattern.
 	Labels []*Label `yaml:"labels"`
+	// Filters run after topics.include/exclude, in order; each sees what
+	// the previous kept. The final rules (no internal topics, no cycles)
+	// run after all of them.
+	Filters []*FilterRef `yaml:"filters"`
+	// Listeners name entries of the top-level listeners to notify.
+	Listeners []string `yaml:"listeners"`
 }
 
 // Sync configures the metadata kmirror copies besides records.

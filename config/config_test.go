@@ -220,6 +220,11 @@ func TestLoadBad(t *testing.T) {
 	tests := map[string]string{
 		"unknown_key":            "11: mirrors[0].topics.inclde: unknown field (known: include, exclude, refresh_interval)",
 		"unknown_cluster":        `11: mirrors[1].source: unknown cluster "eas" (known: east, west)`,
+		"unknown_plugin":         `9: mirrors[0].filters[0].plugin: unknown plugin "catalgo" (known: none)`,
+		"plugin_sha256":          `11: plugins.catalog.sha256: want the binary's sha256 as 64 hex digits (sha256sum testdata/bin/fake-plugin), got "abc"`,
+		"unknown_listener":       `8: mirrors[0].listeners[0]: unknown listener "pager" (known: log)`,
+		"property_condition":     `10: mirrors[0].filters[0].property.conditions[0]: property condition "partitions > > 3": > needs a number, not "> 3"`,
+		"listener_type":          `9: listeners.pager.type: unknown listener type "pagerduty" (want log, file, webhook, alertmanager or plugin)`,
 		"label_partition":        `10: mirrors[0].labels[0].partition: labels apply to whole topics: kmirror keeps no per-partition metadata (remove partition)`,
 		"label_reserved_key":     `10: mirrors[0].labels[0].set.kmirror.source.cluster: label keys starting with "kmirror." are reserved for provenance`,
 		"config_sync_interval":   `9: mirrors[0].sync.topic_configs.interval: must be greater than 0, got 0s`,
@@ -379,7 +384,7 @@ func TestMoreTypeErrors(t *testing.T) {
 	tests := map[string]struct{ yaml, want string }{
 		"top level list": {"- a\n- b\n", "t.yaml:1: expected a mapping, got a list"},
 		"top level unknown": {minimal + "metrics: {}\n",
-			"t.yaml:8: metrics: unknown field (known: clusters, mirrors, http, log, offsets)"},
+			"t.yaml:8: metrics: unknown field (known: clusters, mirrors, http, log, offsets, plugins, listeners)"},
 		"list for string": {"clusters: {a: {bootstrap_servers: [\"h:1\"]}}\nmirrors: [{name: [x]}]\n",
 			"t.yaml:2: mirrors[0].name: expected a string, got a list"},
 		"duplicate in flow": {minimal + "    source: west\n",
@@ -399,7 +404,7 @@ func TestMoreTypeErrors(t *testing.T) {
 		"int overflow": {minimal + "    producer: {batch_max_bytes: 99999999999999999999}\n",
 			"t.yaml:8: mirrors[0].producer.batch_max_bytes: expected an integer, got 99999999999999999999"},
 		"unknown key and type error": {minimal + "    topic: {}\n    replication_factor: x\n",
-			"t.yaml:8: mirrors[0].topic: unknown field (known: name, source, target, replication_policy, topics, groups, replication_factor, producer, progress_interval, sync, labels)\n" +
+			"t.yaml:8: mirrors[0].topic: unknown field (known: name, source, target, replication_policy, topics, groups, replication_factor, producer, progress_interval, sync, labels, filters, listeners)\n" +
 				`t.yaml:9: mirrors[0].replication_factor: expected an integer, got "x"`},
 		"cluster null": {"clusters:\n  east:\n  west: {bootstrap_servers: [\"h:1\"]}\nmirrors: [{name: m, source: east, target: west}]\n",
 			"t.yaml:2: clusters.east.bootstrap_servers: at least one broker address is required"},
@@ -462,7 +467,7 @@ func TestMergeKeyErrors(t *testing.T) {
 	}
 	// So must a list that contains itself.
 	_, err = config.Load([]byte("x: &x [*x]\n"), "t.yaml")
-	want = "t.yaml:1: x: unknown field (known: clusters, mirrors, http, log, offsets)"
+	want = "t.yaml:1: x: unknown field (known: clusters, mirrors, http, log, offsets, plugins, listeners)"
 	if err == nil || err.Error() != want {
 		t.Errorf("self-alias: got:\n%v\nwant:\n%s", err, want)
 	}
@@ -584,8 +589,8 @@ func TestDocs(t *testing.T) {
 		t.Error("docs/configuration.md does not contain testdata/good.yaml verbatim")
 	}
 	keys := yamlKeys(reflect.TypeFor[config.Config]())
-	if len(keys) != 59 {
-		t.Errorf("found %d keys, want 59: %q (update this test and the docs when adding keys)", len(keys), keys)
+	if len(keys) != 76 {
+		t.Errorf("found %d keys, want 76: %q (update this test and the docs when adding keys)", len(keys), keys)
 	}
 	for _, key := range keys {
 		if !strings.Contains(string(doc), "| `"+key+"` |") {
@@ -635,5 +640,26 @@ func TestTLSAndSASL(t *testing.T) {
 	}
 	if s := c.String(); strings.Contains(s, "from-env") || strings.Contains(s, "from-a-file") {
 		t.Errorf("String() shows a password:\n%s", s)
+	}
+}
+
+func TestPluginsFiltersListeners(t *testing.T) {
+	t.Parallel()
+	c := mustLoadFile(t, "testdata/plugins.yaml")
+	m := c.Mirrors[0]
+	if len(m.Filters) != 2 || m.Filters[0].Plugin != "catalog" || m.Filters[0].Properties["team"] != "payments" {
+		t.Fatalf("filters = %+v", m.Filters)
+	}
+	if p := m.Filters[1].Property; p.Combine != "any" || len(p.Conditions) != 3 {
+		t.Fatalf("property filter = %+v", p)
+	}
+	if got := c.Plugins["catalog"].Path; got != "testdata/bin/fake-plugin" {
+		t.Errorf("plugin path = %q, want it resolved against the config's directory", got)
+	}
+	if got := c.Listeners["state"].Config["path"]; got != "testdata/state.json" {
+		t.Errorf("file listener path = %q, want it resolved against the config's directory", got)
+	}
+	if c.Listeners["hook"].Timeout != config.Duration(5*time.Second) || c.Listeners["audit"].Path != "testdata/bin/fake-plugin" {
+		t.Errorf("listeners = %+v %+v", c.Listeners["hook"], c.Listeners["audit"])
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/kmirror/kmirror/filters"
 )
 
 var (
@@ -93,6 +95,23 @@ func (v *validator) validate(c *Config) {
 	}
 	if !slices.Contains(logLevels, c.Log.Level) {
 		v.errorf("log.level", "unknown log level %q (want %s)", c.Log.Level, orList(logLevels))
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Plugins)) {
+		v.plugin(c.Plugins[name], "plugins."+name, name)
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Listeners)) {
+		v.listener(c.Listeners[name], "listeners."+name, name)
+	}
+	for i, m := range c.Mirrors {
+		path := fmt.Sprintf("mirrors[%d]", i)
+		for j, f := range m.Filters {
+			v.filterRef(f, fmt.Sprintf("%s.filters[%d]", path, j), c.Plugins)
+		}
+		for j, l := range m.Listeners {
+			if _, ok := c.Listeners[l]; !ok {
+				v.errorf(fmt.Sprintf("%s.listeners[%d]", path, j), "unknown listener %q (known: %s)", l, known(c.Listeners))
+			}
+		}
 	}
 	if !slices.Contains(offsetCompressions, c.Offsets.Compression) {
 		v.errorf("offsets.compression", "unknown compression %q (want %s)", c.Offsets.Compression, orList(offsetCompressions))
@@ -328,4 +347,103 @@ func orList(s []string) string {
 		return strings.Join(s, "")
 	}
 	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
+}
+
+var (
+	listenerTypes = []string{"log", "file", "webhook", "alertmanager", "plugin"}
+	sha256RE      = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+// known lists a map's keys for an error message.
+func known[V any](m map[string]V) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	return strings.Join(slices.Sorted(maps.Keys(m)), ", ")
+}
+
+// binary checks a plugin binary's path and pin, resolving the path.
+func (v *validator) binary(path, file, sum string) string {
+	if file == "" {
+		v.errorf(path+".path", "required field missing (the plugin binary)")
+	} else {
+		file = v.file_(path+".path", file)
+	}
+	if !sha256RE.MatchString(strings.ToLower(sum)) {
+		v.errorf(path+".sha256", "want the binary's sha256 as 64 hex digits (sha256sum %s), got %q", file, sum)
+	}
+	return file
+}
+
+func (v *validator) plugin(p *Plugin, path, name string) {
+	if !nameRE.MatchString(name) {
+		v.errorf(path, "invalid plugin name %q (%s)", name, nameRule)
+	}
+	p.Path = v.binary(path, p.Path, p.SHA256)
+	p.SHA256 = strings.ToLower(p.SHA256)
+}
+
+func (v *validator) listener(l *Listener, path, name string) {
+	if !nameRE.MatchString(name) {
+		v.errorf(path, "invalid listener name %q (%s)", name, nameRule)
+	}
+	if !slices.Contains(listenerTypes, l.Type) {
+		v.errorf(path+".type", "unknown listener type %q (want %s)", l.Type, orList(listenerTypes))
+	}
+	if l.Timeout < 0 {
+		v.errorf(path+".timeout", "must not be negative, got %s", l.Timeout)
+	}
+	switch l.Type {
+	case "plugin":
+		l.Path = v.binary(path, l.Path, l.SHA256)
+		l.SHA256 = strings.ToLower(l.SHA256)
+	default:
+		if l.Path != "" || l.SHA256 != "" {
+			v.errorf(path+".path", "path and sha256 are for listeners of type plugin; %s listeners take their settings in config", l.Type)
+		}
+	}
+	switch l.Type {
+	case "file":
+		if l.Config["path"] == "" {
+			v.errorf(path+".config", "a file listener needs config.path (the JSON file to write)")
+		} else if !filepath.IsAbs(l.Config["path"]) {
+			l.Config["path"] = filepath.Join(v.dir, l.Config["path"])
+		}
+	case "webhook", "alertmanager":
+		if u := l.Config["url"]; !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+			v.errorf(path+".config", "a %s listener needs config.url (http:// or https://), got %q", l.Type, u)
+		}
+	}
+}
+
+func (v *validator) filterRef(f *FilterRef, path string, plugins map[string]*Plugin) {
+	switch {
+	case f.Plugin != "" && f.Property != nil:
+		v.errorf(path, "set plugin or property, not both (one filter per entry)")
+	case f.Plugin == "" && f.Property == nil:
+		v.errorf(path, "set plugin (a filter plugin) or property (the built-in property filter)")
+	case f.Plugin != "":
+		if _, ok := plugins[f.Plugin]; !ok {
+			v.errorf(path+".plugin", "unknown plugin %q (known: %s)", f.Plugin, known(plugins))
+		}
+	default:
+		if f.Properties != nil {
+			v.errorf(path+".properties", "properties go with plugin filters")
+		}
+		p := f.Property
+		if p.Combine == "" {
+			p.Combine = string(filters.All)
+		}
+		if p.Combine != string(filters.All) && p.Combine != string(filters.Any) {
+			v.errorf(path+".property.combine", "unknown combine %q (want all or any)", p.Combine)
+		}
+		if len(p.Conditions) == 0 {
+			v.errorf(path+".property.conditions", "at least one condition is required")
+		}
+		for i, c := range p.Conditions {
+			if _, err := filters.ParseCondition(c); err != nil {
+				v.errorf(fmt.Sprintf("%s.property.conditions[%d]", path, i), "%v", err)
+			}
+		}
+	}
 }
