@@ -114,23 +114,11 @@ func (d *Dispatcher) Start() {
 }
 
 // Close stops delivering (a call in flight is cancelled) and waits for
-// every goroutine, then closes listeners that implement Closer.
+// every goroutine. It does not close the listeners: one listener may serve
+// several mirrors' dispatchers, so whoever built it closes it.
 func (d *Dispatcher) Close() {
 	d.cancel()
 	d.wg.Wait()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, t := range d.targets {
-		closed := map[any]bool{}
-		for _, l := range []any{t.topics, t.groups} {
-			if c, ok := l.(Closer); ok && !closed[l] {
-				closed[l] = true
-				if err := c.Close(); err != nil {
-					d.opts.Logger.Warn("closing listener failed", "listener", t.name, "err", err)
-				}
-			}
-		}
-	}
 }
 
 // SetTopics publishes the mirror's current topic set. It never blocks.

@@ -153,11 +153,26 @@ func cmdRun(args []string, stderr io.Writer) int {
 	// package stays embeddable.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	a, err := app.New(app.Options{Config: cfg, Logger: log, Version: getVersion()})
+	a, err := app.New(app.Options{Config: cfg, Logger: log, Version: getVersion(), ConfigFile: *path})
 	if err != nil {
 		log.Error("cannot start", "err", err)
 		return 1
 	}
+	// SIGHUP re-reads the config (as POST /api/v1/reload does); a config
+	// that fails validation is rejected and the running one stays.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				_ = a.Reload(ctx) // logs its own outcome
+			}
+		}
+	}()
 	log.Info("kmirror starting", "version", getVersion(), "config", *path, "mirrors", len(cfg.Mirrors))
 	start := time.Now()
 	if err := a.Run(ctx); err != nil {
@@ -244,6 +259,11 @@ func cmdPlan(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	a, err := app.New(app.Options{Config: cfg, Logger: log, Version: getVersion()})
 	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	defer a.Close()
+	if err := a.StartPlugins(ctx); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
@@ -417,6 +437,7 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
+	defer a.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	var st connector.GroupStatus

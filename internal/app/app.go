@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/oklog/run"
@@ -27,6 +28,8 @@ import (
 	"github.com/kmirror/kmirror/filters"
 	"github.com/kmirror/kmirror/internal/httpapi"
 	"github.com/kmirror/kmirror/internal/kafka"
+	"github.com/kmirror/kmirror/listeners"
+	"github.com/kmirror/kmirror/plugins"
 )
 
 // Options are Run's inputs. Config and Logger are required.
@@ -41,12 +44,28 @@ type Options struct {
 	// Ready, when set, is called with the HTTP address once the server
 	// listens (the demo prints it; tests read it).
 	Ready func(httpAddr string)
+	// ConfigFile is re-read by Reload (SIGHUP, POST /api/v1/reload);
+	// empty disables reloading.
+	ConfigFile string
 }
 
 // App is a running set of mirrors.
 type App struct {
-	opts    Options
-	mirrors []*connector.Mirror
+	opts       Options
+	mirrors    []*connector.Mirror
+	host       *plugins.Host
+	coalescer  *coalescer
+	extMetrics *extensionMetrics
+	// listenerImpls are the configured listeners, one instance each,
+	// shared by every mirror that names them; dispatchers has one per
+	// mirror, in mirror order.
+	listenerImpls map[string]listenerImpl
+	dispatchers   []*listeners.Dispatcher
+
+	mu       sync.Mutex
+	cfg      *config.Config          // the config in force (a reload swaps it)
+	specs    map[string]plugins.Spec // the plugins running, by name
+	reloadMu sync.Mutex              // one reload at a time
 }
 
 // Statuses implements httpapi.StatusSource.
@@ -122,19 +141,143 @@ func New(opts Options) (*App, error) {
 	reg.MustRegister(buildInfo)
 	metrics := connector.NewMetrics(reg)
 
-	a := &App{opts: opts}
+	a := &App{
+		opts:          opts,
+		cfg:           opts.Config,
+		coalescer:     newCoalescer(time.Second),
+		extMetrics:    newExtensionMetrics(reg),
+		listenerImpls: make(map[string]listenerImpl),
+		specs:         make(map[string]plugins.Spec),
+	}
+	host, err := plugins.NewHost(plugins.HostOptions{Logger: opts.Logger, Registerer: reg, OnRestart: a.onPluginRestart})
+	if err != nil {
+		return nil, err
+	}
+	a.host = host
 	cfg := opts.Config
+	if err := a.buildListeners(context.Background(), cfg); err != nil {
+		a.closeExtensions()
+		return nil, err
+	}
 	for _, mc := range cfg.Mirrors {
-		m, err := newMirror(cfg, mc, opts.Logger, metrics)
+		d := a.dispatcherFor(mc, cfg, opts.Logger)
+		sel, err := a.selection(mc)
 		if err != nil {
+			a.closeExtensions()
+			return nil, err
+		}
+		m, err := newMirror(cfg, mc, opts.Logger, metrics, sel, d)
+		if err != nil {
+			a.closeExtensions()
 			return nil, fmt.Errorf("mirror %s: %w", mc.Name, err)
 		}
 		a.mirrors = append(a.mirrors, m)
+		a.dispatchers = append(a.dispatchers, d)
 	}
 	return a, nil
 }
 
-func newMirror(cfg *config.Config, mc *config.Mirror, log *slog.Logger, metrics *connector.Metrics) (*connector.Mirror, error) {
+// StartPlugins starts the configured plugins. Run calls it; one-shot
+// commands that run passes (plan) call it themselves, then Close.
+func (a *App) StartPlugins(ctx context.Context) error {
+	a.mu.Lock()
+	cfg := a.cfg
+	a.mu.Unlock()
+	if err := a.startPlugins(ctx, cfg); err != nil {
+		return fmt.Errorf("plugins: %w", err)
+	}
+	return nil
+}
+
+// Close stops the plugins and closes the listeners; after Run it is done
+// already.
+func (a *App) Close() { a.closeExtensions() }
+
+func (a *App) closeExtensions() {
+	for _, d := range a.dispatchers {
+		d.Close()
+	}
+	for name, l := range a.listenerImpls {
+		if l.closer != nil {
+			if err := l.closer.Close(); err != nil {
+				a.opts.Logger.Warn("closing listener failed", "listener", name, "err", err)
+			}
+		}
+	}
+	a.listenerImpls = map[string]listenerImpl{}
+	if a.host != nil {
+		_ = a.host.Close()
+	}
+}
+
+// selectionParts is what a mirror selects with, built from its config.
+type selectionParts struct {
+	filters       []filters.TopicFilter
+	configFilters []filters.ConfigPropertyFilter
+	groupFilters  []filters.GroupFilter
+	labels        []connector.Label
+}
+
+func (s selectionParts) connector() connector.Selection {
+	return connector.Selection{Filters: s.filters, ConfigFilters: s.configFilters, GroupFilters: s.groupFilters, Labels: s.labels}
+}
+
+// Reload re-reads the config file and applies what can change while
+// running: each mirror's selection (topic and group filters, config sync
+// filters, labels) and the plugins (started, stopped or restarted as their
+// specs changed). A config that fails validation is rejected, with the
+// error returned, and the running config stays. Other changes (clusters,
+// mirrors added or removed, listeners) are logged as needing a restart.
+func (a *App) Reload(ctx context.Context) error {
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
+	if a.opts.ConfigFile == "" {
+		return errors.New("reload: the config was not loaded from a file")
+	}
+	cfg, err := config.LoadFile(a.opts.ConfigFile)
+	if err != nil {
+		a.extMetrics.reloadOK.Set(0)
+		a.opts.Logger.Error("config reload rejected; the running config stays", "err", err)
+		return err
+	}
+	sels := make(map[string]selectionParts, len(cfg.Mirrors))
+	for _, mc := range cfg.Mirrors {
+		sel, err := a.selection(mc)
+		if err != nil {
+			a.extMetrics.reloadOK.Set(0)
+			return err
+		}
+		sels[mc.Name] = sel
+	}
+	if err := a.startPlugins(ctx, cfg); err != nil {
+		a.extMetrics.reloadOK.Set(0)
+		a.opts.Logger.Error("config reload: plugins failed to start", "err", err)
+		return err
+	}
+	a.mu.Lock()
+	old := a.cfg
+	a.cfg = cfg
+	a.mu.Unlock()
+	for _, m := range a.mirrors {
+		sel, ok := sels[m.Name()]
+		if !ok {
+			a.opts.Logger.Warn("config reload: a mirror was removed; it keeps running until a restart", "mirror", m.Name())
+			continue
+		}
+		m.Reconfigure(sel.connector())
+	}
+	for _, mc := range cfg.Mirrors {
+		if old.Mirror(mc.Name) == nil {
+			a.opts.Logger.Warn("config reload: a new mirror starts only after a restart", "mirror", mc.Name)
+		}
+	}
+	a.extMetrics.reloadOK.Set(1)
+	a.extMetrics.reloadAt.SetToCurrentTime()
+	a.opts.Logger.Info("config reloaded", "config", a.opts.ConfigFile)
+	return nil
+}
+
+func newMirror(cfg *config.Config, mc *config.Mirror, log *slog.Logger, metrics *connector.Metrics, sel selectionParts, notifier *listeners.Dispatcher) (*connector.Mirror, error) {
 	pol, err := policy.New(mc.ReplicationPolicy.Type, mc.ReplicationPolicy.Separator)
 	if err != nil {
 		return nil, err
@@ -160,27 +303,19 @@ func newMirror(cfg *config.Config, mc *config.Mirror, log *slog.Logger, metrics 
 		return nil, err
 	}
 	return connector.New(connector.Config{
-		Name:        mc.Name,
-		SourceAlias: mc.Source,
-		TargetAlias: mc.Target,
-		SourceOpts:  srcOpts,
-		TargetOpts:  dstOpts,
-		Policy:      pol,
-		Filters: []filters.TopicFilter{filters.Regex{
-			Include: mc.Topics.IncludeRegexps(),
-			Exclude: mc.Topics.ExcludeRegexps(),
-		}},
-		ConfigFilters: []filters.ConfigPropertyFilter{filters.Regex{
-			Include: mc.Sync.TopicConfigs.IncludeRegexps(),
-			Exclude: mc.Sync.TopicConfigs.ExcludeRegexps(),
-		}},
-		Labels:             labels(mc.Labels),
-		ConfigSyncInterval: enabledInterval(mc.Sync.TopicConfigs.Enabled, mc.Sync.TopicConfigs.Interval),
-		ACLSyncInterval:    enabledInterval(mc.Sync.ACLs.Enabled, mc.Sync.ACLs.Interval),
-		GroupFilters: []filters.GroupFilter{filters.Regex{
-			Include: mc.Groups.IncludeRegexps(),
-			Exclude: mc.Groups.ExcludeRegexps(),
-		}},
+		Name:                mc.Name,
+		SourceAlias:         mc.Source,
+		TargetAlias:         mc.Target,
+		SourceOpts:          srcOpts,
+		TargetOpts:          dstOpts,
+		Policy:              pol,
+		Filters:             sel.filters,
+		ConfigFilters:       sel.configFilters,
+		GroupFilters:        sel.groupFilters,
+		Labels:              sel.labels,
+		Notifier:            notifier,
+		ConfigSyncInterval:  enabledInterval(mc.Sync.TopicConfigs.Enabled, mc.Sync.TopicConfigs.Interval),
+		ACLSyncInterval:     enabledInterval(mc.Sync.ACLs.Enabled, mc.Sync.ACLs.Interval),
 		GroupSyncInterval:   enabledInterval(mc.Sync.GroupOffsets.Enabled, mc.Sync.GroupOffsets.Interval),
 		FollowSourceRewinds: mc.Sync.GroupOffsets.FollowSourceRewinds,
 		RefreshInterval:     time.Duration(mc.Topics.RefreshInterval),
@@ -233,12 +368,22 @@ func compression(name string) ([]kgo.CompressionCodec, error) {
 // the mirrors (each flushes and persists its progress) and the server.
 func (a *App) Run(ctx context.Context) error {
 	log := a.opts.Logger
+	defer a.closeExtensions()
+	// A plugin that cannot start (a sha256 mismatch, a broken binary)
+	// stops kmirror before it mirrors anything: running without a
+	// configured filter would select the wrong topics.
+	if err := a.StartPlugins(ctx); err != nil {
+		return err
+	}
+	for _, d := range a.dispatchers {
+		d.Start()
+	}
 	ln, err := net.Listen("tcp", a.opts.Config.HTTP.Listen)
 	if err != nil {
 		return fmt.Errorf("http: listen on %s (http.listen): %w", a.opts.Config.HTTP.Listen, err)
 	}
 	srv := &http.Server{
-		Handler:           httpapi.Handler(a.opts.Registry, a),
+		Handler:           httpapi.Handler(a.opts.Registry, a, a.Reload),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	log.Info("http server listening", "addr", ln.Addr().String())

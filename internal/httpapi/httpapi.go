@@ -3,6 +3,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -37,9 +38,24 @@ type StatusResponse struct {
 	Mirrors []connector.Status `json:"mirrors"`
 }
 
+// Reloader re-reads the configuration; nil disables POST /api/v1/reload.
+type Reloader func(ctx context.Context) error
+
 // Handler returns the mux for every endpoint.
-func Handler(gatherer prometheus.Gatherer, src StatusSource) http.Handler {
+func Handler(gatherer prometheus.Gatherer, src StatusSource, reload Reloader) http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/v1/reload", func(w http.ResponseWriter, r *http.Request) {
+		if reload == nil {
+			writeJSON(w, http.StatusNotImplemented, map[string]string{"error": "reloading is not enabled"})
+			return
+		}
+		if err := reload(r.Context()); err != nil {
+			// The running config stays; say why the new one was refused.
+			writeJSON(w, http.StatusBadRequest, map[string]string{"status": "rejected", "error": err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "reloaded"})
+	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -1,7 +1,9 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -39,7 +41,7 @@ func TestTopicsEndpoint(t *testing.T) {
 		{Mirror: "a", SourceTopic: "clicks", TargetTopic: "east.clicks", Metadata: map[string]string{"team": "web"}},
 		{Mirror: "b", SourceTopic: "orders", TargetTopic: "west.orders", Metadata: map[string]string{"team": "payments"}},
 	}
-	h := httpapi.Handler(prometheus.NewRegistry(), src)
+	h := httpapi.Handler(prometheus.NewRegistry(), src, nil)
 	for query, want := range map[string][]string{
 		"":                                  {"east.orders", "east.clicks", "west.orders"},
 		"?label=team=payments":              {"east.orders", "west.orders"},
@@ -85,7 +87,7 @@ func TestEndpoints(t *testing.T) {
 		{SourceTopic: "bad", TargetTopic: "east.bad", State: connector.StateFailed, Error: "INVALID_CONFIG"},
 	}}
 
-	h := httpapi.Handler(reg, statuses{ready})
+	h := httpapi.Handler(reg, statuses{ready}, nil)
 	code, body := get(t, h, "/api/v1/groups")
 	var groups httpapi.GroupsResponse
 	if err := json.Unmarshal([]byte(body), &groups); err != nil || code != 200 || len(groups.Groups) != 1 || groups.Groups[0].Partitions[0].TargetOffset != 7 {
@@ -112,7 +114,7 @@ func TestEndpoints(t *testing.T) {
 		t.Fatalf("/metrics = %d %q", code, body)
 	}
 
-	h = httpapi.Handler(reg, statuses{ready, failing})
+	h = httpapi.Handler(reg, statuses{ready, failing}, nil)
 	code, body = get(t, h, "/readyz")
 	if code != 503 || body != "not ready: mirror b: topic bad is failed (INVALID_CONFIG)\n" {
 		t.Fatalf("/readyz = %d %q", code, body)
@@ -121,7 +123,33 @@ func TestEndpoints(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &resp); err != nil || resp.Ready {
 		t.Fatalf("status with a failed mirror: ready=%v err=%v", resp.Ready, err)
 	}
-	if code, _ := get(t, httpapi.Handler(reg, statuses{{Name: "c"}}), "/readyz"); code != 503 {
+	if code, _ := get(t, httpapi.Handler(reg, statuses{{Name: "c"}}, nil), "/readyz"); code != 503 {
 		t.Fatalf("a mirror that has not run a pass must not be ready, got %d", code)
+	}
+}
+
+func TestReloadEndpoint(t *testing.T) {
+	t.Parallel()
+	post := func(h http.Handler) (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/api/v1/reload", nil))
+		return rec.Code, rec.Body.String()
+	}
+	calls := 0
+	ok := httpapi.Handler(prometheus.NewRegistry(), statuses{}, func(context.Context) error { calls++; return nil })
+	if code, body := post(ok); code != 200 || !strings.Contains(body, "reloaded") || calls != 1 {
+		t.Fatalf("reload = %d %s (calls %d)", code, body, calls)
+	}
+	bad := httpapi.Handler(prometheus.NewRegistry(), statuses{}, func(context.Context) error {
+		return errors.New("kmirror.yaml:3: mirrors[0].source: unknown cluster")
+	})
+	if code, body := post(bad); code != 400 || !strings.Contains(body, "kmirror.yaml:3") {
+		t.Fatalf("rejected reload = %d %s", code, body)
+	}
+	if code, _ := post(httpapi.Handler(prometheus.NewRegistry(), statuses{}, nil)); code != 501 {
+		t.Fatalf("reload without a reloader = %d", code)
+	}
+	if code, _ := get(t, ok, "/api/v1/reload"); code != 405 {
+		t.Fatalf("GET /api/v1/reload = %d, want 405", code)
 	}
 }

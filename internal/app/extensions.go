@@ -1,0 +1,356 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kmirror/kmirror/config"
+	"github.com/kmirror/kmirror/filters"
+	"github.com/kmirror/kmirror/listeners"
+	"github.com/kmirror/kmirror/listeners/builtin"
+	"github.com/kmirror/kmirror/plugins"
+)
+
+// This file wires the extension points: filter plugins into the mirrors'
+// selection, and listeners (built in or plugins) behind one dispatcher per
+// mirror. The connector only ever sees filters.* and listeners.* values.
+
+// filterTimeout bounds one filter plugin call: a pass waits for it.
+const filterTimeout = 30 * time.Second
+
+// pluginName of a listener plugin: kept apart from filter plugins' names.
+func listenerPluginName(listener string) string { return "listener." + listener }
+
+// pluginTopicFilter calls the named filter plugin with a mirror's context
+// properties. It looks the plugin up on every call, so a restarted plugin
+// is used as soon as it is back.
+type pluginTopicFilter struct {
+	host  *plugins.Host
+	name  string
+	props map[string]string
+	cache *coalescer
+}
+
+func (f *pluginTopicFilter) FilterTopics(ctx context.Context, req filters.TopicRequest) ([]string, error) {
+	req.Properties = f.props
+	return f.cache.do(ctx, f.name, req, func(ctx context.Context) ([]string, error) {
+		p, ok := f.host.Get(f.name)
+		if !ok {
+			return nil, fmt.Errorf("filter plugin %s is not running", f.name)
+		}
+		tf, ok := p.TopicFilter()
+		if !ok {
+			return nil, fmt.Errorf("plugin %s does not filter topics (capabilities: %v)", f.name, p.Info().Capabilities)
+		}
+		ctx, cancel := context.WithTimeout(ctx, filterTimeout)
+		defer cancel()
+		return tf.FilterTopics(ctx, req)
+	})
+}
+
+// coalescer caches filter plugin answers per pass and shares concurrent
+// identical calls: several mirrors reading the same source with the same
+// properties ask the plugin once. The key is the plugin, the sorted
+// properties and the candidates; an answer lives for ttl, shorter than a
+// pass, so an edited catalog is seen on the next pass.
+type coalescer struct {
+	ttl time.Duration
+
+	mu      sync.Mutex
+	entries map[string]*coalesced
+}
+
+type coalesced struct {
+	done  chan struct{}
+	names []string
+	err   error
+	at    time.Time
+}
+
+func newCoalescer(ttl time.Duration) *coalescer {
+	return &coalescer{ttl: ttl, entries: make(map[string]*coalesced)}
+}
+
+func coalesceKey(plugin string, req filters.TopicRequest) string {
+	var b strings.Builder
+	b.WriteString(plugin)
+	for _, k := range slices.Sorted(maps.Keys(req.Properties)) {
+		fmt.Fprintf(&b, "\x00%s=%s", k, req.Properties[k])
+	}
+	b.WriteString("\x01")
+	for _, t := range req.Topics {
+		fmt.Fprintf(&b, "%s/%d", t.Name, t.Partitions)
+		for _, k := range slices.Sorted(maps.Keys(t.Configs)) {
+			fmt.Fprintf(&b, ",%s=%s", k, t.Configs[k])
+		}
+		for _, k := range slices.Sorted(maps.Keys(t.Labels)) {
+			fmt.Fprintf(&b, ";%s=%s", k, t.Labels[k])
+		}
+		b.WriteByte('\x00')
+	}
+	return b.String()
+}
+
+func (c *coalescer) do(ctx context.Context, plugin string, req filters.TopicRequest, call func(context.Context) ([]string, error)) ([]string, error) {
+	key := coalesceKey(plugin, req)
+	c.mu.Lock()
+	for k, e := range c.entries { // drop what expired
+		select {
+		case <-e.done:
+			if time.Since(e.at) > c.ttl {
+				delete(c.entries, k)
+			}
+		default:
+		}
+	}
+	if e, ok := c.entries[key]; ok {
+		c.mu.Unlock()
+		select {
+		case <-e.done:
+			return slices.Clone(e.names), e.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	e := &coalesced{done: make(chan struct{})}
+	c.entries[key] = e
+	c.mu.Unlock()
+	e.names, e.err = call(ctx)
+	e.at = time.Now()
+	if e.err != nil {
+		// Errors are not cached: the next pass asks again.
+		c.mu.Lock()
+		delete(c.entries, key)
+		c.mu.Unlock()
+	}
+	close(e.done)
+	return slices.Clone(e.names), e.err
+}
+
+// pluginListener forwards to a listener plugin, looked up per call.
+type pluginListener struct {
+	host *plugins.Host
+	name string
+}
+
+func (l pluginListener) TopicsChanged(ctx context.Context, c listeners.TopicsChange) error {
+	p, ok := l.host.Get(l.name)
+	if !ok {
+		return fmt.Errorf("listener plugin %s is not running", l.name)
+	}
+	tl, ok := p.TopicListener()
+	if !ok {
+		return nil // the plugin only listens to groups
+	}
+	return tl.TopicsChanged(ctx, c)
+}
+
+func (l pluginListener) GroupsChanged(ctx context.Context, c listeners.GroupsChange) error {
+	p, ok := l.host.Get(l.name)
+	if !ok {
+		return fmt.Errorf("listener plugin %s is not running", l.name)
+	}
+	gl, ok := p.GroupListener()
+	if !ok {
+		return nil // the plugin only listens to topics
+	}
+	return gl.GroupsChanged(ctx, c)
+}
+
+// extensionMetrics count listener calls and reloads.
+type extensionMetrics struct {
+	listenerCalls    *prometheus.CounterVec
+	listenerDuration *prometheus.HistogramVec
+	reloadOK         prometheus.Gauge
+	reloadAt         prometheus.Gauge
+}
+
+func newExtensionMetrics(reg prometheus.Registerer) *extensionMetrics {
+	m := &extensionMetrics{
+		listenerCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kmirror_listener_calls_total",
+			Help: "Listener calls by listener and result (ok, error).",
+		}, []string{"listener", "result"}),
+		listenerDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "kmirror_listener_call_duration_seconds",
+			Help:    "Duration of listener calls.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
+		}, []string{"listener"}),
+		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kmirror_config_last_reload_successful",
+			Help: "Whether the last config reload succeeded (1) or was rejected (0).",
+		}),
+		reloadAt: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kmirror_config_last_reload_success_timestamp_seconds",
+			Help: "Unix time of the last successful config load or reload.",
+		}),
+	}
+	reg.MustRegister(m.listenerCalls, m.listenerDuration, m.reloadOK, m.reloadAt)
+	m.reloadOK.Set(1)
+	m.reloadAt.SetToCurrentTime()
+	return m
+}
+
+func (m *extensionMetrics) onCall(listener, _ string, err error, took time.Duration) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.listenerCalls.WithLabelValues(listener, result).Inc()
+	m.listenerDuration.WithLabelValues(listener).Observe(took.Seconds())
+}
+
+// pluginSpecs lists every plugin a config needs: the filter plugins and
+// the plugin listeners.
+func pluginSpecs(cfg *config.Config) []plugins.Spec {
+	var out []plugins.Spec
+	for _, name := range slices.Sorted(maps.Keys(cfg.Plugins)) {
+		p := cfg.Plugins[name]
+		out = append(out, plugins.Spec{Name: name, Path: p.Path, SHA256: p.SHA256, Config: p.Config})
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Listeners)) {
+		if l := cfg.Listeners[name]; l.Type == "plugin" {
+			out = append(out, plugins.Spec{Name: listenerPluginName(name), Path: l.Path, SHA256: l.SHA256, Config: l.Config})
+		}
+	}
+	return out
+}
+
+func sameSpec(a, b plugins.Spec) bool {
+	return a.Name == b.Name && a.Path == b.Path && a.SHA256 == b.SHA256 && maps.Equal(a.Config, b.Config)
+}
+
+// startPlugins starts the plugins of cfg that are not running with the same
+// spec, and stops those cfg no longer has or that changed.
+func (a *App) startPlugins(ctx context.Context, cfg *config.Config) error {
+	want := pluginSpecs(cfg)
+	wanted := make(map[string]plugins.Spec, len(want))
+	for _, s := range want {
+		wanted[s.Name] = s
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for name, running := range a.specs {
+		if s, ok := wanted[name]; !ok || !sameSpec(s, running) {
+			if p, ok := a.host.Get(name); ok {
+				_ = p.Close()
+			}
+			delete(a.specs, name)
+			a.opts.Logger.Info("plugin stopped", "plugin", name)
+		}
+	}
+	var errs []error
+	for _, s := range want {
+		if _, ok := a.specs[s.Name]; ok {
+			continue
+		}
+		p, err := a.host.Start(ctx, s)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		a.specs[s.Name] = s
+		a.opts.Logger.Info("plugin started", "plugin", s.Name, "version", p.Info().Version, "capabilities", p.Info().Capabilities, "pid", p.Pid())
+	}
+	return errors.Join(errs...)
+}
+
+// selection builds a mirror's selection from its config.
+func (a *App) selection(mc *config.Mirror) (sel selectionParts, err error) {
+	sel.filters = []filters.TopicFilter{filters.Regex{Include: mc.Topics.IncludeRegexps(), Exclude: mc.Topics.ExcludeRegexps()}}
+	for i, f := range mc.Filters {
+		if f.Plugin != "" {
+			sel.filters = append(sel.filters, &pluginTopicFilter{host: a.host, name: f.Plugin, props: f.Properties, cache: a.coalescer})
+			continue
+		}
+		conds := make([]filters.Condition, 0, len(f.Property.Conditions))
+		for _, s := range f.Property.Conditions {
+			c, err := filters.ParseCondition(s)
+			if err != nil {
+				return sel, fmt.Errorf("mirrors[%s].filters[%d]: %w", mc.Name, i, err)
+			}
+			conds = append(conds, c)
+		}
+		p, err := filters.NewProperty(filters.Combine(f.Property.Combine), conds...)
+		if err != nil {
+			return sel, fmt.Errorf("mirrors[%s].filters[%d]: %w", mc.Name, i, err)
+		}
+		sel.filters = append(sel.filters, p)
+	}
+	sel.configFilters = []filters.ConfigPropertyFilter{filters.Regex{
+		Include: mc.Sync.TopicConfigs.IncludeRegexps(),
+		Exclude: mc.Sync.TopicConfigs.ExcludeRegexps(),
+	}}
+	sel.groupFilters = []filters.GroupFilter{filters.Regex{Include: mc.Groups.IncludeRegexps(), Exclude: mc.Groups.ExcludeRegexps()}}
+	sel.labels = labels(mc.Labels)
+	return sel, nil
+}
+
+// buildListeners creates one instance per configured listener (shared by
+// every mirror that names it) and one dispatcher per mirror.
+func (a *App) buildListeners(ctx context.Context, cfg *config.Config) error {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Listeners)) {
+		lc := cfg.Listeners[name]
+		if lc.Type == "plugin" {
+			l := pluginListener{host: a.host, name: listenerPluginName(name)}
+			a.listenerImpls[name] = listenerImpl{topics: l, groups: l}
+			continue
+		}
+		l, err := builtin.New(ctx, lc.Type, lc.Config, a.opts.Logger.With("listener", name))
+		if err != nil {
+			return fmt.Errorf("listeners.%s: %w", name, err)
+		}
+		a.listenerImpls[name] = listenerImpl{topics: l, groups: l, closer: l}
+	}
+	return nil
+}
+
+type listenerImpl struct {
+	topics listeners.TopicListener
+	groups listeners.GroupListener
+	closer listeners.Closer
+}
+
+// dispatcherFor builds a mirror's dispatcher over its named listeners.
+func (a *App) dispatcherFor(mc *config.Mirror, cfg *config.Config, log *slog.Logger) *listeners.Dispatcher {
+	timeout := 10 * time.Second
+	for _, name := range mc.Listeners {
+		if t := time.Duration(cfg.Listeners[name].Timeout); t > 0 {
+			timeout = max(timeout, t)
+		}
+	}
+	d := listeners.NewDispatcher(listeners.DispatcherOptions{
+		Mirror:  mc.Name,
+		Logger:  log,
+		Timeout: timeout,
+		OnCall:  a.extMetrics.onCall,
+	})
+	names := slices.Clone(mc.Listeners)
+	sort.Strings(names)
+	for _, name := range names {
+		impl := a.listenerImpls[name]
+		d.Add(name, impl.topics, impl.groups)
+	}
+	return d
+}
+
+// onPluginRestart hands a restarted listener plugin the full current state.
+func (a *App) onPluginRestart(plugin string) {
+	listener, ok := strings.CutPrefix(plugin, "listener.")
+	if !ok {
+		return
+	}
+	for _, d := range a.dispatchers {
+		d.Resync(listener)
+	}
+}
