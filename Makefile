@@ -3,7 +3,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build demo test test-unit test-e2e bench lint generate clean
+.PHONY: all build demo test test-unit test-e2e kafka-jars bench lint generate clean
 
 all: build
 
@@ -21,9 +21,16 @@ test: lint test-unit test-e2e
 test-unit:
 	$(GO) test -race -count=1 ./...
 
-## test-e2e: builds kmirror and runs it as a subprocess against real clusters
+## test-e2e: builds kmirror and runs it as a subprocess against both backends: kfake and real
+## Apache Kafka (KRaft brokers from Maven jars, fetched once into ~/.cache/kmirror; needs Java 17
+## and Maven, else the real-Kafka tests skip, or fail with CI=true). KMIRROR_E2E_BACKENDS=kfake: kfake only.
+KMIRROR_E2E_BACKENDS ?= all
 test-e2e:
-	$(GO) test -tags e2e -count=1 -timeout 20m ./e2e/...
+	KMIRROR_E2E_BACKENDS=$(KMIRROR_E2E_BACKENDS) $(GO) test -tags e2e -count=1 -timeout 20m -parallel 4 -v ./e2e/
+
+## kafka-jars: fetch the Apache Kafka jars the e2e tests run (once per machine; CI does it first)
+kafka-jars:
+	$(GO) run ./e2e/kafkatest/cmd/kafkatest fetch
 
 ## bench: kmirror against a plain consume-then-produce loop on the same clusters
 bench:
@@ -36,8 +43,19 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-## generate: regenerate generated code (protobuf, once the plugin protocol lands)
+## generate: regenerate the plugin protocol's Go code (committed; CI never runs protoc)
+# Tools, once per machine (the versions the committed code was made with):
+#   apt-get install protobuf-compiler          # protoc (Debian's, libprotoc 3.21.12)
+#   go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+#   go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
+# protoc finds the two plugins on PATH; $(go env GOPATH)/bin is added here.
+PROTOC ?= protoc
+PLUGIN_PROTOS := $(wildcard plugins/v1/proto/kmirror/plugin/v1/*.proto)
 generate:
+	PATH="$$($(GO) env GOPATH)/bin:$$PATH" $(PROTOC) -I plugins/v1/proto \
+		--go_out=. --go_opt=module=github.com/kmirror/kmirror \
+		--go-grpc_out=. --go-grpc_opt=module=github.com/kmirror/kmirror \
+		$(PLUGIN_PROTOS)
 	$(GO) generate ./...
 
 clean:

@@ -40,6 +40,9 @@ type copier struct {
 	// attention is set by a failing promise so the poll loop looks for
 	// partitions to pause and rewind without scanning on every poll.
 	attention atomic.Bool
+	// fetchErrLogged rate-limits fetch error logs per partition: franz-go
+	// can return the same error on every poll.
+	fetchErrLogged map[topicPartition]time.Time
 }
 
 type topicPartition struct {
@@ -156,11 +159,12 @@ func recordBytes(r *kgo.Record) int {
 
 func newCopier(log *slog.Logger, m *mirrorMetrics, dst *kgo.Client, produceCtx context.Context) *copier {
 	return &copier{
-		log:        log,
-		metrics:    m,
-		dst:        dst,
-		produceCtx: produceCtx,
-		parts:      make(map[topicPartition]*partitionState),
+		log:            log,
+		metrics:        m,
+		dst:            dst,
+		produceCtx:     produceCtx,
+		parts:          make(map[topicPartition]*partitionState),
+		fetchErrLogged: make(map[topicPartition]time.Time),
 	}
 }
 
@@ -239,20 +243,44 @@ func (c *copier) unassign(tps []topicPartition) map[topicPartition]*partitionInd
 	}
 	rm := make(map[string][]int32)
 	out := make(map[topicPartition]*partitionIndex, len(tps))
+	targets := make(map[string]string) // source topic -> target topic
 	c.mu.Lock()
 	for _, tp := range tps {
 		if ps := c.parts[tp]; ps != nil {
 			ps.mu.Lock()
 			out[tp] = ps.index
 			ps.mu.Unlock()
+			targets[tp.topic] = ps.target
 		}
 		delete(c.parts, tp)
 		rm[tp.topic] = append(rm[tp.topic], tp.partition)
 	}
+	// Topics with no partition left are forgotten by both clients:
+	// franz-go keeps a topic's ID until the topic is purged, so a topic
+	// deleted and recreated under the same name (at the source or the
+	// target) would fail forever with UNKNOWN_TOPIC_ID.
+	var gone, goneTargets []string
+	for topic := range rm {
+		left := false
+		for tp := range c.parts {
+			if tp.topic == topic {
+				left = true
+				break
+			}
+		}
+		if !left {
+			gone = append(gone, topic)
+			if t, ok := targets[topic]; ok {
+				goneTargets = append(goneTargets, t)
+			}
+		}
+	}
 	c.mu.Unlock()
 	if c.src != nil {
 		c.src.RemoveConsumePartitions(rm)
+		c.src.PurgeTopicsFromConsuming(gone...)
 	}
+	c.dst.PurgeTopicsFromProducing(goneTargets...)
 	return out
 }
 
@@ -273,6 +301,11 @@ func (c *copier) snapshot() []*partitionState {
 	return out
 }
 
+const (
+	fetchErrLogEvery = 10 * time.Second
+	fetchErrBackoff  = 100 * time.Millisecond
+)
+
 // pollTimeout bounds one poll so the loop notices failed partitions and
 // shutdown even when no records arrive.
 const pollTimeout = 500 * time.Millisecond
@@ -289,12 +322,25 @@ func (c *copier) run(ctx context.Context) {
 			// after a restart: progress never moved past them.
 			return
 		}
+		errs := 0
 		fetches.EachError(func(topic string, partition int32, err error) {
 			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 				return
 			}
-			c.log.Warn("fetch from source failed", "topic", topic, "partition", partition, "err", err)
+			errs++
+			tp := topicPartition{topic, partition}
+			if time.Since(c.fetchErrLogged[tp]) > fetchErrLogEvery {
+				c.fetchErrLogged[tp] = time.Now()
+				c.log.Warn("fetch from source failed", "topic", topic, "partition", partition, "err", err)
+			}
 		})
+		if errs > 0 && fetches.NumRecords() == 0 {
+			// Only errors: do not spin on a partition that fails at once.
+			select {
+			case <-ctx.Done():
+			case <-time.After(fetchErrBackoff):
+			}
+		}
 		fetches.EachPartition(c.producePartition)
 		if c.attention.Load() {
 			c.rewindFailed()

@@ -18,10 +18,11 @@ func TestBackendFidelity(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b Backend) {
 		e := newEnv(t, b, ClusterSpec{Brokers: 1})
 
-		createTopic(t, e.srcCl, "rich", 3, nil)
-		recs := richRecords("rich", 3, 300)
+		rich := e.topic("rich")
+		createTopic(t, e.srcCl, rich, 3, nil)
+		recs := richRecords(rich, 3, 300)
 		produce(t, e.srcCl, recs...)
-		got, err := readTopic(ctxTimeout(t, 30*time.Second), e.src.Addrs(), "rich")
+		got, err := readTopic(ctxTimeout(t, 30*time.Second), e.src.Addrs(), rich)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -32,9 +33,10 @@ func TestBackendFidelity(t *testing.T) {
 			}
 		}
 
-		createTopic(t, e.srcCl, "txn", 2, nil)
-		txWant := produceTransactions(t, e.src.Addrs(), "txn", "fid", 2)
-		got, err = readTopic(ctxTimeout(t, 30*time.Second), e.src.Addrs(), "txn")
+		txn := e.topic("txn")
+		createTopic(t, e.srcCl, txn, 2, nil)
+		txWant := produceTransactions(t, e.src.Addrs(), txn, "fid", 2)
+		got, err = readTopic(ctxTimeout(t, 30*time.Second), e.src.Addrs(), txn)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -14,38 +15,46 @@ import (
 type Cluster interface {
 	// Addrs returns the bootstrap addresses (host:port on 127.0.0.1).
 	Addrs() []string
-	// Close stops the cluster. It is safe to call more than once.
+	// Close stops the cluster. It is safe to call more than once, and
+	// does nothing for a cluster shared between tests.
 	Close()
 }
 
-// ClusterSpec describes the cluster a test needs. Backends treat it as a
-// request: a backend that cannot honour Brokers exactly may round it.
+// ClusterSpec describes the clusters a test needs. Backends treat it as a
+// request: a backend that cannot honour Brokers exactly may round it (the
+// kafka backend's clusters have one broker).
 type ClusterSpec struct {
 	// Brokers is the number of brokers, at least 1.
 	Brokers int
 }
 
-// Backend starts Kafka clusters. Every e2e test runs against every enabled
+// Backend provides Kafka clusters. Every e2e test runs against every enabled
 // backend with the same assertions, so tests must only rely on behaviour that
 // real Apache Kafka has as well.
 type Backend interface {
 	Name() string
-	// NewCluster starts a cluster and registers its shutdown with t.Cleanup.
-	NewCluster(t testing.TB, spec ClusterSpec) Cluster
+	// Clusters returns a source and a target cluster for one test; their
+	// shutdown is registered with t.Cleanup.
+	Clusters(t *testing.T, spec ClusterSpec) (src, dst Cluster)
+	// Shared reports whether Clusters hands the same clusters to every
+	// test (real brokers are slow to start). Tests then keep to their own
+	// names: env.topic, env.defaultConfig's mirror name and include
+	// pattern.
+	Shared() bool
 }
 
 // backends are all registered backends, in the order they run.
-var backends = []Backend{kfakeBackend{}}
+var backends = []Backend{kfakeBackend{}, kafkaBackend{}}
 
-// enabledBackends returns the backends selected by KMIRROR_E2E_BACKENDS
+// selectedBackends returns the backends selected by KMIRROR_E2E_BACKENDS
 // (default "kfake", "all" for every registered backend).
-func enabledBackends(t testing.TB) []Backend {
+func selectedBackends() ([]Backend, error) {
 	sel := strings.TrimSpace(os.Getenv("KMIRROR_E2E_BACKENDS"))
 	if sel == "" {
 		sel = "kfake"
 	}
 	if sel == "all" {
-		return backends
+		return backends, nil
 	}
 	var out []Backend
 	for _, name := range strings.Split(sel, ",") {
@@ -58,10 +67,36 @@ func enabledBackends(t testing.TB) []Backend {
 			}
 		}
 		if !found {
-			t.Fatalf("KMIRROR_E2E_BACKENDS: unknown backend %q", name)
+			var names []string
+			for _, b := range backends {
+				names = append(names, b.Name())
+			}
+			return nil, fmt.Errorf("KMIRROR_E2E_BACKENDS: unknown backend %q (known: %s, all)", name, strings.Join(names, ", "))
 		}
 	}
-	return out
+	return out, nil
+}
+
+func enabledBackends(t testing.TB) []Backend {
+	bs, err := selectedBackends()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bs
+}
+
+// backendEnabled reports whether the backend named name is selected.
+func backendEnabled(name string) bool {
+	bs, err := selectedBackends()
+	if err != nil {
+		return false
+	}
+	for _, b := range bs {
+		if b.Name() == name {
+			return true
+		}
+	}
+	return false
 }
 
 // forEachBackend runs fn as a subtest per enabled backend. Subtests run one
@@ -73,13 +108,26 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, b Backend)) {
 	}
 }
 
+// inCI reports whether the tests run in CI (CI=true), where a backend that
+// cannot run fails instead of skipping.
+func inCI() bool {
+	v := strings.ToLower(strings.TrimSpace(os.Getenv("CI")))
+	return v != "" && v != "false" && v != "0"
+}
+
 // kfakeBackend runs in-process franz-go kfake clusters on random loopback
-// ports.
+// ports, fresh for every test.
 type kfakeBackend struct{}
 
 func (kfakeBackend) Name() string { return "kfake" }
+func (kfakeBackend) Shared() bool { return false }
 
-func (kfakeBackend) NewCluster(t testing.TB, spec ClusterSpec) Cluster {
+func (kfakeBackend) Clusters(t *testing.T, spec ClusterSpec) (Cluster, Cluster) {
+	t.Helper()
+	return newKfakeCluster(t, spec), newKfakeCluster(t, spec)
+}
+
+func newKfakeCluster(t testing.TB, spec ClusterSpec) Cluster {
 	t.Helper()
 	n := spec.Brokers
 	if n < 1 {

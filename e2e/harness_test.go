@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"text/template"
@@ -70,20 +71,49 @@ type env struct {
 
 	dir string
 
+	// id is unique in the test binary ("e0007"). Clusters may be shared
+	// with other tests (shared), so every topic, transactional ID and
+	// mirror a test makes carries it: see topic and defaultConfig.
+	id     string
+	shared bool
+
 	mu      sync.Mutex
 	workers []*worker
 }
 
+var envSeq atomic.Int64
+
 func newEnv(t *testing.T, b Backend, spec ClusterSpec) *env {
 	t.Helper()
-	e := &env{t: t, backend: b, dir: t.TempDir()}
-	e.src = b.NewCluster(t, spec)
-	e.dst = b.NewCluster(t, spec)
+	e := &env{t: t, backend: b, dir: t.TempDir(), shared: b.Shared()}
+	e.id = fmt.Sprintf("e%04d", envSeq.Add(1))
+	e.src, e.dst = b.Clusters(t, spec)
+	e.initClients()
+	return e
+}
+
+// newEnvWith is newEnv with clusters the test brought itself.
+func newEnvWith(t *testing.T, src, dst Cluster, shared bool) *env {
+	t.Helper()
+	e := &env{t: t, dir: t.TempDir(), shared: shared, src: src, dst: dst}
+	e.id = fmt.Sprintf("e%04d", envSeq.Add(1))
+	e.initClients()
+	return e
+}
+
+// topic returns the test's name for a topic: base with the env's id.
+func (e *env) topic(base string) string { return base + "-" + e.id }
+
+// mine reports whether a topic name belongs to this test: every topic
+// on clusters of its own, the ones carrying its id on shared clusters.
+func (e *env) mine(topic string) bool { return !e.shared || strings.Contains(topic, e.id) }
+
+func (e *env) initClients() {
+	t := e.t
 	e.srcCl = newClient(t, e.src.Addrs())
 	e.dstCl = newClient(t, e.dst.Addrs())
 	e.srcAdm = kadm.NewClient(e.srcCl)
 	e.dstAdm = kadm.NewClient(e.dstCl)
-	return e
 }
 
 // newClient returns a client for addrs with the manual partitioner and a
@@ -389,7 +419,11 @@ type mirrorConfig struct {
 	Source, Target   string // cluster aliases
 	SourceAddrs      []string
 	TargetAddrs      []string
-	Policy           string // "default" or "identity"
+	SourceTLS        *tlsConfig  // clusters.<source>.tls; nil: none
+	TargetTLS        *tlsConfig  // clusters.<target>.tls
+	SourceSASL       *saslConfig // clusters.<source>.sasl; nil: none
+	TargetSASL       *saslConfig // clusters.<target>.sasl
+	Policy           string      // "default" or "identity"
 	Separator        string
 	Include, Exclude []string
 	RefreshInterval  time.Duration
@@ -397,18 +431,37 @@ type mirrorConfig struct {
 	LogLevel         string
 }
 
-// defaultConfig is the config most tests use: mirror m1 from alias src to
-// alias dst, default policy with ".", everything included, 1s refresh.
+// tlsConfig is clusters.<alias>.tls (docs/configuration.md).
+type tlsConfig struct {
+	CAFile             string `json:"ca_file,omitempty"`
+	CertFile           string `json:"cert_file,omitempty"`
+	KeyFile            string `json:"key_file,omitempty"`
+	ServerName         string `json:"server_name,omitempty"`
+	InsecureSkipVerify bool   `json:"insecure_skip_verify,omitempty"`
+}
+
+// saslConfig is clusters.<alias>.sasl. Password is written into the file
+// as is, so tests pass "${ENV_VAR}" there (or use PasswordFile).
+type saslConfig struct {
+	Mechanism    string `json:"mechanism"`
+	Username     string `json:"username"`
+	Password     string `json:"password,omitempty"`
+	PasswordFile string `json:"password_file,omitempty"`
+}
+
+// defaultConfig is the config most tests use: mirror m1-<id> from alias src
+// to alias dst, default policy with ".", every topic of this test (names
+// ending in -<id>, see env.topic) included, 1s refresh.
 func (e *env) defaultConfig() mirrorConfig {
 	return mirrorConfig{
-		Name:             "m1",
+		Name:             "m1-" + e.id,
 		Source:           "src",
 		Target:           "dst",
 		SourceAddrs:      e.src.Addrs(),
 		TargetAddrs:      e.dst.Addrs(),
 		Policy:           "default",
 		Separator:        ".",
-		Include:          []string{".*"},
+		Include:          []string{".*-" + e.id},
 		Exclude:          []string{},
 		RefreshInterval:  time.Second,
 		ProgressInterval: 200 * time.Millisecond,
@@ -494,6 +547,13 @@ func (s *syncBuffer) String() string {
 // is logged.
 func (e *env) startWorker(cfgPath string) *worker {
 	e.t.Helper()
+	return e.startWorkerEnv(cfgPath)
+}
+
+// startWorkerEnv is startWorker with extra environment variables
+// ("NAME=value") for the worker.
+func (e *env) startWorkerEnv(cfgPath string, extraEnv ...string) *worker {
+	e.t.Helper()
 	e.mu.Lock()
 	id := len(e.workers) + 1
 	e.mu.Unlock()
@@ -502,7 +562,7 @@ func (e *env) startWorker(cfgPath string) *worker {
 	w.cmd = exec.Command(kmirrorBin, "run", "--config", cfgPath)
 	w.cmd.Stderr = w.log
 	w.cmd.Stdout = w.out
-	w.cmd.Env = os.Environ()
+	w.cmd.Env = append(os.Environ(), extraEnv...)
 	w.start = time.Now()
 	if err := w.cmd.Start(); err != nil {
 		e.t.Fatalf("start kmirror: %v", err)

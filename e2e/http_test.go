@@ -37,11 +37,13 @@ func TestHTTPEndpoints(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b Backend) {
 		e := newEnv(t, b, ClusterSpec{Brokers: 1})
-		createTopic(t, e.srcCl, "orders", 3, nil)
-		recs, want := seqRecords("orders", "orders", 3, 20)
+		orders := e.topic("orders")
+		createTopic(t, e.srcCl, orders, 3, nil)
+		recs, want := seqRecords(orders, "orders", 3, 20)
 		produce(t, e.srcCl, recs...)
 
-		w := e.startWorker(e.writeConfig(e.defaultConfig()))
+		cfg := e.defaultConfig()
+		w := e.startWorker(e.writeConfig(cfg))
 		addr := w.httpAddr(t)
 		t.Logf("kmirror HTTP server at %s", addr)
 
@@ -53,7 +55,7 @@ func TestHTTPEndpoints(t *testing.T) {
 			return code == 200, fmt.Sprintf("status %d: %s", code, body)
 		})
 
-		e.waitTargetValues(45*time.Second, "src.orders", want)
+		e.waitTargetValues(45*time.Second, "src."+orders, want)
 
 		e.waitFor(15*time.Second, "/readyz to answer 200", func() (bool, string) {
 			code, body, err := httpGet(addr, "/readyz")
@@ -63,7 +65,7 @@ func TestHTTPEndpoints(t *testing.T) {
 			return code == 200, fmt.Sprintf("status %d: %s", code, body)
 		})
 
-		e.waitFor(15*time.Second, "/api/v1/status to show m1 ready, mirroring src.orders with 3 partitions and lag 0", func() (bool, string) {
+		e.waitFor(15*time.Second, "/api/v1/status to show "+cfg.Name+" ready, mirroring src."+orders+" with 3 partitions and lag 0", func() (bool, string) {
 			code, body, err := httpGet(addr, "/api/v1/status")
 			if err != nil {
 				return false, err.Error()
@@ -79,22 +81,22 @@ func TestHTTPEndpoints(t *testing.T) {
 				return false, fmt.Sprintf("want 1 mirror, got %s", body)
 			}
 			m := doc.Mirrors[0]
-			if m.Name != "m1" || m.Source != "src" || m.Target != "dst" || !m.Ready {
-				return false, fmt.Sprintf("want mirror m1 src->dst ready, got %s", body)
+			if m.Name != cfg.Name || m.Source != "src" || m.Target != "dst" || !m.Ready {
+				return false, fmt.Sprintf("want mirror %s src->dst ready, got %s", cfg.Name, body)
 			}
 			for _, tp := range m.Topics {
-				if tp.SourceTopic != "orders" {
+				if tp.SourceTopic != orders {
 					continue
 				}
-				if tp.TargetTopic != "src.orders" || tp.Partitions != 3 || tp.State != "mirroring" || tp.Lag != 0 || tp.Error != "" {
-					return false, fmt.Sprintf("want orders -> src.orders, 3 partitions, mirroring, lag 0, no error; got %s", body)
+				if tp.TargetTopic != "src."+orders || tp.Partitions != 3 || tp.State != "mirroring" || tp.Lag != 0 || tp.Error != "" {
+					return false, fmt.Sprintf("want %s -> src.%s, 3 partitions, mirroring, lag 0, no error; got %s", orders, orders, body)
 				}
 				return true, ""
 			}
-			return false, fmt.Sprintf("topic orders not listed: %s", body)
+			return false, fmt.Sprintf("topic %s not listed: %s", orders, body)
 		})
 
-		e.waitFor(15*time.Second, `/metrics kmirror_replication_records_total{mirror="m1"} >= 60`, func() (bool, string) {
+		e.waitFor(15*time.Second, `/metrics kmirror_replication_records_total{mirror="`+cfg.Name+`"} >= 60`, func() (bool, string) {
 			code, body, err := httpGet(addr, "/metrics")
 			if err != nil {
 				return false, err.Error()
@@ -102,9 +104,9 @@ func TestHTTPEndpoints(t *testing.T) {
 			if code != 200 {
 				return false, fmt.Sprintf("status %d", code)
 			}
-			sum, n := sumMetric(string(body), "kmirror_replication_records_total", "mirror", "m1")
+			sum, n := sumMetric(string(body), "kmirror_replication_records_total", "mirror", cfg.Name)
 			if n == 0 {
-				return false, `no kmirror_replication_records_total series with mirror="m1"`
+				return false, `no kmirror_replication_records_total series with mirror="` + cfg.Name + `"`
 			}
 			return sum >= 60, fmt.Sprintf("sum over %d series = %v", n, sum)
 		})

@@ -10,8 +10,14 @@
 //
 // Environment:
 //
-//	KMIRROR_E2E_BACKENDS  comma-separated backends to run every test against
-//	                      (default "kfake"; "all" selects every registered one)
+//	KMIRROR_E2E_BACKENDS  comma-separated backends to run every test against:
+//	                      kfake (franz-go's in-process fake) and kafka (real
+//	                      Apache Kafka from Maven jars, see e2e/kafkatest);
+//	                      default "kfake", "all" selects every one. make test
+//	                      uses all. Without java/mvn the kafka subtests skip,
+//	                      unless CI=true, where they fail.
+//	KMIRROR_KAFKA_HOME    the Kafka jar cache (default
+//	                      $HOME/.cache/kmirror/kafka-<version>)
 //	KMIRROR_BIN           use this kmirror binary instead of building ./cmd/kmirror
 //	KMIRROR_E2E_RACE=1    build the binary with -race
 //	KMIRROR_E2E_LOGDIR    where full worker logs of failed tests are kept
@@ -43,7 +49,7 @@ func runMain(m *testing.M) int {
 			return 1
 		}
 		kmirrorBin = abs
-		return m.Run()
+		return runTests(m)
 	}
 
 	dir, err := os.MkdirTemp("", "kmirror-e2e-bin-")
@@ -70,7 +76,16 @@ func runMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "e2e: go %s (in %s) failed: %v\n%s\n", strings.Join(args, " "), root, err, out)
 		return 1
 	}
-	return m.Run()
+	return runTests(m)
+}
+
+// runTests runs the tests, with the kafka backend's shared clusters
+// starting in the background first and stopped at the end.
+func runTests(m *testing.M) int {
+	kafkaMainStart()
+	code := m.Run()
+	kafkaMainStop(code)
+	return code
 }
 
 // repoRoot returns the directory of the module's go.mod, falling back to

@@ -22,20 +22,21 @@ func TestCopyPreservesRecords(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b Backend) {
 		e := newEnv(t, b, ClusterSpec{Brokers: 3})
-		createTopic(t, e.srcCl, "orders", 3, nil)
-		recs := richRecords("orders", 3, 1000)
+		orders := e.topic("orders")
+		createTopic(t, e.srcCl, orders, 3, nil)
+		recs := richRecords(orders, 3, 1000)
 		produce(t, e.srcCl, recs...)
 		want := byPartition(recs)
 
 		e.startWorker(e.writeConfig(e.defaultConfig()))
-		got := e.waitTargetAtLeast(45*time.Second, "src.orders", want)
+		got := e.waitTargetAtLeast(45*time.Second, "src."+orders, want)
 
 		if len(got) != 3 {
-			t.Errorf("target topic src.orders has %d partitions, want 3", len(got))
+			t.Errorf("target topic src.%s has %d partitions, want 3", orders, len(got))
 		}
 		for p := int32(0); p < 3; p++ {
 			if d := diffRecords(p, want[p], got[p]); d != "" {
-				t.Errorf("target src.orders differs from source orders:\n%s", d)
+				t.Errorf("target src.%s differs from source %s:\n%s", orders, orders, d)
 			}
 		}
 	})
@@ -48,14 +49,15 @@ func TestTransactionsReadCommitted(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b Backend) {
 		e := newEnv(t, b, ClusterSpec{Brokers: 1})
-		createTopic(t, e.srcCl, "payments", 2, nil)
-		before := produceTransactions(t, e.src.Addrs(), "payments", "before", 2)
+		payments := e.topic("payments")
+		createTopic(t, e.srcCl, payments, 2, nil)
+		before := produceTransactions(t, e.src.Addrs(), payments, "before", 2)
 
 		e.startWorker(e.writeConfig(e.defaultConfig()))
-		e.waitTargetValues(45*time.Second, "src.payments", before)
+		e.waitTargetValues(45*time.Second, "src."+payments, before)
 
-		during := produceTransactions(t, e.src.Addrs(), "payments", "during", 2)
-		e.waitTargetValues(30*time.Second, "src.payments", appendWant(before, during))
+		during := produceTransactions(t, e.src.Addrs(), payments, "during", 2)
+		e.waitTargetValues(30*time.Second, "src."+payments, appendWant(before, during))
 	})
 }
 
@@ -67,23 +69,24 @@ func TestTransactionsReadCommitted(t *testing.T) {
 func TestNewTopicDiscovered(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b Backend) {
 		e := newEnv(t, b, ClusterSpec{Brokers: 1})
-		createTopic(t, e.srcCl, "first", 1, nil)
-		recs, want := seqRecords("first", "first", 1, 5)
+		first, second := e.topic("first"), e.topic("second")
+		createTopic(t, e.srcCl, first, 1, nil)
+		recs, want := seqRecords(first, "first", 1, 5)
 		produce(t, e.srcCl, recs...)
 
 		cfg := e.defaultConfig()
 		cfg.RefreshInterval = time.Second
 		e.startWorker(e.writeConfig(cfg))
-		e.waitTargetValues(45*time.Second, "src.first", want)
+		e.waitTargetValues(45*time.Second, "src."+first, want)
 
 		created := time.Now()
-		createTopic(t, e.srcCl, "second", 2, nil)
-		recs, want = seqRecords("second", "second", 2, 5)
+		createTopic(t, e.srcCl, second, 2, nil)
+		recs, want = seqRecords(second, "second", 2, 5)
 		produce(t, e.srcCl, recs...)
 		// The wait is capped at 10s so that a slow worker shows how slow
 		// it is; the requirement is two refresh intervals plus a margin.
 		const limit = 10 * time.Second
-		e.waitTargetValues(limit-time.Since(created), "src.second", want)
+		e.waitTargetValues(limit-time.Since(created), "src."+second, want)
 		took := time.Since(created)
 		allowed := 2*cfg.RefreshInterval + 1500*time.Millisecond
 		t.Logf("topic created at the source appeared with its records on the target after %v (refresh_interval %v, allowed %v)",
@@ -102,23 +105,24 @@ func TestPartitionIncrease(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b Backend) {
 		e := newEnv(t, b, ClusterSpec{Brokers: 1})
-		createTopic(t, e.srcCl, "clicks", 3, nil)
-		recs, want := seqRecords("clicks", "a", 3, 20)
+		clicks := e.topic("clicks")
+		createTopic(t, e.srcCl, clicks, 3, nil)
+		recs, want := seqRecords(clicks, "a", 3, 20)
 		produce(t, e.srcCl, recs...)
 
 		e.startWorker(e.writeConfig(e.defaultConfig()))
-		e.waitTargetValues(45*time.Second, "src.clicks", want)
+		e.waitTargetValues(45*time.Second, "src."+clicks, want)
 
 		ctx := ctxTimeout(t, 60*time.Second)
-		resp, err := e.srcAdm.UpdatePartitions(ctx, 5, "clicks")
+		resp, err := e.srcAdm.UpdatePartitions(ctx, 5, clicks)
 		if err == nil {
 			err = resp.Error()
 		}
 		if err != nil {
 			t.Fatalf("increase source partitions to 5: %v", err)
 		}
-		waitFor(t, 10*time.Second, "source clicks to have 5 partitions", func() (bool, string) {
-			n, err := partitionCount(ctx, e.srcCl, "clicks")
+		waitFor(t, 10*time.Second, "source "+clicks+" to have 5 partitions", func() (bool, string) {
+			n, err := partitionCount(ctx, e.srcCl, clicks)
 			if err != nil {
 				return false, err.Error()
 			}
@@ -127,9 +131,9 @@ func TestPartitionIncrease(t *testing.T) {
 
 		// A fresh producer, so its metadata knows all 5 partitions.
 		prod := newClient(t, e.src.Addrs())
-		more, wantMore := seqRecords("clicks", "b", 5, 20)
+		more, wantMore := seqRecords(clicks, "b", 5, 20)
 		produce(t, prod, more...)
-		e.waitTargetValues(30*time.Second, "src.clicks", appendWant(want, wantMore))
+		e.waitTargetValues(30*time.Second, "src."+clicks, appendWant(want, wantMore))
 	})
 }
 
@@ -139,16 +143,20 @@ func TestTopicSelectionRules(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b Backend) {
 		e := newEnv(t, b, ClusterSpec{Brokers: 1})
-		mirrored := "app.orders"
+		// Every name carries the test's id where it does not change
+		// what the name means, so that on shared clusters the patterns
+		// below select nothing of other tests.
+		id := e.id
+		mirrored := "app.orders-" + id
 		never := []string{
-			"app.secret",    // excluded by regex
-			"misc",          // not included
-			"__foo",         // internal: leading __
-			".hidden",       // internal: leading .
-			"x.internal",    // internal: .internal suffix
-			"y-internal",    // internal: -internal suffix
-			"dst.loop",      // cycle: came from the target cluster dst
-			"east.dst.loop", // cycle: its upstream dst.loop came from dst
+			"app.secret-" + id,      // excluded by regex
+			"misc-" + id,            // not included
+			"__foo-" + id,           // internal: leading __
+			".hidden-" + id,         // internal: leading .
+			"x-" + id + ".internal", // internal: .internal suffix
+			"y-" + id + "-internal", // internal: -internal suffix
+			"dst.loop-" + id,        // cycle: came from the target cluster dst
+			"east.dst.loop-" + id,   // cycle: its upstream dst.loop came from dst
 		}
 		for _, topic := range append([]string{mirrored}, never...) {
 			createTopic(t, e.srcCl, topic, 1, nil)
@@ -160,10 +168,10 @@ func TestTopicSelectionRules(t *testing.T) {
 		produce(t, e.srcCl, recs...)
 
 		cfg := e.defaultConfig()
-		cfg.Include = []string{`app\..*`, `dst\..*`, `east\..*`, `__.*`, `\..*`, `x\..*`, `y-.*`}
+		cfg.Include = []string{`app\..*-` + id, `dst\..*-` + id, `east\..*-` + id, `__.*-` + id, `\..*-` + id, `x-` + id + `\..*`, `y-` + id + `-.*`}
 		cfg.Exclude = []string{`app\.secret.*`}
 		e.startWorker(e.writeConfig(cfg))
-		e.waitTargetValues(45*time.Second, "src.app.orders", map[int32][]string{0: {"v-app.orders"}})
+		e.waitTargetValues(45*time.Second, "src."+mirrored, map[int32][]string{0: {"v-" + mirrored}})
 
 		// Everything was discovered in the same pass as app.orders; watch
 		// the target for a few more refresh intervals.
@@ -176,7 +184,7 @@ func TestTopicSelectionRules(t *testing.T) {
 				t.Fatalf("list target topics: %v", err)
 			}
 			for _, topic := range topics {
-				if topic != "src."+mirrored && !isBookkeepingTopic(topic) {
+				if e.mine(topic) && topic != "src."+mirrored && !isBookkeepingTopic(topic) {
 					unexpected[topic] = true
 				}
 			}
@@ -211,24 +219,25 @@ func TestIdentityPolicy(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b Backend) {
 		e := newEnv(t, b, ClusterSpec{Brokers: 1})
-		createTopic(t, e.srcCl, "orders", 3, nil)
-		createTopic(t, e.srcCl, "events", 1, nil)
-		orders, wantOrders := seqRecords("orders", "orders", 3, 10)
-		events, wantEvents := seqRecords("events", "events", 1, 10)
-		produce(t, e.srcCl, append(orders, events...)...)
+		orders, events := e.topic("orders"), e.topic("events")
+		createTopic(t, e.srcCl, orders, 3, nil)
+		createTopic(t, e.srcCl, events, 1, nil)
+		orderRecs, wantOrders := seqRecords(orders, "orders", 3, 10)
+		eventRecs, wantEvents := seqRecords(events, "events", 1, 10)
+		produce(t, e.srcCl, append(orderRecs, eventRecs...)...)
 
 		cfg := e.defaultConfig()
 		cfg.Policy = "identity"
 		e.startWorker(e.writeConfig(cfg))
-		e.waitTargetValues(45*time.Second, "orders", wantOrders)
-		e.waitTargetValues(15*time.Second, "events", wantEvents)
+		e.waitTargetValues(45*time.Second, orders, wantOrders)
+		e.waitTargetValues(15*time.Second, events, wantEvents)
 
 		topics, err := listTopics(ctxTimeout(t, 10*time.Second), e.dstCl)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, topic := range topics {
-			if topic != "orders" && topic != "events" && !isBookkeepingTopic(topic) {
+			if e.mine(topic) && topic != orders && topic != events && !isBookkeepingTopic(topic) {
 				t.Errorf("identity policy: unexpected target topic %q", topic)
 			}
 		}
@@ -242,8 +251,9 @@ func TestKillRestartAtLeastOnce(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b Backend) {
 		e := newEnv(t, b, ClusterSpec{Brokers: 1})
-		createTopic(t, e.srcCl, "stream", 3, nil)
-		prod := startProducer(t, e.src.Addrs(), "stream", 3)
+		stream := e.topic("stream")
+		createTopic(t, e.srcCl, stream, 3, nil)
+		prod := startProducer(t, e.src.Addrs(), stream, 3)
 
 		cfgPath := e.writeConfig(e.defaultConfig())
 		w1 := e.startWorker(cfgPath)
@@ -251,7 +261,7 @@ func TestKillRestartAtLeastOnce(t *testing.T) {
 		// Kill mid-stream, once the worker has copied for a while (many
 		// progress intervals), so that some progress has been stored.
 		e.waitFor(45*time.Second, "the first worker to copy at least 1000 records for 1.5s", func() (bool, string) {
-			cnt, _, err := recordCount(ctx, e.dstCl, "src.stream")
+			cnt, _, err := recordCount(ctx, e.dstCl, "src."+stream)
 			if err != nil {
 				return false, err.Error()
 			}
@@ -259,7 +269,7 @@ func TestKillRestartAtLeastOnce(t *testing.T) {
 			return cnt >= 1000 && up >= 1500*time.Millisecond, fmt.Sprintf("%d records on the target after %v", cnt, up.Round(time.Millisecond))
 		})
 		w1.kill(t)
-		atKill, _, err := recordCount(ctx, e.dstCl, "src.stream")
+		atKill, _, err := recordCount(ctx, e.dstCl, "src."+stream)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -269,7 +279,7 @@ func TestKillRestartAtLeastOnce(t *testing.T) {
 
 		e.startWorker(cfgPath)
 		e.waitFor(45*time.Second, "the restarted worker to copy 1000 more records", func() (bool, string) {
-			cnt, _, err := recordCount(ctx, e.dstCl, "src.stream")
+			cnt, _, err := recordCount(ctx, e.dstCl, "src."+stream)
 			if err != nil {
 				return false, err.Error()
 			}
@@ -277,7 +287,7 @@ func TestKillRestartAtLeastOnce(t *testing.T) {
 		})
 		prod.stop(t)
 
-		src, err := readTopic(ctx, e.src.Addrs(), "stream")
+		src, err := readTopic(ctx, e.src.Addrs(), stream)
 		if err != nil {
 			t.Fatalf("read source: %v", err)
 		}
@@ -288,7 +298,7 @@ func TestKillRestartAtLeastOnce(t *testing.T) {
 		}
 		var got map[int32][]string
 		e.waitFor(45*time.Second, fmt.Sprintf("all %d source records on the target", total), func() (bool, string) {
-			n, recs, err := e.targetSnapshot(ctx, "src.stream", int64(total))
+			n, recs, err := e.targetSnapshot(ctx, "src."+stream, int64(total))
 			if err != nil {
 				return false, err.Error()
 			}
@@ -367,13 +377,15 @@ func TestCleanStopRestart(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b Backend) {
 		e := newEnv(t, b, ClusterSpec{Brokers: 1})
-		createTopic(t, e.srcCl, "ledger", 3, nil)
-		recs, want := seqRecords("ledger", "first", 3, 100)
+		ledger := e.topic("ledger")
+		createTopic(t, e.srcCl, ledger, 3, nil)
+		recs, want := seqRecords(ledger, "first", 3, 100)
 		produce(t, e.srcCl, recs...)
 
-		cfgPath := e.writeConfig(e.defaultConfig())
+		cfg := e.defaultConfig()
+		cfgPath := e.writeConfig(cfg)
 		w1 := e.startWorker(cfgPath)
-		e.waitTargetValues(45*time.Second, "src.ledger", want)
+		e.waitTargetValues(45*time.Second, "src."+ledger, want)
 
 		code, took := w1.stop(t, syscall.SIGTERM)
 		if code != 0 {
@@ -382,7 +394,7 @@ func TestCleanStopRestart(t *testing.T) {
 		t.Logf("worker 1 exited %v after SIGTERM", took.Round(time.Millisecond))
 
 		ctx := ctxTimeout(t, 30*time.Second)
-		progress := "kmirror.m1.progress.internal"
+		progress := "kmirror." + cfg.Name + ".progress.internal"
 		if _, err := partitionCount(ctx, e.dstCl, progress); err != nil {
 			t.Errorf("progress topic %q on the target: %v", progress, err)
 		} else if rcs, err := e.dstAdm.DescribeTopicConfigs(ctx, progress); err != nil {
@@ -401,15 +413,15 @@ func TestCleanStopRestart(t *testing.T) {
 			}
 		}
 
-		more, wantMore := seqRecords("ledger", "second", 3, 70)
+		more, wantMore := seqRecords(ledger, "second", 3, 70)
 		produce(t, e.srcCl, more...)
 		e.startWorker(cfgPath)
-		e.waitTargetValues(45*time.Second, "src.ledger", appendWant(want, wantMore))
+		e.waitTargetValues(45*time.Second, "src."+ledger, appendWant(want, wantMore))
 
 		// Anything replayed would have arrived before the last new record;
 		// look once more after a few progress intervals.
 		time.Sleep(time.Second)
-		if d := diffValues(appendWant(want, wantMore), values(e.readTarget("src.ledger"))); d != "" {
+		if d := diffValues(appendWant(want, wantMore), values(e.readTarget("src."+ledger))); d != "" {
 			t.Errorf("after a clean restart the target differs from the source:\n%s", d)
 		}
 	})
