@@ -32,9 +32,14 @@ test-e2e:
 kafka-jars:
 	$(GO) run ./e2e/kafkatest/cmd/kafkatest fetch
 
-## bench: kmirror against a plain consume-then-produce loop on the same clusters
+## bench: kmirror against a plain consume-then-produce loop on the same clusters (records/s, MB/s,
+## latency p50/p99, ratio), then the Go benchmarks: offset storage per codec, translation lookups/s,
+## one plugin filter pass over 100,000 topics
+BENCH_FLAGS ?= -records 1000000 -runs 3
 bench:
 	$(GO) run ./bench $(BENCH_FLAGS)
+	$(GO) test -run '^$$' -bench 'OffsetStorage|Translate' -benchtime 3x ./connector
+	$(GO) test -run '^$$' -bench 'FilterTopics100k|Start' -benchtime 3x ./plugins
 
 ## lint: go vet (both build tags) and gofmt
 lint:
