@@ -58,6 +58,11 @@ mirrors:
     target: west
     replication_policy: {type: default, separator: "."}
     topics: {include: [".*"], exclude: [], refresh_interval: 2s}
+    labels:
+      - match: "orders|customers"
+        set: {team: payments}
+    sync:
+      group_offsets: {interval: 2s}
 http: {listen: %q}
 `
 
@@ -100,6 +105,11 @@ func Run(ctx context.Context, opts Options) error {
 		defer wg.Done()
 		liveProducer(ctx, src)
 	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		billingConsumer(ctx, eastAddr)
+	}()
 
 	a, err := app.New(app.Options{
 		Config:  cfg,
@@ -123,6 +133,7 @@ func Run(ctx context.Context, opts Options) error {
 				return
 			case <-t.C:
 				printSummary(ctx, opts.Out, eastAddr, westAddr)
+				printGroups(opts.Out, a)
 			}
 		}
 	}()
@@ -131,6 +142,7 @@ func Run(ctx context.Context, opts Options) error {
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer scancel()
 	printSummary(sctx, opts.Out, eastAddr, westAddr)
+	printGroups(opts.Out, a)
 	return err
 }
 
@@ -226,4 +238,36 @@ func printSummary(ctx context.Context, w io.Writer, eastAddr, westAddr string) {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\n", n, srcEnds[n], target, got)
 	}
 	_ = tw.Flush()
+}
+
+// billingConsumer is a consumer group on the source that reads orders
+// slowly and commits, so the demo shows its offsets translated exactly to
+// the target.
+func billingConsumer(ctx context.Context, addr string) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup("billing"), kgo.ConsumeTopics("orders"),
+		kgo.FetchMaxPartitionBytes(4<<10)) // small fetches: it lags behind, as consumers do
+	if err != nil {
+		return
+	}
+	defer cl.Close()
+	for ctx.Err() == nil {
+		fs := cl.PollRecords(ctx, 7)
+		if fs.NumRecords() > 0 {
+			_ = cl.CommitUncommittedOffsets(ctx)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func printGroups(w io.Writer, a *app.App) {
+	for _, g := range a.Groups() {
+		fmt.Fprintf(w, "group %s (%s):", g.Group, g.State)
+		for _, p := range g.Partitions {
+			fmt.Fprintf(w, " %s/%d %d->%d", p.SourceTopic, p.Partition, p.SourceOffset, p.TargetOffset)
+		}
+		fmt.Fprintln(w)
+	}
 }
