@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -50,10 +49,7 @@ func describeTopicACLs(ctx context.Context, cl *kgo.Client) ([]aclBinding, error
 	if err != nil {
 		return nil, err
 	}
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		if resp.ErrorMessage != nil {
-			err = fmt.Errorf("%w: %s", err, *resp.ErrorMessage)
-		}
+	if err := brokerErr(resp.ErrorCode, resp.ErrorMessage); err != nil {
 		return nil, err
 	}
 	var out []aclBinding
@@ -127,7 +123,7 @@ func (m *Mirror) syncACLs(ctx context.Context, c *clients) error {
 			break
 		}
 		b := missing[i]
-		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+		if err := brokerErr(r.ErrorCode, r.ErrorMessage); err != nil {
 			errs = append(errs, fmt.Errorf("create ACL %s %s %s on %s: %w", b.permission, b.operation, b.principal, b.topic, err))
 			continue
 		}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -250,11 +249,7 @@ func alterConfigs(ctx context.Context, cl *kgo.Client, changes []configChange) (
 		return nil, fmt.Errorf("alter target topic configs: %w", err)
 	}
 	for _, r := range resp.Resources {
-		err := kerr.ErrorForCode(r.ErrorCode)
-		if err != nil && r.ErrorMessage != nil && *r.ErrorMessage != "" {
-			err = fmt.Errorf("%w: %s", err, *r.ErrorMessage)
-		}
-		results[r.ResourceName] = err
+		results[r.ResourceName] = brokerErr(r.ErrorCode, r.ErrorMessage)
 	}
 	return results, nil
 }

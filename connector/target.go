@@ -54,12 +54,9 @@ func createTopics(ctx context.Context, cl *kgo.Client, specs []topicSpec, rf int
 		return nil, fmt.Errorf("create %d topics on the target: %w", len(specs), err)
 	}
 	for _, t := range resp.Topics {
-		err := kerr.ErrorForCode(t.ErrorCode)
+		err := brokerErr(t.ErrorCode, t.ErrorMessage)
 		if errors.Is(err, kerr.TopicAlreadyExists) {
 			err = nil
-		}
-		if err != nil && t.ErrorMessage != nil && *t.ErrorMessage != "" {
-			err = fmt.Errorf("%w: %s", err, *t.ErrorMessage)
 		}
 		results[t.Topic] = err
 	}
@@ -92,11 +89,7 @@ func growPartitions(ctx context.Context, cl *kgo.Client, counts map[string]int32
 		return nil, fmt.Errorf("grow partitions of %d topics on the target: %w", len(counts), err)
 	}
 	for _, t := range resp.Topics {
-		err := kerr.ErrorForCode(t.ErrorCode)
-		if err != nil && t.ErrorMessage != nil && *t.ErrorMessage != "" {
-			err = fmt.Errorf("%w: %s", err, *t.ErrorMessage)
-		}
-		results[t.Topic] = err
+		results[t.Topic] = brokerErr(t.ErrorCode, t.ErrorMessage)
 	}
 	for topic := range counts {
 		if _, ok := results[topic]; !ok {
@@ -104,6 +97,17 @@ func growPartitions(ctx context.Context, cl *kgo.Client, counts map[string]int32
 		}
 	}
 	return results, nil
+}
+
+// brokerErr turns a per-resource error code and message from a broker's
+// response into an error (nil for success) that keeps kerr's sentinel for
+// errors.Is and adds the broker's explanation.
+func brokerErr(code int16, msg *string) error {
+	err := kerr.ErrorForCode(code)
+	if err != nil && msg != nil && *msg != "" {
+		err = fmt.Errorf("%w: %s", err, *msg)
+	}
+	return err
 }
 
 func isTopicExists(err error) bool { return errors.Is(err, kerr.TopicAlreadyExists) }

@@ -224,6 +224,16 @@ func newLogger(w io.Writer, lc config.Log) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
+// oneOf reports whether a flag's value is one of the allowed ones, and
+// says which are when it is not.
+func oneOf(stderr io.Writer, flagName, value string, allowed ...string) bool {
+	if slices.Contains(allowed, value) {
+		return true
+	}
+	fmt.Fprintf(stderr, "%s: unknown value %q (want %s)\n", flagName, value, strings.Join(allowed, " or "))
+	return false
+}
+
 // loadForCommand loads the config named by a command's --config flag and
 // builds a logger from it; on error it prints the error and returns nil.
 func loadForCommand(path string, stderr io.Writer) (*config.Config, *slog.Logger) {
@@ -247,8 +257,7 @@ func cmdPlan(args []string, stdout, stderr io.Writer) int {
 	if code := parse(fs, args); code >= 0 {
 		return code
 	}
-	if *output != "text" && *output != "json" {
-		fmt.Fprintf(stderr, "-o: unknown output format %q (want text or json)\n", *output)
+	if !oneOf(stderr, "-o", *output, "text", "json") {
 		return 1
 	}
 	cfg, log := loadForCommand(*path, stderr)
@@ -349,8 +358,7 @@ func cmdTopics(args []string, stdout, stderr io.Writer) int {
 	if code := parse(fs, args); code >= 0 {
 		return code
 	}
-	if *output != "table" && *output != "json" {
-		fmt.Fprintf(stderr, "-o: unknown output format %q (want table or json)\n", *output)
+	if !oneOf(stderr, "-o", *output, "table", "json") {
 		return 1
 	}
 	cfg, log := loadForCommand(*path, stderr)
@@ -413,8 +421,7 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	if *output != "table" && *output != "json" {
-		fmt.Fprintf(stderr, "-o: unknown output format %q (want table or json)\n", *output)
+	if !oneOf(stderr, "-o", *output, "table", "json") {
 		return 1
 	}
 	cfg, log := loadForCommand(*path, stderr)
