@@ -82,7 +82,9 @@ func (m *Mirror) doPass(ctx context.Context, c *clients, cp *copier) (bool, erro
 	m.mu.Unlock()
 
 	// 2. Select. A filter error keeps the previous selection.
-	selected, err := selectTopics(ctx, m.cfg.Name, m.selection().Filters, m.cfg.Policy, m.cfg.TargetAlias, candidates)
+	selected, err := selectTopics(ctx, m.cfg.Name, m.selection().Filters, m.cfg.Policy, m.cfg.TargetAlias, candidates, func(ctx context.Context, ts []filters.Topic) error {
+		return fillConfigs(ctx, c.srcAdm, ts)
+	})
 	if err != nil {
 		m.metrics.incFilterErrors()
 		return false, err
@@ -254,6 +256,31 @@ func (m *Mirror) doPass(ctx context.Context, c *clients, cp *copier) (bool, erro
 	m.writeMetadata(c.dst, removed)
 	m.refreshEnds(ctx, c.srcAdm, cp)
 	return started, errors.Join(passErrs...)
+}
+
+// fillConfigs sets the effective configs of each topic (every value the
+// topic has, its own or a default) in one DescribeConfigs request. A topic
+// whose configs cannot be read fails the pass: a filter judging it without
+// them could drop it.
+func fillConfigs(ctx context.Context, adm *kadm.Client, ts []filters.Topic) error {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.Name
+	}
+	props, errs := describeConfigs(ctx, adm, names)
+	for i := range ts {
+		if err := errs[ts[i].Name]; err != nil {
+			return fmt.Errorf("topic %s: %w", ts[i].Name, err)
+		}
+		cfg := make(map[string]string, len(props[ts[i].Name]))
+		for _, p := range props[ts[i].Name] {
+			if !p.Sensitive {
+				cfg[p.Name] = p.Value
+			}
+		}
+		ts[i].Configs = cfg
+	}
+	return nil
 }
 
 // checkIdentity returns an error when the source topic is no longer the one

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/filters"
@@ -180,11 +181,9 @@ func (m *Mirror) syncGroups(ctx context.Context, c *clients, cp *copier) error {
 	for _, g := range selected {
 		names = append(names, g.Name)
 	}
-	var described kadm.DescribedGroups
-	if len(names) > 0 {
-		if described, err = c.dstAdm.DescribeGroups(ctx, names...); err != nil {
-			return fmt.Errorf("describe target groups: %w", err)
-		}
+	active, err := activeMembers(ctx, c.dstAdm, names)
+	if err != nil {
+		return err
 	}
 	targetNow := c.dstAdm.FetchManyOffsets(ctx, names...)
 
@@ -249,7 +248,7 @@ func (m *Mirror) syncGroups(ctx context.Context, c *clients, cp *copier) error {
 			a, b := st.Partitions[i], st.Partitions[j]
 			return a.SourceTopic < b.SourceTopic || (a.SourceTopic == b.SourceTopic && a.Partition < b.Partition)
 		})
-		if d, ok := described[g.Name]; ok && d.Err == nil && len(d.Members) > 0 {
+		if len(active[g.Name]) > 0 {
 			// Consumers are active on the target: their commits win.
 			// MM2 does the same (UNKNOWN_MEMBER_ID otherwise).
 			st.State = GroupActive
@@ -258,7 +257,10 @@ func (m *Mirror) syncGroups(ctx context.Context, c *clients, cp *copier) error {
 			if err == nil {
 				err = resp.Error()
 			}
-			if err != nil {
+			if isActiveGroupErr(err) {
+				// A member joined between the describe and the commit.
+				st.State = GroupActive
+			} else if err != nil {
 				st.State, st.Error = GroupError, err.Error()
 				errs = append(errs, fmt.Errorf("commit group %s on the target: %w", g.Name, err))
 				m.metrics.incGroupSyncErrors()
@@ -345,23 +347,62 @@ func (m *Mirror) Translate(ctx context.Context, group string, apply bool) (Group
 	if !apply {
 		return st, nil
 	}
-	described, err := c.dstAdm.DescribeGroups(ctx, group)
+	active, err := activeMembers(ctx, c.dstAdm, []string{group})
 	if err != nil {
-		return st, fmt.Errorf("describe group %s on the target: %w", group, err)
+		return st, err
 	}
-	if d, ok := described[group]; ok && len(d.Members) > 0 {
-		members := make([]string, 0, len(d.Members))
-		for _, mem := range d.Members {
-			members = append(members, mem.ClientID+"@"+mem.ClientHost)
-		}
-		return st, fmt.Errorf("group %s has %d active members on the target (%s): stop them before applying", group, len(d.Members), strings.Join(members, ", "))
+	if members := active[group]; len(members) > 0 {
+		return st, fmt.Errorf("group %s has %d active members on the target (%s): stop them before applying", group, len(members), strings.Join(members, ", "))
 	}
 	resp, err := c.dstAdm.CommitOffsets(ctx, group, commit)
 	if err == nil {
 		err = resp.Error()
 	}
+	if isActiveGroupErr(err) {
+		return st, fmt.Errorf("group %s has active members on the target (a member joined while applying: %v): stop them before applying", group, err)
+	}
 	if err != nil {
 		return st, fmt.Errorf("commit group %s on the target: %w", group, err)
 	}
 	return st, nil
+}
+
+// activeMembers returns, per group, the members consuming on the target
+// (as "client-id@host"). A classic group answers DescribeGroups; a group on
+// the consumer protocol (KIP-848) looks empty or unknown there and answers
+// ConsumerGroupDescribe instead, so both are asked. Brokers without KIP-848
+// refuse the second request: then only classic groups exist.
+func activeMembers(ctx context.Context, adm *kadm.Client, groups []string) (map[string][]string, error) {
+	out := make(map[string][]string)
+	if len(groups) == 0 {
+		return out, nil
+	}
+	described, err := adm.DescribeGroups(ctx, groups...)
+	if err != nil && len(described) == 0 {
+		return nil, fmt.Errorf("describe target groups: %w", err)
+	}
+	for g, d := range described {
+		if d.Err == nil {
+			for _, m := range d.Members {
+				out[g] = append(out[g], m.ClientID+"@"+m.ClientHost)
+			}
+		}
+	}
+	if cgs, err := adm.DescribeConsumerGroups(ctx, groups...); err == nil || len(cgs) > 0 {
+		for g, d := range cgs {
+			if d.Err == nil {
+				for _, m := range d.Members {
+					out[g] = append(out[g], m.ClientID+"@"+m.ClientHost)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// isActiveGroupErr reports a commit refused because the group has members:
+// the classic protocol answers UNKNOWN_MEMBER_ID to a commit from outside
+// the group, the consumer protocol STALE_MEMBER_EPOCH or UNKNOWN_MEMBER_ID.
+func isActiveGroupErr(err error) bool {
+	return errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.StaleMemberEpoch) || errors.Is(err, kerr.IllegalGeneration)
 }

@@ -72,3 +72,38 @@ func TestPassPublishesTopicSet(t *testing.T) {
 		t.Fatalf("kmirror_replicated_set_changes_total{kind=added} = %v, want 1", v)
 	}
 }
+
+// TestPassFillsConfigsForFiltersThatReadThem: a property filter on a
+// config sees the topics' effective configs.
+func TestPassFillsConfigsForFiltersThatReadThem(t *testing.T) {
+	t.Parallel()
+	src, dst := testClusters(t)
+	cond, err := filters.ParseCondition("config.cleanup.policy = compact")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prop, err := filters.NewProperty(filters.All, cond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newPassHarnessFor(t, src, dst, Config{
+		Name: "m", SourceAlias: "src", TargetAlias: "dst",
+		Filters: []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll(".*")}, prop},
+		Logger:  discardLogger(),
+	})
+	ctx := context.Background()
+	if _, err := h.srcAdm.CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": kadmStr("compact")}, "compacted"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.srcAdm.CreateTopic(ctx, 1, 1, nil, "plain"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.pass(t); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.topicStates(); len(got) != 1 || got["compacted"] == "" {
+		t.Fatalf("selected %v, want only the compacted topic", got)
+	}
+}
+
+func kadmStr(s string) *string { return &s }

@@ -13,9 +13,19 @@ import (
 // other tools', kmirror's own) and never a cycle (a topic the policy says
 // came from the target cluster). A filter that returns a name it was not
 // given cannot add it: only candidates are ever selected.
-func selectTopics(ctx context.Context, mirror string, fs []filters.TopicFilter, pol policy.ReplicationPolicy, targetAlias string, candidates []filters.Topic) ([]filters.Topic, error) {
+//
+// Configs are filled in (by fillConfigs, one request for the remaining
+// candidates) just before the first filter that reads them.
+func selectTopics(ctx context.Context, mirror string, fs []filters.TopicFilter, pol policy.ReplicationPolicy, targetAlias string, candidates []filters.Topic, fillConfigs func(context.Context, []filters.Topic) error) ([]filters.Topic, error) {
 	selected := candidates
+	filled := false
 	for i, f := range fs {
+		if cr, ok := f.(filters.ConfigReader); ok && cr.ReadsConfigs() && !filled && fillConfigs != nil && len(selected) > 0 {
+			if err := fillConfigs(ctx, selected); err != nil {
+				return nil, fmt.Errorf("topic filter %d needs configs: %w", i, err)
+			}
+			filled = true
+		}
 		names, err := f.FilterTopics(ctx, filters.TopicRequest{Mirror: mirror, Topics: selected})
 		if err != nil {
 			return nil, fmt.Errorf("topic filter %d: %w", i, err)

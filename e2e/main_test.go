@@ -31,6 +31,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -84,8 +85,33 @@ func runMain(m *testing.M) int {
 func runTests(m *testing.M) int {
 	kafkaMainStart()
 	code := m.Run()
+	runAtExit()
 	kafkaMainStop(code)
 	return code
+}
+
+// atExit holds what runs once after every test: helpers that build
+// something once per test binary (plugin binaries) register its removal.
+var atExit struct {
+	mu  sync.Mutex
+	fns []func()
+}
+
+// registerAtExit runs fn after all tests, latest registered first.
+func registerAtExit(fn func()) {
+	atExit.mu.Lock()
+	defer atExit.mu.Unlock()
+	atExit.fns = append(atExit.fns, fn)
+}
+
+func runAtExit() {
+	atExit.mu.Lock()
+	fns := atExit.fns
+	atExit.fns = nil
+	atExit.mu.Unlock()
+	for i := len(fns) - 1; i >= 0; i-- {
+		fns[i]()
+	}
 }
 
 // repoRoot returns the directory of the module's go.mod, falling back to

@@ -53,6 +53,15 @@ type TopicFilter interface {
 	FilterTopics(ctx context.Context, req TopicRequest) ([]string, error)
 }
 
+// ConfigReader is implemented by topic filters that read Topic.Configs.
+// Reading every candidate's configs costs a DescribeConfigs request per
+// pass, so the caller fills Configs in (with each topic's effective
+// values) only before the first filter that says it reads them. A filter
+// that does not implement ConfigReader gets topics without configs.
+type ConfigReader interface {
+	ReadsConfigs() bool
+}
+
 // Group is a candidate consumer group on the source cluster.
 type Group struct {
 	// Name is the group ID.

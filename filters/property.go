@@ -110,7 +110,21 @@ type Property struct {
 	conditions []compiledCondition
 }
 
-var _ TopicFilter = (*Property)(nil)
+var (
+	_ TopicFilter  = (*Property)(nil)
+	_ ConfigReader = (*Property)(nil)
+)
+
+// ReadsConfigs implements ConfigReader: true when a condition is on a
+// config.
+func (p *Property) ReadsConfigs() bool {
+	for _, c := range p.conditions {
+		if c.Field == FieldConfig {
+			return true
+		}
+	}
+	return false
+}
 
 type compiledCondition struct {
 	Condition

@@ -41,6 +41,10 @@ type pluginTopicFilter struct {
 	cache *coalescer
 }
 
+// ReadsConfigs implements filters.ConfigReader: a plugin may judge topics
+// by their configs, and the protocol carries them.
+func (f *pluginTopicFilter) ReadsConfigs() bool { return true }
+
 func (f *pluginTopicFilter) FilterTopics(ctx context.Context, req filters.TopicRequest) ([]string, error) {
 	req.Properties = f.props
 	return f.cache.do(ctx, f.name, req, func(ctx context.Context) ([]string, error) {

@@ -1,0 +1,364 @@
+//go:build e2e
+
+package e2e
+
+// Filters (issue 6) end to end: the catalog-filter example plugin as a real
+// subprocess of kmirror, the built-in property filter, sha256 pinning and
+// config reloads.
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// catalogConfig is the test's default config with the catalog-filter plugin
+// (reading catalogPath) as the mirror's only filter, with props as the
+// filter's properties.
+func (e *env) catalogConfig(catalogPath string, props map[string]string) (mirrorConfig, extConfig) {
+	e.t.Helper()
+	cat := plugin(e.t, "catalog-filter")
+	f := map[string]any{"plugin": "catalog"}
+	if props != nil {
+		f["properties"] = props
+	}
+	return e.defaultConfig(), extConfig{
+		Filters: []any{f},
+		Plugins: map[string]any{"catalog": pluginEntry(cat, map[string]string{"catalog": catalogPath})},
+	}
+}
+
+// assertNeverOnTarget fails the test if the target has a mirrored copy of
+// any of the source topics.
+func (e *env) assertNeverOnTarget(sources ...string) {
+	e.t.Helper()
+	topics, err := listTopics(ctxTimeout(e.t, 15*time.Second), e.dstCl)
+	if err != nil {
+		e.t.Fatalf("list target topics: %v", err)
+	}
+	for _, s := range sources {
+		for _, tp := range topics {
+			if tp == "src."+s {
+				e.t.Errorf("target has %s: source topic %s must not be mirrored", tp, s)
+			}
+		}
+	}
+}
+
+// stableMirrored checks over n refresh intervals that /api/v1/status keeps
+// listing exactly want.
+func (e *env) stableMirrored(addr, mirror string, d time.Duration, want ...string) {
+	e.t.Helper()
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		got, err := mirroredTopics(addr, mirror)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if !sameTopicSet(got, want) {
+			e.t.Fatalf("/api/v1/status lists %v for mirror %s, want exactly %v", sortedTopicSet(got), mirror, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestCatalogFilterSelects: the catalog-filter plugin selects exactly the
+// topics its catalog lists; editing the catalog (one topic added, one
+// removed) changes the mirrored set within two refresh intervals.
+func TestCatalogFilterSelects(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b Backend) {
+		e := newEnv(t, b, ClusterSpec{Brokers: 1})
+		a, bb, c, d := e.topic("cat-a"), e.topic("cat-b"), e.topic("cat-c"), e.topic("cat-d")
+		for _, tp := range []string{a, bb, c, d} {
+			createTopic(t, e.srcCl, tp, 2, nil)
+		}
+		recsA, wantA := seqRecords(a, "a", 2, 5)
+		recsB, wantB := seqRecords(bb, "b", 2, 5)
+		recsC, wantC := seqRecords(c, "c", 2, 5)
+		recsD, _ := seqRecords(d, "d", 2, 5)
+		produce(t, e.srcCl, append(append(append(recsA, recsB...), recsC...), recsD...)...)
+
+		catalog := filepath.Join(e.dir, "catalog.json")
+		writeCatalog(t, catalog, catalogNames(a, bb)...)
+		cfg, x := e.catalogConfig(catalog, nil)
+		w := e.startWorker(e.writeExtConfig("", cfg, x))
+		addr := w.httpAddr(t)
+
+		e.waitMirrored(addr, cfg.Name, 30*time.Second, a, bb)
+		e.waitTargetValues(30*time.Second, "src."+a, wantA)
+		e.waitTargetValues(30*time.Second, "src."+bb, wantB)
+		e.stableMirrored(addr, cfg.Name, 3*cfg.RefreshInterval, a, bb)
+		e.assertNeverOnTarget(c, d)
+
+		// Edit the catalog: c in, a out.
+		writeCatalog(t, catalog, catalogNames(bb, c)...)
+		edited := time.Now()
+		took := e.waitMirrored(addr, cfg.Name, 10*time.Second, bb, c)
+		allowed := 2*cfg.RefreshInterval + 1500*time.Millisecond
+		t.Logf("catalog edit (+%s, -%s) showed in /api/v1/status after %v (refresh_interval %v, allowed %v)",
+			c, a, time.Since(edited).Round(10*time.Millisecond), cfg.RefreshInterval, allowed)
+		if took > allowed {
+			t.Errorf("the catalog edit took %v to change the mirrored set; want at most 2 refresh intervals plus a margin = %v", took, allowed)
+		}
+		e.waitTargetValues(30*time.Second, "src."+c, wantC)
+		e.stableMirrored(addr, cfg.Name, 2*cfg.RefreshInterval, bb, c)
+		e.assertNeverOnTarget(d)
+
+		if v := mustScrapeMetric(t, addr, "kmirror_filter_errors_total", map[string]string{"mirror": cfg.Name}); v != 0 {
+			t.Errorf("kmirror_filter_errors_total{mirror=%q} = %v, want 0 (no filter call should have failed)", cfg.Name, v)
+		}
+		if n := w.countLog(`msg="plugin ready"`, "plugin=catalog"); n != 1 {
+			t.Errorf("want one `plugin ready` line for plugin=catalog in kmirror's log (started once, never restarted), got %d", n)
+		}
+	})
+}
+
+// TestCatalogFilterFailureKeepsSet: a filter plugin that fails (the catalog
+// is made invalid JSON, so the example returns an error) or is killed with
+// SIGKILL never shrinks the mirrored set; records keep flowing;
+// kmirror_filter_errors_total rises; the plugin is restarted
+// (kmirror_plugin_restarts_total) and selection works again afterwards.
+func TestCatalogFilterFailureKeepsSet(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b Backend) {
+		e := newEnv(t, b, ClusterSpec{Brokers: 1})
+		a, bb, c := e.topic("fail-a"), e.topic("fail-b"), e.topic("fail-c")
+		for _, tp := range []string{a, bb, c} {
+			createTopic(t, e.srcCl, tp, 2, nil)
+		}
+		catalog := filepath.Join(e.dir, "catalog.json")
+		writeCatalog(t, catalog, catalogNames(a, bb)...)
+		cfg, x := e.catalogConfig(catalog, nil)
+		w := e.startWorker(e.writeExtConfig("", cfg, x))
+		addr := w.httpAddr(t)
+		mirrorLabel := map[string]string{"mirror": cfg.Name}
+
+		e.waitMirrored(addr, cfg.Name, 30*time.Second, a, bb)
+		prod := startProducer(t, e.src.Addrs(), a, 2)
+		e.waitMetric(addr, "kmirror_replication_records_total", mirrorLabel, 20*time.Second, "> 0 (records flowing)", func(v float64) bool { return v > 0 })
+
+		// 1. The plugin returns an error: invalid JSON in the catalog.
+		watch := watchMirrored(t, addr, cfg.Name, a, bb)
+		errs0 := mustScrapeMetric(t, addr, "kmirror_filter_errors_total", mirrorLabel)
+		recs0 := mustScrapeMetric(t, addr, "kmirror_replication_records_total", mirrorLabel)
+		writeFileAtomic(t, catalog, []byte(`{"topics": ["`+a+`", `))
+		e.waitMetric(addr, "kmirror_filter_errors_total", mirrorLabel, 10*time.Second,
+			fmt.Sprintf("to rise by at least 2 from %v (two failed passes)", errs0), func(v float64) bool { return v >= errs0+2 })
+		e.waitMetric(addr, "kmirror_replication_records_total", mirrorLabel, 10*time.Second,
+			fmt.Sprintf("to rise from %v while the filter fails", recs0), func(v float64) bool { return v > recs0 })
+		watch.check(t, "while the catalog plugin returned errors")
+		if got, err := mirroredTopics(addr, cfg.Name); err != nil || !sameTopicSet(got, []string{a, bb}) {
+			t.Fatalf("while the filter fails, /api/v1/status lists %v (err %v), want %v", sortedTopicSet(got), err, []string{a, bb})
+		}
+		// The plugin's own message reaches kmirror's log.
+		if len(w.logLines("unexpected end of JSON input")) == 0 {
+			t.Errorf("kmirror's log has no line with the plugin's error (`unexpected end of JSON input`)")
+		}
+
+		// Fixed, with c added: selection works again.
+		writeCatalog(t, catalog, catalogNames(a, bb, c)...)
+		e.waitMirrored(addr, cfg.Name, 10*time.Second, a, bb, c)
+
+		// 2. The plugin is killed with SIGKILL. A pass that finds it down
+		// fails; kill it again after every restart (go-plugin's restart
+		// backoff doubles, so the down time grows past a refresh
+		// interval) until a pass has failed, at most 6 times.
+		watch = watchMirrored(t, addr, cfg.Name, a, bb, c)
+		cat := plugin(t, "catalog-filter")
+		errs1 := mustScrapeMetric(t, addr, "kmirror_filter_errors_total", mirrorLabel)
+		recs1 := mustScrapeMetric(t, addr, "kmirror_replication_records_total", mirrorLabel)
+		pid := e.waitPluginPid(w, cat, 0, 10*time.Second)
+		kills := 0
+		for kills < 6 {
+			kill9(t, pid)
+			kills++
+			t.Logf("kill -9 %d (catalog-filter, kill %d)", pid, kills)
+			pid = e.waitPluginPid(w, cat, pid, 15*time.Second)
+			// Give a pass the chance to run after the restart too.
+			time.Sleep(cfg.RefreshInterval + 200*time.Millisecond)
+			if v := mustScrapeMetric(t, addr, "kmirror_filter_errors_total", mirrorLabel); v > errs1 {
+				break
+			}
+		}
+		errs2 := mustScrapeMetric(t, addr, "kmirror_filter_errors_total", mirrorLabel)
+		t.Logf("after %d kill(s): kmirror_filter_errors_total %v -> %v", kills, errs1, errs2)
+		if errs2 <= errs1 {
+			t.Errorf("kmirror_filter_errors_total did not rise (%v) although the filter plugin was killed %d times", errs2, kills)
+		}
+		restarts := mustScrapeMetric(t, addr, "kmirror_plugin_restarts_total", map[string]string{"plugin": "catalog"})
+		if restarts < float64(kills) {
+			t.Errorf("kmirror_plugin_restarts_total{plugin=\"catalog\"} = %v after %d kills, want >= %d", restarts, kills, kills)
+		}
+		if n := w.countLog("plugin process died; restarting", "plugin=catalog"); n < kills {
+			t.Errorf("kmirror's log has %d `plugin process died; restarting` lines for plugin=catalog, want >= %d", n, kills)
+		}
+		e.waitMetric(addr, "kmirror_plugin_up", map[string]string{"plugin": "catalog"}, 10*time.Second, "== 1", func(v float64) bool { return v == 1 })
+		e.waitMetric(addr, "kmirror_replication_records_total", mirrorLabel, 10*time.Second,
+			fmt.Sprintf("to rise from %v across the kills", recs1), func(v float64) bool { return v > recs1 })
+		watch.check(t, "while the catalog plugin was being killed")
+
+		// Selection works with the restarted plugin: b out.
+		writeCatalog(t, catalog, catalogNames(a, c)...)
+		e.waitMirrored(addr, cfg.Name, 10*time.Second, a, c)
+
+		// Nothing produced was lost meanwhile.
+		prod.stop(t)
+		n := prod.count()
+		e.waitFor(30*time.Second, fmt.Sprintf("target src.%s to hold the %d records produced", a, n), func() (bool, string) {
+			got, _, err := recordCount(ctxTimeout(t, 10*time.Second), e.dstCl, "src."+a)
+			if err != nil {
+				return false, err.Error()
+			}
+			return got >= int64(n), fmt.Sprintf("%d records", got)
+		})
+	})
+}
+
+// TestPluginSHA256Mismatch: a plugin whose binary does not match the pinned
+// sha256 is refused: `kmirror run` exits non-zero before mirroring
+// anything, with a message naming the plugin, its path and both sums.
+func TestPluginSHA256Mismatch(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b Backend) {
+		e := newEnv(t, b, ClusterSpec{Brokers: 1})
+		orders := e.topic("orders")
+		createTopic(t, e.srcCl, orders, 1, nil)
+		catalog := filepath.Join(e.dir, "catalog.json")
+		writeCatalog(t, catalog, catalogNames(orders)...)
+		cfg, x := e.catalogConfig(catalog, nil)
+		cat := plugin(t, "catalog-filter")
+		wrong := strings.Repeat("ab", 32)
+		x.Plugins["catalog"] = pluginEntry(pluginBin{Path: cat.Path, SHA256: wrong}, map[string]string{"catalog": catalog})
+		path := e.writeExtConfig("", cfg, x)
+
+		code, stdout, stderr := runCLI(t, "run", "--config", path)
+		t.Logf("kmirror run exited %d; stderr:\n%s", code, stderr)
+		if code == 0 {
+			t.Fatalf("kmirror run with a wrong plugin sha256 exited 0; stdout:\n%s", stdout)
+		}
+		// The log is logfmt: the error is a quoted value.
+		msg := strings.ReplaceAll(stderr, `\"`, `"`)
+		for _, want := range []string{`plugin "catalog"`, "refusing to start " + cat.Path, "sha256 mismatch", "expected " + wrong, "actual " + cat.SHA256} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("kmirror's error does not say %q; stderr:\n%s", want, stderr)
+			}
+		}
+		e.assertNeverOnTarget(orders)
+	})
+}
+
+// TestFilterReload: a reload (POST /api/v1/reload and SIGHUP) with a broken
+// config is refused (400 with the file:line error; the log says so) and
+// the selection stays; a valid reload that changes the filter's properties
+// (the catalog team) changes the mirrored set.
+func TestFilterReload(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b Backend) {
+		e := newEnv(t, b, ClusterSpec{Brokers: 1})
+		a, bb, c := e.topic("team-a"), e.topic("team-b"), e.topic("team-c")
+		for _, tp := range []string{a, bb, c} {
+			createTopic(t, e.srcCl, tp, 1, nil)
+		}
+		catalog := filepath.Join(e.dir, "catalog.json")
+		writeCatalog(t, catalog, catalogEntry{a, "payments"}, catalogEntry{bb, "payments"}, catalogEntry{c, "billing"})
+		cfg, x := e.catalogConfig(catalog, map[string]string{"team": "payments"})
+		path := e.writeExtConfig("", cfg, x)
+		w := e.startWorker(path)
+		addr := w.httpAddr(t)
+		e.waitMirrored(addr, cfg.Name, 30*time.Second, a, bb)
+
+		// Broken: the filter names a plugin that does not exist.
+		watch := watchMirrored(t, addr, cfg.Name, a, bb)
+		broken := x
+		broken.Filters = []any{map[string]any{"plugin": "nope", "properties": map[string]string{"team": "billing"}}}
+		e.writeExtConfig(path, cfg, broken)
+		line := configLineOf(t, path, `"plugin":"nope"`)
+		code, body := postReload(t, addr)
+		t.Logf("POST /api/v1/reload (broken) = %d %s", code, body)
+		if code != 400 {
+			t.Errorf("POST /api/v1/reload with a broken config = %d, want 400; body %s", code, body)
+		}
+		var resp struct{ Status, Error string }
+		if err := json.Unmarshal([]byte(body), &resp); err != nil {
+			t.Fatalf("decoding the reload answer %s: %v", body, err)
+		}
+		wantErr := fmt.Sprintf("%s:%d: mirrors[0].filters[0].plugin: unknown plugin \"nope\"", path, line)
+		if !strings.Contains(resp.Error, wantErr) {
+			t.Errorf("the refused reload's error is %q, want it to contain %q", resp.Error, wantErr)
+		}
+		if v := mustScrapeMetric(t, addr, "kmirror_config_last_reload_successful", nil); v != 0 {
+			t.Errorf("kmirror_config_last_reload_successful = %v after a refused reload, want 0", v)
+		}
+
+		// Broken differently, by SIGHUP: an unknown key.
+		rejected := w.countLog("config reload rejected")
+		broken = x
+		broken.Filters = []any{map[string]any{"plugin": "catalog", "properties": map[string]string{"team": "billing"}}}
+		broken.MirrorRaw = "    filterz: []"
+		e.writeExtConfig(path, cfg, broken)
+		line = configLineOf(t, path, "filterz:")
+		w.sighup(t)
+		e.waitFor(10*time.Second, "kmirror to log `config reload rejected` after SIGHUP", func() (bool, string) {
+			return w.countLog("config reload rejected") > rejected, "not yet"
+		})
+		ls := w.logLines("config reload rejected")
+		if last := ls[len(ls)-1]; !strings.Contains(last, fmt.Sprintf("%s:%d: mirrors[0].filterz: unknown field", path, line)) {
+			t.Errorf("the rejection log line does not give %s:%d: mirrors[0].filterz: unknown field; got %s", path, line, last)
+		}
+		// The old selection (team payments) stays for a few passes.
+		e.stableMirrored(addr, cfg.Name, 3*cfg.RefreshInterval, a, bb)
+		watch.check(t, "after the refused reloads")
+
+		// Valid, by POST: team billing.
+		good := x
+		good.Filters = []any{map[string]any{"plugin": "catalog", "properties": map[string]string{"team": "billing"}}}
+		e.writeExtConfig(path, cfg, good)
+		code, body = postReload(t, addr)
+		if code != 200 {
+			t.Fatalf("POST /api/v1/reload with a valid config = %d %s, want 200", code, body)
+		}
+		e.waitMirrored(addr, cfg.Name, 10*time.Second, c)
+		if v := mustScrapeMetric(t, addr, "kmirror_config_last_reload_successful", nil); v != 1 {
+			t.Errorf("kmirror_config_last_reload_successful = %v after a good reload, want 1", v)
+		}
+
+		// Valid, by SIGHUP: team payments again.
+		reloaded := w.countLog("config reloaded")
+		e.writeExtConfig(path, cfg, x)
+		w.sighup(t)
+		e.waitFor(10*time.Second, "kmirror to log `config reloaded` after SIGHUP", func() (bool, string) {
+			return w.countLog("config reloaded") > reloaded, "not yet"
+		})
+		e.waitMirrored(addr, cfg.Name, 10*time.Second, a, bb)
+	})
+}
+
+// TestPropertyFilterCompacted: the built-in property filter
+// `config.cleanup.policy = compact` selects only the compacted topics.
+func TestPropertyFilterCompacted(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b Backend) {
+		e := newEnv(t, b, ClusterSpec{Brokers: 1})
+		compacted, deleted, plain := e.topic("prop-compacted"), e.topic("prop-delete"), e.topic("prop-plain")
+		createTopic(t, e.srcCl, compacted, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact")})
+		createTopic(t, e.srcCl, deleted, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("delete")})
+		createTopic(t, e.srcCl, plain, 1, nil)
+		recs, want := seqRecords(compacted, "c", 1, 5)
+		produce(t, e.srcCl, recs...)
+
+		cfg := e.defaultConfig()
+		x := extConfig{Filters: []any{map[string]any{"property": map[string]any{"conditions": []string{"config.cleanup.policy = compact"}}}}}
+		w := e.startWorker(e.writeExtConfig("", cfg, x))
+		addr := w.httpAddr(t)
+		e.waitMirrored(addr, cfg.Name, 15*time.Second, compacted)
+		e.waitTargetValues(30*time.Second, "src."+compacted, want)
+		e.stableMirrored(addr, cfg.Name, 3*cfg.RefreshInterval, compacted)
+		e.assertNeverOnTarget(deleted, plain)
+	})
+}
