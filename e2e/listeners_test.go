@@ -78,7 +78,14 @@ func TestListenerPluginChanges(t *testing.T) {
 		e.waitMirroring(addr, cfg.Name, a, bb, c)
 		added0 := mustScrapeMetric(t, addr, "kmirror_replicated_set_changes_total", map[string]string{"mirror": cfg.Name, "kind": "added"})
 		removed0 := mustScrapeMetric(t, addr, "kmirror_replicated_set_changes_total", map[string]string{"mirror": cfg.Name, "kind": "removed"})
-		okCalls0 := mustScrapeMetric(t, addr, "kmirror_listener_calls_total", map[string]string{"listener": "audit", "result": "ok"})
+		// The call is counted when it returns, just after the plugin
+		// wrote its line: give the count a moment.
+		var okCalls0 float64
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if okCalls0 = mustScrapeMetric(t, addr, "kmirror_listener_calls_total", map[string]string{"listener": "audit", "result": "ok"}); okCalls0 >= 1 {
+				break
+			}
+		}
 		if okCalls0 < 1 {
 			t.Errorf(`kmirror_listener_calls_total{listener="audit",result="ok"} = %v after the first call, want >= 1`, okCalls0)
 		}

@@ -342,6 +342,9 @@ func (a *App) dispatcherFor(mc *config.Mirror, cfg *config.Config, log *slog.Log
 	names := slices.Clone(mc.Listeners)
 	sort.Strings(names)
 	for _, name := range names {
+		// Pre-initialised: an alert on errors sees 0, not absence.
+		a.extMetrics.listenerCalls.WithLabelValues(name, "ok")
+		a.extMetrics.listenerCalls.WithLabelValues(name, "error")
 		impl := a.listenerImpls[name]
 		d.Add(name, impl.topics, impl.groups)
 	}
