@@ -3,7 +3,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build demo test test-unit test-e2e kafka-jars bench lint generate clean
+.PHONY: all build demo test test-unit test-e2e kafka-jars bench bench-mm2 lint generate clean
 
 all: build
 
@@ -40,6 +40,14 @@ bench:
 	$(GO) run ./bench $(BENCH_FLAGS)
 	$(GO) test -run '^$$' -bench 'OffsetStorage|Translate' -benchtime 3x ./connector
 	$(GO) test -run '^$$' -bench 'FilterTopics100k|Start' -benchtime 3x ./plugins
+
+## bench-mm2: kmirror side by side with MirrorMaker 2 and the limit on real Apache Kafka 4.3.1
+## (throughput, latency, startup with 1,000 topics, failover re-delivery); needs Java 17 and Maven
+## like test-e2e; writes bench/results/mm2-latest.md. Smoke run:
+## make bench-mm2 BENCH_MM2_FLAGS="-records 200000 -latency-duration 10s -startup-topics 100 -out ''"
+BENCH_MM2_FLAGS ?=
+bench-mm2:
+	$(GO) run ./bench/mm2 $(BENCH_MM2_FLAGS)
 
 ## lint: go vet (both build tags) and gofmt
 lint:

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/bench/internal/workload"
 	"github.com/kmirror/kmirror/connector"
 	"github.com/kmirror/kmirror/connector/policy"
 	"github.com/kmirror/kmirror/filters"
@@ -64,18 +65,11 @@ var contenders = map[string]startFunc{
 	"kmirror": startKmirror,
 }
 
-// limitCopy is the limit: the plainest franz-go loop that does the same
-// work as kmirror's data plane (direct read_committed consumer, manual
-// partitioning to the same partition, key/value/headers/timestamp kept),
-// with none of the bookkeeping (no per-partition offset tracking, no
-// progress topic, no metrics, no control plane).
+// limitCopy is the limit (workload.Limit): the plainest franz-go loop that
+// does the same work as kmirror's data plane, with none of the bookkeeping.
 type limitCopy struct {
-	src, dst *kgo.Client
-	n        atomic.Int64
-	ps       produceStats
-	failed   errOnce
-	cancel   context.CancelFunc
-	done     chan struct{}
+	*workload.Limit
+	ps produceStats
 }
 
 func startLimit(ctx context.Context, cs *clusters, topic string, partitions int) (copying, error) {
@@ -89,82 +83,31 @@ func startLimit(ctx context.Context, cs *clusters, topic string, partitions int)
 	for p := range partitions {
 		offsets[int32(p)] = kgo.NewOffset().AtStart()
 	}
-	// The same consumer options as the connector's copier.
-	src, err := kgo.NewClient(
-		kgo.SeedBrokers(cs.src.addrs...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.FetchMaxWait(fetchMaxWait),
-	)
+	l := &limitCopy{}
+	var err error
+	l.Limit, err = workload.StartLimit(ctx, workload.LimitConfig{
+		SrcOpts:       []kgo.Opt{kgo.SeedBrokers(cs.src.addrs...)},
+		DstOpts:       []kgo.Opt{kgo.SeedBrokers(cs.dst.addrs...), kgo.WithHooks(&l.ps)},
+		Offsets:       map[string]map[int32]kgo.Offset{topic: offsets},
+		Rename:        targetTopic,
+		FetchMaxWait:  fetchMaxWait,
+		Linger:        linger,
+		BatchMaxBytes: batchMaxBytes,
+	})
 	if err != nil {
 		return nil, err
 	}
-	l := &limitCopy{src: src, done: make(chan struct{})}
-	// The same producer options as connector.Mirror's target client.
-	dst, err := kgo.NewClient(
-		kgo.SeedBrokers(cs.dst.addrs...),
-		kgo.WithHooks(&l.ps),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.UnknownTopicRetries(20),
-		kgo.ProducerLinger(linger),
-		kgo.ProducerBatchMaxBytes(batchMaxBytes),
-		kgo.ProducerBatchCompression(kgo.NoCompression()),
-	)
-	if err != nil {
-		src.Close()
-		return nil, err
-	}
-	loopCtx, cancel := context.WithCancel(ctx)
-	l.dst, l.cancel = dst, cancel
-	promise := func(_ *kgo.Record, err error) {
-		if err != nil {
-			l.failed.set(err)
-			return
-		}
-		l.n.Add(1)
-	}
-	go func() {
-		defer close(l.done)
-		for loopCtx.Err() == nil {
-			fetches := src.PollFetches(loopCtx)
-			fetches.EachError(func(t string, p int32, err error) {
-				if !errors.Is(err, context.Canceled) {
-					l.failed.set(fmt.Errorf("fetch %s/%d: %w", t, p, err))
-				}
-			})
-			fetches.EachRecord(func(r *kgo.Record) {
-				dst.Produce(loopCtx, &kgo.Record{
-					Topic:     target,
-					Partition: r.Partition,
-					Key:       r.Key,
-					Value:     r.Value,
-					Headers:   r.Headers,
-					Timestamp: r.Timestamp,
-				}, promise)
-			})
-		}
-	}()
 	return l, nil
 }
 
-func (l *limitCopy) acked() int64 { return l.n.Load() }
-func (l *limitCopy) err() error   { return l.failed.get() }
-func (l *limitCopy) stats() *produceStats {
-	return &l.ps
-}
+func (l *limitCopy) acked() int64         { return l.Acked() }
+func (l *limitCopy) err() error           { return l.Err() }
+func (l *limitCopy) stats() *produceStats { return &l.ps }
 
 // ready: the target topic was created and the consumer assigned in start.
 func (l *limitCopy) ready(context.Context) error { return nil }
 
-func (l *limitCopy) stop() {
-	l.cancel()
-	<-l.done
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_ = l.dst.Flush(ctx)
-	l.src.Close()
-	l.dst.Close()
-}
+func (l *limitCopy) stop() { l.Stop() }
 
 // kmirrorCopy is kmirror's connector in this process, wired as the app
 // wires it (metrics on, warnings logged) but selecting only the bench

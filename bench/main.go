@@ -299,10 +299,10 @@ func latencyPhase(ctx context.Context, cs *clusters, o *options, start startFunc
 	}
 	if err := produceAtRate(ctx, cs.src.addrs, latencyTopic, o.partitions, o.valueSize, o.rate, total); err != nil {
 		cancel()
-		lr.wait()
+		lr.Wait()
 		return 0, 0, 0, fmt.Errorf("latency producer: %w", err)
 	}
-	lat, got := lr.wait()
+	lat, got := lr.Wait()
 	if got != total {
 		return 0, 0, 0, fmt.Errorf("latency phase: %d of %d records arrived on the target", got, total)
 	}

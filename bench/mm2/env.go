@@ -1,0 +1,252 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/e2e/kafkatest"
+)
+
+// env is what every phase shares: the Kafka runtime, the built kmirror
+// binary, this binary (for the limit child) and a scratch directory.
+type env struct {
+	rt                          *kafkatest.Runtime
+	dir                         string
+	kmirror, self               string
+	kmirrorVersion, javaVersion string
+	mm2JVM                      []string
+	brokerHeap                  string
+	brokerJVM                   []string
+	keep                        bool
+	cpuprofile                  string
+}
+
+func newEnv(ctx context.Context, o *options) (*env, error) {
+	rt, err := kafkatest.Find()
+	if err != nil {
+		return nil, err
+	}
+	if err := rt.Ensure(ctx, os.Stderr); err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "kmirror-bench-mm2-")
+	if err != nil {
+		return nil, err
+	}
+	e := &env{rt: rt, dir: dir, brokerHeap: o.brokerHeap, keep: o.keep, cpuprofile: o.cpuprofile,
+		// C2 on (the harness defaults to C1 only, for fast test starts).
+		brokerJVM: []string{"-XX:TieredStopAtLevel=4"},
+		mm2JVM:    append([]string{"-Xms256m", "-Xmx" + o.mm2Heap}, kafkatest.MirrorMakerJVMOpts[2:]...),
+	}
+	if e.self, err = os.Executable(); err != nil {
+		return nil, err
+	}
+	e.kmirror = filepath.Join(dir, "kmirror")
+	build := exec.CommandContext(ctx, "go", "build", "-o", e.kmirror, "./cmd/kmirror")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return nil, fmt.Errorf("go build ./cmd/kmirror: %w", err)
+	}
+	if out, err := exec.Command(e.kmirror, "version").CombinedOutput(); err == nil {
+		e.kmirrorVersion = strings.TrimSpace(string(out))
+	}
+	if out, err := exec.Command(rt.Java, "-version").CombinedOutput(); err == nil {
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		e.javaVersion = strings.Join(lines, "; ")
+	}
+	return e, nil
+}
+
+func (e *env) close() {
+	if !e.keep {
+		os.RemoveAll(e.dir)
+	}
+}
+
+// pair is a fresh source and target cluster, each a single KRaft node.
+type pair struct {
+	dir      string
+	src, dst *kafkatest.Cluster
+}
+
+func (e *env) startPair(ctx context.Context, name string) (*pair, error) {
+	p := &pair{dir: filepath.Join(e.dir, name)}
+	var err error
+	mk := func(n string) (*kafkatest.Cluster, error) {
+		return e.rt.NewCluster(kafkatest.Config{Name: n, Dir: filepath.Join(p.dir, n), Heap: e.brokerHeap, JVMOpts: e.brokerJVM})
+	}
+	if p.src, err = mk("source"); err != nil {
+		return nil, err
+	}
+	if p.dst, err = mk("target"); err != nil {
+		return nil, err
+	}
+	errs := make(chan error, 2)
+	for _, c := range []*kafkatest.Cluster{p.src, p.dst} {
+		go func() { errs <- c.Start(ctx) }()
+	}
+	err = errors.Join(<-errs, <-errs)
+	if err != nil {
+		p.stop(false)
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *pair) stop(keep bool) {
+	_ = p.src.Stop(30 * time.Second)
+	_ = p.dst.Stop(30 * time.Second)
+	if !keep {
+		os.RemoveAll(p.dir)
+	}
+}
+
+// brokerCPU is both brokers' CPU time so far.
+func (p *pair) brokerCPU() time.Duration {
+	var d time.Duration
+	for _, c := range []*kafkatest.Cluster{p.src, p.dst} {
+		if st, err := kafkatest.ReadProcStat(c.Pid()); err == nil {
+			d += st.CPU
+		}
+	}
+	return d
+}
+
+func client(addr string, opts ...kgo.Opt) (*kgo.Client, *kadm.Client, error) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cl, kadm.NewClient(cl), nil
+}
+
+// endOffsets returns the end offset of every partition of topics that
+// exist (topics not created yet are left out).
+func endOffsets(ctx context.Context, adm *kadm.Client, topics ...string) (map[string]map[int32]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	// Only topics that exist: kadm would retry an unknown topic's
+	// metadata for seconds, blurring the timing.
+	md, err := adm.Metadata(ctx, topics...)
+	if err != nil {
+		return nil, err
+	}
+	var exist []string
+	for _, t := range md.Topics.Sorted() {
+		if t.Err == nil && len(t.Partitions) > 0 {
+			exist = append(exist, t.Topic)
+		}
+	}
+	out := map[string]map[int32]int64{}
+	if len(exist) == 0 {
+		return out, nil
+	}
+	ends, err := adm.ListEndOffsets(ctx, exist...)
+	if err != nil && len(ends) == 0 {
+		return nil, err
+	}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			return
+		}
+		if out[o.Topic] == nil {
+			out[o.Topic] = map[int32]int64{}
+		}
+		out[o.Topic][o.Partition] = o.Offset
+	})
+	return out, nil
+}
+
+func sum(m map[string]map[int32]int64) int64 {
+	var n int64
+	for _, ps := range m {
+		for _, v := range ps {
+			n += v
+		}
+	}
+	return n
+}
+
+// machineCPU returns the machine's busy CPU time and steal so far, from
+// /proc/stat (ticks of 1/100 s).
+func machineCPU() (busy, steal time.Duration) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, 0
+	}
+	tick := func(i int) time.Duration {
+		var v int64
+		fmt.Sscan(f[i], &v)
+		return time.Duration(v) * 10 * time.Millisecond
+	}
+	return tick(1) + tick(2) + tick(3) + tick(6) + tick(7), tick(8)
+}
+
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func franzVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/twmb/franz-go" {
+				return d.Version
+			}
+		}
+	}
+	return "?"
+}
+
+// disturbance measures what else ran on the machine over a phase: busy CPU
+// beyond the contender, the brokers and this harness, and steal.
+type disturbance struct {
+	busy0, steal0, self0, brokers0 time.Duration
+	load0                          string
+}
+
+func startDisturbance(p *pair) disturbance {
+	d := disturbance{self0: selfCPU(), brokers0: p.brokerCPU(), load0: loadavg()}
+	d.busy0, d.steal0 = machineCPU()
+	return d
+}
+
+// end returns broker CPU, other CPU and steal over the phase, given the
+// contender's CPU over it.
+func (d disturbance) end(p *pair, contender time.Duration) (brokers, other, steal time.Duration, load string) {
+	busy, st := machineCPU()
+	brokers = p.brokerCPU() - d.brokers0
+	other = max(0, busy-d.busy0-contender-brokers-(selfCPU()-d.self0))
+	return brokers, other, st - d.steal0, d.load0 + " → " + loadavg()
+}

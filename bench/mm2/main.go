@@ -1,0 +1,188 @@
+// Command mm2 (make bench-mm2) measures kmirror side by side with Apache
+// Kafka MirrorMaker 2 and with "the limit" (a plain franz-go
+// consume-then-produce loop), on real Apache Kafka 4.3.1 clusters started
+// by e2e/kafkatest: every contender runs as its own process (the limit as
+// this binary's "limit-child", kmirror as the real binary built from
+// ./cmd/kmirror, MM2 in dedicated mode from the Maven jars), on a fresh
+// pair of single-node KRaft clusters per contender and phase, so CPU
+// (/proc/<pid>/stat) and peak RSS (VmHWM) are the process's own.
+//
+// Phases (each flag scales one down for a smoke run):
+//
+//   - throughput: -records records of 1 KiB over -partitions partitions,
+//     produced before the contender starts; records/s over the window from
+//     the first record visible at the target to the last, CPU per GB, peak
+//     RSS;
+//   - latency: -rate records/s for -latency-duration (after a warm-up of
+//     1s, not counted) once the contender copies; produce time (a header)
+//     to arrival at a target consumer;
+//   - startup: -startup-topics topics with one record each; process start
+//     to the last topic's record visible at the target;
+//   - failover: a source group commits mid-batch at various lags, the
+//     contender (kmirror, MM2) syncs it to the target, the application
+//     fails over: records re-delivered and skipped.
+//
+// Every phase checks that the target holds exactly the source's records
+// per partition. Usage:
+//
+//	go run ./bench/mm2 -records 100000 -latency-duration 10s -startup-topics 100   # smoke
+//	go run ./bench/mm2                                                             # the full run
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	records, partitions, valueSize int
+	rate                           int
+	latencyDuration                time.Duration
+	startupTopics                  int
+	failoverRecords                int
+	contenders, phases             []string
+	out                            string
+	mm2Heap, brokerHeap            string
+	cpuprofile                     string
+	keep                           bool
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "limit-child" {
+		os.Exit(limitChild(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "kmirror-child" {
+		os.Exit(kmirrorChild(os.Args[2:]))
+	}
+	log.SetFlags(log.Ltime)
+	log.SetPrefix("bench-mm2: ")
+	os.Exit(run())
+}
+
+func run() int {
+	var o options
+	var contenders, phases string
+	flag.IntVar(&o.records, "records", 2000000, "throughput: records produced before the contender starts")
+	flag.IntVar(&o.partitions, "partitions", 16, "partitions of the throughput and latency topics (and MM2's tasks.max)")
+	flag.IntVar(&o.valueSize, "value-size", 1024, "bytes of each record value (random)")
+	flag.IntVar(&o.rate, "rate", 5000, "latency: records per second")
+	flag.DurationVar(&o.latencyDuration, "latency-duration", 60*time.Second, "latency: length of the measured phase, after a 1s warm-up")
+	flag.IntVar(&o.startupTopics, "startup-topics", 1000, "startup: topics with one record each")
+	flag.IntVar(&o.failoverRecords, "failover-records", 5000, "failover: records per partition (8 partitions)")
+	flag.StringVar(&contenders, "contenders", "limit,kmirror,mm2", "contenders, comma-separated: limit, kmirror, mm2 (and kmirror-prof: kmirror in-process with a CPU profile)")
+	flag.StringVar(&phases, "phases", "throughput,latency,startup,failover", "phases, comma-separated")
+	flag.StringVar(&o.out, "out", "bench/results/mm2-latest.md", "also write the report here when every run passed; empty to skip")
+	flag.StringVar(&o.mm2Heap, "mm2-heap", "1g", "MirrorMaker 2's -Xmx")
+	flag.StringVar(&o.brokerHeap, "broker-heap", "1g", "each broker's -Xmx")
+	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "with the contender kmirror-prof (kmirror in this process's child, wired as `kmirror run`): write its CPU profile here")
+	flag.BoolVar(&o.keep, "keep", false, "keep the clusters' directories and logs")
+	flag.Parse()
+	for _, n := range strings.Split(contenders, ",") {
+		n = strings.TrimSpace(n)
+		if !slices.ContainsFunc(allContenders, func(c contender) bool { return c.name == n }) {
+			log.Printf("unknown contender %q", n)
+			return 2
+		}
+		o.contenders = append(o.contenders, n)
+	}
+	for _, n := range strings.Split(phases, ",") {
+		n = strings.TrimSpace(n)
+		if !slices.Contains([]string{"throughput", "latency", "startup", "failover"}, n) {
+			log.Printf("unknown phase %q", n)
+			return 2
+		}
+		o.phases = append(o.phases, n)
+	}
+	if o.failoverRecords <= int(slices.Max(failoverLags)) {
+		log.Printf("-failover-records must be above %d", slices.Max(failoverLags))
+		return 2
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	e, err := newEnv(ctx, &o)
+	if err != nil {
+		log.Print(err)
+		return 1
+	}
+	defer e.close()
+	log.Printf("scratch directory %s; load %s", e.dir, loadavg())
+
+	rep := &report{o: &o, e: e, started: time.Now(), load0: loadavg(), settings: map[string]string{},
+		tp: map[string]throughput{}, lat: map[string]latency{}, st: map[string]startup{}, fo: map[string]failover{}}
+	var failed error
+	for _, phase := range o.phases {
+		for _, name := range o.contenders {
+			c := allContenders[slices.IndexFunc(allContenders, func(c contender) bool { return c.name == name })]
+			if phase == "failover" && name == "limit" {
+				continue // the limit translates no groups
+			}
+			if ctx.Err() != nil {
+				failed = ctx.Err()
+				break
+			}
+			log.Printf("%s: %s (load %s)", phase, name, loadavg())
+			var err error
+			switch phase {
+			case "throughput":
+				var r throughput
+				var settings string
+				r, settings, err = throughputPhase(ctx, e, &o, c)
+				if err == nil {
+					rep.tp[name], rep.settings[name] = r, settings
+					log.Printf("  %s: %.0f records/s, %.1f CPU s/GB, peak RSS %s", name, r.recordsPerSec(), cpuPerGB(r.cpuWindow, r.windowRecords, o.valueSize), mib(r.peakRSS))
+				}
+			case "latency":
+				var r latency
+				r, err = latencyPhase(ctx, e, &o, c)
+				if err == nil {
+					rep.lat[name] = r
+					log.Printf("  %s: p50 %s p99 %s max %s", name, ms(r.p50), ms(r.p99), ms(r.max))
+				}
+			case "startup":
+				var r startup
+				r, err = startupPhase(ctx, e, &o, c)
+				if err == nil {
+					rep.st[name] = r
+					log.Printf("  %s: %d topics visible after %.2fs", name, r.topics, r.took.Seconds())
+				}
+			case "failover":
+				var r failover
+				r, err = failoverPhase(ctx, e, &o, c)
+				if err == nil {
+					rep.fo[name] = r
+					log.Printf("  %s: re-delivered %d, skipped %d; %s", name, r.redelivered, r.skipped, r.detail)
+				}
+			}
+			if err != nil {
+				failed = fmt.Errorf("%s, %s: %w", phase, name, err)
+				log.Print(failed)
+				break
+			}
+		}
+		if failed != nil {
+			break
+		}
+	}
+	text := rep.render(failed)
+	fmt.Print(text)
+	if o.out != "" && failed == nil {
+		if err := os.WriteFile(o.out, []byte(text), 0o644); err != nil {
+			log.Printf("could not write %s: %v", o.out, err)
+		} else {
+			log.Printf("wrote %s", o.out)
+		}
+	}
+	if failed != nil {
+		return 1
+	}
+	return 0
+}

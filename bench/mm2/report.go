@@ -1,0 +1,191 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/kmirror/kmirror/bench/internal/workload"
+	"github.com/kmirror/kmirror/e2e/kafkatest"
+)
+
+type report struct {
+	o        *options
+	e        *env
+	started  time.Time
+	load0    string
+	settings map[string]string
+	tp       map[string]throughput
+	lat      map[string]latency
+	st       map[string]startup
+	fo       map[string]failover
+}
+
+func ms(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond))
+}
+
+func mib(b int64) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", float64(b)/(1<<20))
+}
+
+// cpuPerGB is CPU seconds per 10^9 bytes of records copied (key, value,
+// headers as the connector counts them).
+func cpuPerGB(cpu time.Duration, records int64, valueSize int) float64 {
+	gb := float64(records) * float64(workload.RecordBytes(valueSize)) / 1e9
+	if gb == 0 {
+		return 0
+	}
+	return cpu.Seconds() / gb
+}
+
+func (r *report) render(failed error) string {
+	o := r.o
+	var b strings.Builder
+	fmt.Fprintf(&b, "# kmirror vs MirrorMaker 2 (and the limit) on real Apache Kafka\n\n")
+	fmt.Fprintf(&b, "- date: %s (took %s)\n", r.started.UTC().Format(time.RFC3339), time.Since(r.started).Round(time.Second))
+	fmt.Fprintf(&b, "- machine: %d cores (runtime.NumCPU), GOMAXPROCS %d, %s/%s; load average (1/5/15 min) at start %s, at end %s\n",
+		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, r.load0, loadavg())
+	fmt.Fprintf(&b, "- versions: Apache Kafka %s (brokers and MirrorMaker 2, Maven Central jars); Java: %s; Go %s; kmirror: %s; franz-go %s\n",
+		kafkatest.Version, r.e.javaVersion, runtime.Version(), r.e.kmirrorVersion, franzVersion())
+	fmt.Fprintf(&b, "- command: `go run ./bench/mm2 %s`\n", strings.Join(os.Args[1:], " "))
+	fmt.Fprintf(&b, "- clusters: a fresh pair of single-node KRaft clusters (broker+controller in one JVM, -Xmx%s, G1, C2 JIT on, RF 1, on loopback) for every contender and phase; everything on this one machine, so brokers and contender share the cores\n", o.brokerHeap)
+	fmt.Fprintf(&b, "- records: %d B each (16 B random key, %d B random value, one 11 B `seq` header; the latency phase adds a 10 B time header)\n\n",
+		workload.RecordBytes(o.valueSize), o.valueSize)
+
+	names := o.contenders
+	if len(r.tp) > 0 {
+		fmt.Fprintf(&b, "## (a) Throughput: %d records over %d partitions, produced before the contender starts\n\n", o.records, o.partitions)
+		b.WriteString("| contender | records/s | MB/s | copy s | start→done s | CPU s | CPU s/GB | CPU s/GB incl. start | peak RSS MiB | broker CPU s | other CPU s | steal s | load before → after |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		for _, n := range names {
+			t, ok := r.tp[n]
+			if !ok {
+				continue
+			}
+			fmt.Fprintf(&b, "| %s | %.0f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f | %s | %.1f | %.1f | %.1f | %s |\n",
+				n, t.recordsPerSec(), t.recordsPerSec()*float64(workload.RecordBytes(o.valueSize))/1e6, t.window.Seconds(), t.total.Seconds(),
+				t.cpuWindow.Seconds(), cpuPerGB(t.cpuWindow, t.windowRecords, o.valueSize), cpuPerGB(t.cpuTotal, t.records, o.valueSize),
+				mib(t.peakRSS), t.brokerCPU.Seconds(), t.otherCPU.Seconds(), t.steal.Seconds(), t.load)
+		}
+		b.WriteString("\nrecords/s, MB/s, CPU s and CPU s/GB: over the copy window, from the first poll (every 20 ms) that sees a record at the target to the one that sees them all (the target's end offsets), so process and JVM start-up are excluded; \"incl. start\" divides the process's whole CPU time, start-up included, by all the records. MB = 10^6 B of key+value+headers. peak RSS: the process's VmHWM. broker CPU: both brokers over the phase; other CPU and steal: the rest of the machine and the hypervisor over the phase (disturbance).\n\n")
+	}
+	if len(r.lat) > 0 {
+		fmt.Fprintf(&b, "## (b) Latency: %d records/s for %s over %d partitions\n\n", o.rate, o.latencyDuration, o.partitions)
+		b.WriteString("| contender | records measured | p50 ms | p99 ms | max ms | CPU s (steady phase) | peak RSS MiB | ready after s | other CPU s | load before → after |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		for _, n := range names {
+			l, ok := r.lat[n]
+			if !ok {
+				continue
+			}
+			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %.2f | %s | %.1f | %.1f | %s |\n",
+				n, l.records, ms(l.p50), ms(l.p99), ms(l.max), l.cpu.Seconds(), mib(l.peakRSS), l.ready.Seconds(), l.otherCPU.Seconds(), l.load)
+		}
+		b.WriteString("\nLatency: from the produce call at the source (a nanosecond header) to the record's arrival at a franz-go consumer on the target, nearest rank; the first second (warm-up) is not counted. The contender starts first and is ready once one primer record per partition is visible at the target (\"ready after\").\n\n")
+	}
+	if len(r.st) > 0 {
+		fmt.Fprintf(&b, "## (c) Startup: %d topics (1 partition each) with one record each\n\n", o.startupTopics)
+		b.WriteString("| contender | start → last topic's record visible s | CPU s | peak RSS MiB | load before → after |\n")
+		b.WriteString("|---|---:|---:|---:|---|\n")
+		for _, n := range names {
+			s, ok := r.st[n]
+			if !ok {
+				continue
+			}
+			fmt.Fprintf(&b, "| %s | %.2f | %.1f | %s | %s |\n", n, s.took.Seconds(), s.cpu.Seconds(), mib(s.peakRSS), s.load)
+		}
+		b.WriteString("\nThe target's end offsets of all the target topics are polled every 100 ms. The limit lists the topics once and creates the target topics itself; kmirror and MM2 discover them (refresh 1s) and create them. MM2 runs with the Java producer's default batch.size (16384) here: with 1 MiB it allocates 1 MiB per partition and a 1 GiB heap runs out of memory at 1,000 partitions (tasks killed, records never mirrored).\n\n")
+	}
+	if len(r.fo) > 0 {
+		fmt.Fprintf(&b, "## (d) Failover: group offset translation\n\n")
+		fmt.Fprintf(&b, "Topic `fo`, %d partitions × %d records, mirrored first; then group `%s` reads the source and commits at %v records behind the end of each partition (mid-batch); the contender syncs the group to the target (waited for until every partition has a target commit unchanged for 8 s); the contender stops and the application resumes on the target with the same group.\n\n",
+			len(failoverLags), o.failoverRecords, failoverGroup, failoverLags)
+		b.WriteString("| contender | consumed on source | left to consume | re-delivered | skipped | partitions with the exact offset | synced after s |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|---:|\n")
+		for _, n := range names {
+			f, ok := r.fo[n]
+			if !ok {
+				continue
+			}
+			fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d of %d | %.1f |\n", n, f.consumed, f.remaining, f.redelivered, f.skipped, f.exact, f.partitions, f.syncedAfter.Seconds())
+		}
+		b.WriteString("\n")
+		for _, n := range names {
+			if f, ok := r.fo[n]; ok {
+				fmt.Fprintf(&b, "- %s: %s\n", n, f.detail)
+			}
+		}
+		b.WriteString("\n")
+	}
+	r.renderTargets(&b)
+	if len(r.settings) > 0 {
+		b.WriteString("## Settings\n\n")
+		b.WriteString("As run in the throughput phase (the other phases differ only in the topic pattern, and in the failover phase group sync is on: kmirror `group_offsets: {enabled: true, interval: 1s}`; MM2 `emit.checkpoints.enabled`, `sync.group.offsets.enabled`, `emit.offset-syncs.enabled` true with 1 s intervals, `dst.offset.flush.interval.ms = 1000`, `offset.lag.max` default 100). Both leave topic config sync on (kmirror every 30 s, MM2 every 600 s) and ACL sync off; checkpoints, group sync and offset syncs (MM2) / group sync (kmirror) are off outside the failover phase. kmirror always records its offset index and progress (no switch).\n\n")
+		for _, n := range names {
+			if s, ok := r.settings[n]; ok {
+				fmt.Fprintf(&b, "### %s\n\n```\n%s\n```\n\n", n, strings.TrimSpace(s))
+			}
+		}
+	}
+	if failed != nil {
+		fmt.Fprintf(&b, "\n**FAILED:** %v\n", failed)
+	}
+	return b.String()
+}
+
+func (r *report) renderTargets(b *strings.Builder) {
+	km, mm, lim := "kmirror", "mm2", "limit"
+	type row struct{ target, kmirror, other, ratio, verdict string }
+	var rows []row
+	verdict := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "**missed**"
+	}
+	if k, ok := r.tp[km]; ok {
+		if m, ok := r.tp[mm]; ok {
+			x := k.recordsPerSec() / m.recordsPerSec()
+			rows = append(rows, row{"throughput ≥ 2× MM2", fmt.Sprintf("%.0f rec/s", k.recordsPerSec()), fmt.Sprintf("MM2 %.0f rec/s", m.recordsPerSec()), fmt.Sprintf("%.2f×", x), verdict(x >= 2)})
+			kc := cpuPerGB(k.cpuWindow, k.windowRecords, r.o.valueSize)
+			mc := cpuPerGB(m.cpuWindow, m.windowRecords, r.o.valueSize)
+			rows = append(rows, row{"CPU per GB ≤ ½ MM2", fmt.Sprintf("%.2f s/GB", kc), fmt.Sprintf("MM2 %.2f s/GB", mc), fmt.Sprintf("%.2f×", kc/mc), verdict(kc <= mc/2)})
+			rows = append(rows, row{"peak RSS ≤ ¼ MM2 (throughput)", mib(k.peakRSS) + " MiB", "MM2 " + mib(m.peakRSS) + " MiB", fmt.Sprintf("%.2f×", float64(k.peakRSS)/float64(m.peakRSS)), verdict(4*k.peakRSS <= m.peakRSS)})
+		}
+		if l, ok := r.tp[lim]; ok {
+			x := k.recordsPerSec() / l.recordsPerSec()
+			rows = append(rows, row{"throughput ≥ 0.9× the limit", fmt.Sprintf("%.0f rec/s", k.recordsPerSec()), fmt.Sprintf("limit %.0f rec/s", l.recordsPerSec()), fmt.Sprintf("%.2f×", x), verdict(x >= 0.9)})
+		}
+	}
+	if k, ok := r.lat[km]; ok {
+		if m, ok := r.lat[mm]; ok {
+			x := float64(k.p99) / float64(m.p99)
+			rows = append(rows, row{fmt.Sprintf("p99 latency at %d/s ≤ ½ MM2", r.o.rate), ms(k.p99) + " ms", "MM2 " + ms(m.p99) + " ms", fmt.Sprintf("%.2f×", x), verdict(x <= 0.5)})
+			rows = append(rows, row{"peak RSS ≤ ¼ MM2 (latency)", mib(k.peakRSS) + " MiB", "MM2 " + mib(m.peakRSS) + " MiB", fmt.Sprintf("%.2f×", float64(k.peakRSS)/float64(m.peakRSS)), verdict(4*k.peakRSS <= m.peakRSS)})
+		}
+	}
+	if k, ok := r.st[km]; ok {
+		if m, ok := r.st[mm]; ok {
+			x := k.took.Seconds() / m.took.Seconds()
+			rows = append(rows, row{fmt.Sprintf("startup with %d topics ≤ ⅓ MM2", r.o.startupTopics), fmt.Sprintf("%.2f s", k.took.Seconds()), fmt.Sprintf("MM2 %.2f s", m.took.Seconds()), fmt.Sprintf("%.2f×", x), verdict(x <= 1.0/3)})
+			rows = append(rows, row{"peak RSS ≤ ¼ MM2 (startup)", mib(k.peakRSS) + " MiB", "MM2 " + mib(m.peakRSS) + " MiB", fmt.Sprintf("%.2f×", float64(k.peakRSS)/float64(m.peakRSS)), verdict(4*k.peakRSS <= m.peakRSS)})
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("## Targets (issue 4)\n\n| target | kmirror | compared with | ratio | verdict |\n|---|---:|---:|---:|---|\n")
+	for _, r := range rows {
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", r.target, r.kmirror, r.other, r.ratio, r.verdict)
+	}
+	b.WriteString("\n")
+}
