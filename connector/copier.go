@@ -218,6 +218,7 @@ func (c *copier) assign(as []assignment, srcOpts []kgo.Opt) (started bool, err e
 			// the fetch in flight returns; franz-go's 5s default
 			// would delay a new topic's first records by that long.
 			kgo.FetchMaxWait(500*time.Millisecond),
+			kgo.FetchMaxBytes(FetchMaxBytes),
 			// A position the source no longer has (retention, or a
 			// recreated topic) restarts from the earliest record.
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),

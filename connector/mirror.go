@@ -205,6 +205,7 @@ func (m *Mirror) newClients() (*clients, error) {
 		// Produce to a topic just created on the target while its
 		// metadata propagates rather than failing the records.
 		kgo.UnknownTopicRetries(20),
+		kgo.MaxBufferedBytes(ProducerMaxBufferedBytes),
 	)
 	if m.cfg.Linger > 0 {
 		dstOpts = append(dstOpts, kgo.ProducerLinger(m.cfg.Linger))

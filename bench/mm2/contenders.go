@@ -24,7 +24,7 @@ import (
 // The settings every contender's target producer and source consumer get:
 // kmirror's defaults (linger 5ms, batch_max_bytes 1 MiB, compression none,
 // fetch max wait 500ms as in connector/copier.go) and franz-go's fetch
-// defaults (FetchMaxBytes 50 MiB, FetchMaxPartitionBytes 1 MiB, min 1 B),
+// defaults but FetchMaxBytes 16 MiB as kmirror (FetchMaxPartitionBytes 1 MiB, min 1 B),
 // which are also the Java consumer's defaults.
 const (
 	linger         = 5 * time.Millisecond
@@ -78,7 +78,7 @@ func startLimit(e *env, p *pair, s spec, dir string) (*kafkatest.Process, string
 	cmd := exec.Command(e.self, args...)
 	cmd.Env = os.Environ()
 	proc, err := kafkatest.StartProcess(cmd, filepath.Join(dir, "limit.log"))
-	settings := fmt.Sprintf("bench-mm2 %s\n# workload.Limit: franz-go %s; consumer: ConsumePartitions from the start, read_committed, FetchMaxWait %s, other fetch settings franz-go defaults (FetchMaxBytes 50 MiB, FetchMaxPartitionBytes 1 MiB); producer: ManualPartitioner, linger %s, ProducerBatchMaxBytes %d, NoCompression, acks=all, idempotent (franz-go defaults); target topics created by the loop itself (same partitions, RF 1); GOGC/GOMAXPROCS defaults",
+	settings := fmt.Sprintf("bench-mm2 %s\n# workload.Limit: franz-go %s; consumer: ConsumePartitions from the start, read_committed, FetchMaxWait %s, FetchMaxBytes 16 MiB as kmirror, other fetch settings franz-go defaults (FetchMaxPartitionBytes 1 MiB); producer: ManualPartitioner, linger %s, ProducerBatchMaxBytes %d, MaxBufferedBytes 32 MiB as kmirror, NoCompression, acks=all, idempotent (franz-go defaults); target topics created by the loop itself (same partitions, RF 1); GOGC/GOMAXPROCS defaults",
 		strings.Join(args, " "), franzVersion(), fetchMaxWait, linger, batchMaxBytes)
 	return proc, settings, err
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/connector"
 )
 
 // LimitConfig configures the limit. The consumer and producer options are
@@ -44,6 +46,7 @@ func StartLimit(ctx context.Context, cfg LimitConfig) (*Limit, error) {
 		kgo.ConsumePartitions(cfg.Offsets),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.FetchMaxWait(cfg.FetchMaxWait),
+		kgo.FetchMaxBytes(connector.FetchMaxBytes), // as kmirror's copier
 	}, cfg.SrcOpts...)...)
 	if err != nil {
 		return nil, err
@@ -55,6 +58,7 @@ func StartLimit(ctx context.Context, cfg LimitConfig) (*Limit, error) {
 		kgo.ProducerLinger(cfg.Linger),
 		kgo.ProducerBatchMaxBytes(cfg.BatchMaxBytes),
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.MaxBufferedBytes(connector.ProducerMaxBufferedBytes), // as kmirror's producer
 	}, cfg.DstOpts...)...)
 	if err != nil {
 		src.Close()
