@@ -79,7 +79,7 @@ func run() int {
 	flag.StringVar(&names, "contenders", "limit,kmirror", "contenders to run, comma-separated: limit, kmirror")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of kmirror's first throughput phase to this file (and the limit's to FILE.limit)")
 	flag.StringVar(&o.memprofile, "memprofile", "", "write a heap profile taken when kmirror's first throughput phase completes to this file (and the limit's to FILE.limit)")
-	flag.StringVar(&o.out, "out", "bench/results/latest.md", "also write the report here when every run passed; empty to skip")
+	flag.StringVar(&o.out, "out", "bench/results/kfake-latest.md", "also write the report here when every run passed; empty to skip")
 	flag.Parse()
 	for _, n := range strings.Split(names, ",") {
 		if n = strings.TrimSpace(n); n == "" {

@@ -79,7 +79,7 @@ func run() int {
 	flag.IntVar(&o.failoverRecords, "failover-records", 5000, "failover: records per partition (8 partitions)")
 	flag.StringVar(&contenders, "contenders", "limit,kmirror,mm2", "contenders, comma-separated: limit, kmirror, mm2 (and kmirror-prof: kmirror in-process with a CPU profile)")
 	flag.StringVar(&phases, "phases", "throughput,latency,startup,failover", "phases, comma-separated")
-	flag.StringVar(&o.out, "out", "bench/results/mm2-latest.md", "also write the report here when every run passed; empty to skip")
+	flag.StringVar(&o.out, "out", "bench/results/latest.md", "also write the report here when every run passed; empty to skip")
 	flag.StringVar(&o.mm2Heap, "mm2-heap", "1g", "MirrorMaker 2's -Xmx")
 	flag.StringVar(&o.brokerHeap, "broker-heap", "1g", "each broker's -Xmx")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "with the contender kmirror-prof (kmirror in this process's child, wired as `kmirror run`): write its CPU profile here")
