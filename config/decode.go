@@ -200,7 +200,10 @@ func fieldsOf(t reflect.Type) structInfo {
 	return info
 }
 
-func (d *decoder) structure(n *yaml.Node, v reflect.Value, path string) {
+// eachKey calls fn for every key of a mapping node, with the key's field
+// path, after the checks structs and maps share: null keeps the default, a
+// non-mapping is a type error, a key must be a string and appear once.
+func (d *decoder) eachKey(n *yaml.Node, path string, fn func(key, fp string, p pair)) {
 	if isNull(n) {
 		return
 	}
@@ -208,7 +211,6 @@ func (d *decoder) structure(n *yaml.Node, v reflect.Value, path string) {
 		d.typeError(n, path, "a mapping")
 		return
 	}
-	info := fieldsOf(v.Type())
 	seen := map[string]int{}
 	for _, p := range d.pairs(n, path) {
 		key, ok := d.key(p.key, path)
@@ -221,44 +223,33 @@ func (d *decoder) structure(n *yaml.Node, v reflect.Value, path string) {
 			continue
 		}
 		seen[key] = p.key.Line
-		i, ok := info.index[key]
-		if !ok {
-			d.errorf(p.key.Line, fp, "unknown field (known: %s)", strings.Join(info.keys, ", "))
-			continue
-		}
-		d.lines[fp] = p.key.Line
-		d.decode(p.value, v.Field(i), fp)
+		fn(key, fp, p)
 	}
 }
 
+func (d *decoder) structure(n *yaml.Node, v reflect.Value, path string) {
+	info := fieldsOf(v.Type())
+	d.eachKey(n, path, func(key, fp string, p pair) {
+		i, ok := info.index[key]
+		if !ok {
+			d.errorf(p.key.Line, fp, "unknown field (known: %s)", strings.Join(info.keys, ", "))
+			return
+		}
+		d.lines[fp] = p.key.Line
+		d.decode(p.value, v.Field(i), fp)
+	})
+}
+
 func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
-	if isNull(n) {
-		return
-	}
-	if n.Kind != yaml.MappingNode {
-		d.typeError(n, path, "a mapping")
-		return
-	}
-	if v.IsNil() {
+	if !isNull(n) && n.Kind == yaml.MappingNode && v.IsNil() {
 		v.Set(reflect.MakeMap(v.Type()))
 	}
-	seen := map[string]int{}
-	for _, p := range d.pairs(n, path) {
-		key, ok := d.key(p.key, path)
-		if !ok {
-			continue
-		}
-		fp := joinPath(path, key)
-		if line, dup := seen[key]; dup {
-			d.errorf(p.key.Line, fp, "duplicate key (first defined at line %d)", line)
-			continue
-		}
-		seen[key] = p.key.Line
+	d.eachKey(n, path, func(key, fp string, p pair) {
 		d.lines[fp] = p.key.Line
 		e := newValue(v.Type().Elem())
 		d.decode(p.value, e, fp)
 		v.SetMapIndex(reflect.ValueOf(key).Convert(v.Type().Key()), e)
-	}
+	})
 }
 
 func (d *decoder) sequence(n *yaml.Node, v reflect.Value, path string) {
