@@ -40,6 +40,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kmirror/kmirror/bench/internal/workload"
 )
 
 type options struct {
@@ -140,20 +142,7 @@ runs:
 		}
 	}
 
-	report := renderReport(&o, results, failed)
-	fmt.Print(report)
-	// A failed or interrupted run leaves the last good results in place.
-	if o.out != "" && failed == nil {
-		if err := os.WriteFile(o.out, []byte(report), 0o644); err != nil {
-			log.Printf("could not write %s: %v", o.out, err)
-		} else {
-			log.Printf("wrote %s", o.out)
-		}
-	}
-	if failed != nil {
-		return 1
-	}
-	return 0
+	return workload.Publish(renderReport(&o, results, failed), o.out, failed)
 }
 
 // result is one run of one contender (or, with run 0, the median of its

@@ -40,6 +40,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kmirror/kmirror/bench/internal/workload"
 )
 
 type options struct {
@@ -172,17 +174,5 @@ func run() int {
 			break
 		}
 	}
-	text := rep.render(failed)
-	fmt.Print(text)
-	if o.out != "" && failed == nil {
-		if err := os.WriteFile(o.out, []byte(text), 0o644); err != nil {
-			log.Printf("could not write %s: %v", o.out, err)
-		} else {
-			log.Printf("wrote %s", o.out)
-		}
-	}
-	if failed != nil {
-		return 1
-	}
-	return 0
+	return workload.Publish(rep.render(failed), o.out, failed)
 }
