@@ -27,7 +27,31 @@ type Metrics struct {
 	passes          *prometheus.CounterVec
 	passErrors      *prometheus.CounterVec
 	lastPassSuccess *prometheus.GaugeVec
+	internalWrites  *prometheus.CounterVec
+	adminErrors     *prometheus.CounterVec
+	untranslatable  *prometheus.GaugeVec
+	failedParts     *prometheus.GaugeVec
+	deadLetters     *prometheus.CounterVec
 }
+
+// Kinds of kmirror's own records on the target, for
+// kmirror_internal_write_errors_total.
+const (
+	writeProgress   = "progress"
+	writeIndex      = "index"
+	writeCheckpoint = "checkpoint"
+	writeMetadata   = "metadata"
+	writeDeadLetter = "dead_letter"
+)
+
+// Admin requests whose failures are counted in kmirror_admin_errors_total.
+const (
+	adminListStartOffsets     = "list_start_offsets"
+	adminListCommittedOffsets = "list_committed_offsets"
+	adminDescribeGroups       = "describe_groups"
+	adminFetchOffsets         = "fetch_offsets"
+	adminDescribeConfigs      = "describe_configs"
+)
 
 // NewMetrics registers the replication metrics with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -105,9 +129,30 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "kmirror_control_last_success_timestamp_seconds",
 			Help: "Unix time of the last successful control pass.",
 		}, []string{"mirror"}),
+		internalWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kmirror_internal_write_errors_total",
+			Help: "Writes of kmirror's own records to the target that failed, by kind (progress, index, checkpoint, metadata, dead_letter); each is retried.",
+		}, []string{"mirror", "kind"}),
+		adminErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kmirror_admin_errors_total",
+			Help: "Admin requests (or per-topic/per-group answers) that failed, by request; the state they would update is kept as it was.",
+		}, []string{"mirror", "request"}),
+		untranslatable: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kmirror_group_untranslatable_partitions",
+			Help: "Committed group offsets (group and partition) that cannot be translated exactly at the last group sync; never committed to the target.",
+		}, []string{"mirror"}),
+		failedParts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kmirror_failed_partitions",
+			Help: "Partitions whose records the target refuses and that are not moving (retried with backoff, or stopped on a record the target will never accept).",
+		}, []string{"mirror"}),
+		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kmirror_dead_letter_records_total",
+			Help: "Records the target will never accept that were written to the mirror's dead-letter topic instead.",
+		}, []string{"mirror"}),
 	}
 	reg.MustRegister(m.records, m.bytes, m.latency, m.lag, m.topics, m.createErrors,
-		m.produceErrors, m.recreations, m.configChanges, m.configSyncErrs, m.aclsCreated, m.groupOffsets, m.groupSyncErrs, m.setChanges, m.filterErrors, m.passes, m.passErrors, m.lastPassSuccess)
+		m.produceErrors, m.recreations, m.configChanges, m.configSyncErrs, m.aclsCreated, m.groupOffsets, m.groupSyncErrs, m.setChanges, m.filterErrors, m.passes, m.passErrors, m.lastPassSuccess,
+		m.internalWrites, m.adminErrors, m.untranslatable, m.failedParts, m.deadLetters)
 	return m
 }
 
@@ -121,6 +166,9 @@ type mirrorMetrics struct {
 	pending, mirroring, failed                                                   prometheus.Gauge
 	filterErrors                                                                 prometheus.Counter
 	setChanges                                                                   *prometheus.CounterVec
+	internalWrites, adminErrors                                                  *prometheus.CounterVec
+	untranslatable, failedParts                                                  prometheus.Gauge
+	deadLetters                                                                  prometheus.Counter
 }
 
 func (m *Metrics) forMirror(name string) *mirrorMetrics {
@@ -130,7 +178,18 @@ func (m *Metrics) forMirror(name string) *mirrorMetrics {
 	for _, kind := range []string{"added", "removed", "changed", "group_added", "group_removed"} {
 		m.setChanges.WithLabelValues(name, kind) // pre-initialised: alerts see 0, not absence
 	}
+	for _, kind := range []string{writeProgress, writeIndex, writeCheckpoint, writeMetadata, writeDeadLetter} {
+		m.internalWrites.WithLabelValues(name, kind)
+	}
+	for _, req := range []string{adminListStartOffsets, adminListCommittedOffsets, adminDescribeGroups, adminFetchOffsets, adminDescribeConfigs} {
+		m.adminErrors.WithLabelValues(name, req)
+	}
 	return &mirrorMetrics{
+		internalWrites:   m.internalWrites.MustCurryWith(prometheus.Labels{"mirror": name}),
+		adminErrors:      m.adminErrors.MustCurryWith(prometheus.Labels{"mirror": name}),
+		untranslatable:   m.untranslatable.WithLabelValues(name),
+		failedParts:      m.failedParts.WithLabelValues(name),
+		deadLetters:      m.deadLetters.WithLabelValues(name),
 		setChanges:       m.setChanges.MustCurryWith(prometheus.Labels{"mirror": name}),
 		filterErrors:     m.filterErrors.WithLabelValues(name),
 		records:          m.records.WithLabelValues(name),
@@ -223,5 +282,38 @@ func (mm *mirrorMetrics) addSetChanges(kind string, n int) {
 func (mm *mirrorMetrics) incFilterErrors() {
 	if mm != nil {
 		mm.filterErrors.Inc()
+	}
+}
+
+// incInternalWriteErrors counts a failed write of kmirror's own records of
+// kind (writeProgress, ...).
+func (mm *mirrorMetrics) incInternalWriteErrors(kind string) {
+	if mm != nil {
+		mm.internalWrites.WithLabelValues(kind).Inc()
+	}
+}
+
+// incAdminErrors counts a failed admin request (adminListStartOffsets, ...).
+func (mm *mirrorMetrics) incAdminErrors(request string) {
+	if mm != nil {
+		mm.adminErrors.WithLabelValues(request).Inc()
+	}
+}
+
+func (mm *mirrorMetrics) setUntranslatable(n int) {
+	if mm != nil {
+		mm.untranslatable.Set(float64(n))
+	}
+}
+
+func (mm *mirrorMetrics) setFailedPartitions(n int) {
+	if mm != nil {
+		mm.failedParts.Set(float64(n))
+	}
+}
+
+func (mm *mirrorMetrics) incDeadLetters() {
+	if mm != nil {
+		mm.deadLetters.Inc()
 	}
 }

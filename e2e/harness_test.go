@@ -513,8 +513,8 @@ func writeConfigFile(t testing.TB, dir string, cfg mirrorConfig) string {
 type worker struct {
 	id    int
 	cmd   *exec.Cmd
-	log   *syncBuffer // stderr
-	out   *syncBuffer // stdout
+	log   *outputFile // stderr
+	out   *outputFile // stdout
 	start time.Time
 
 	done    chan struct{} // closed when the process has exited
@@ -542,6 +542,34 @@ func (s *syncBuffer) String() string {
 	return s.buf.String()
 }
 
+// outputFile is a subprocess's stdout or stderr, written by the process
+// itself to a file. Unlike a pipe drained by a goroutine (what exec.Cmd
+// does with an io.Writer), a line is readable as soon as the process has
+// written it: a test that sees the effect of a logged action (a status, a
+// metric) also finds the line, whatever the machine's load.
+type outputFile struct {
+	f *os.File
+}
+
+func newOutputFile(t testing.TB, name string) *outputFile {
+	t.Helper()
+	f, err := os.Create(filepath.Join(t.TempDir(), name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return &outputFile{f: f}
+}
+
+// String is everything written so far.
+func (o *outputFile) String() string {
+	b, err := os.ReadFile(o.f.Name())
+	if err != nil {
+		return fmt.Sprintf("(cannot read %s: %v)", o.f.Name(), err)
+	}
+	return string(b)
+}
+
 // startWorker runs `kmirror run --config cfgPath`. When the test ends the
 // worker gets SIGTERM (SIGKILL after 10s), and if the test failed its stderr
 // is logged.
@@ -558,10 +586,11 @@ func (e *env) startWorkerEnv(cfgPath string, extraEnv ...string) *worker {
 	id := len(e.workers) + 1
 	e.mu.Unlock()
 
-	w := &worker{id: id, log: &syncBuffer{}, out: &syncBuffer{}, done: make(chan struct{})}
+	w := &worker{id: id, log: newOutputFile(e.t, fmt.Sprintf("kmirror-%d.stderr", id)),
+		out: newOutputFile(e.t, fmt.Sprintf("kmirror-%d.stdout", id)), done: make(chan struct{})}
 	w.cmd = exec.Command(kmirrorBin, "run", "--config", cfgPath)
-	w.cmd.Stderr = w.log
-	w.cmd.Stdout = w.out
+	w.cmd.Stderr = w.log.f
+	w.cmd.Stdout = w.out.f
 	w.cmd.Env = append(os.Environ(), extraEnv...)
 	w.start = time.Now()
 	if err := w.cmd.Start(); err != nil {

@@ -54,8 +54,13 @@ func serveInProcess(t *testing.T, opts ...Option) (c *v1.Client, stop func()) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	reattach := make(chan *plugin.ReattachConfig, 1)
-	closed := make(chan struct{})
-	go s.serve(&plugin.ServeTestConfig{Context: ctx, ReattachConfigCh: reattach, CloseCh: closed})
+	// served closes when serve has returned, after its deferred close of
+	// the implementations: go-plugin's CloseCh closes before that.
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		s.serve(&plugin.ServeTestConfig{Context: ctx, ReattachConfigCh: reattach})
+	}()
 	var rc *plugin.ReattachConfig
 	select {
 	case rc = <-reattach:
@@ -89,7 +94,7 @@ func serveInProcess(t *testing.T, opts ...Option) (c *v1.Client, stop func()) {
 		_ = rpc.Close()
 		defer cancel()
 		select {
-		case <-closed:
+		case <-served:
 		case <-time.After(10 * time.Second):
 			t.Error("Serve did not return")
 		}
