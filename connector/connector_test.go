@@ -84,7 +84,7 @@ func TestSelectTopics(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			got, err := selectTopics(context.Background(), "m", tc.fs, policy.Default{}, "west", candidates, nil)
+			got, _, err := selectTopics(context.Background(), "m", tc.fs, policy.Default{}, "west", candidates, nil)
 			if tc.wantErr {
 				if err == nil || got != nil {
 					t.Fatalf("want error and nil selection, got %v, %v", got, err)

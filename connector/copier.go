@@ -37,6 +37,12 @@ type copier struct {
 
 	mu    sync.Mutex
 	parts map[topicPartition]*partitionState
+	// parked holds the state of partitions no longer copied (their topic
+	// left the selection): records still in flight settle into it, the
+	// progress writer persists it, and a later assignment resumes from
+	// it, so a topic selected again continues where it stopped rather
+	// than from the position loaded at start.
+	parked map[topicPartition]*partitionState
 	// attention is set by a failing promise so the poll loop looks for
 	// partitions to pause and rewind without scanning on every poll.
 	attention atomic.Bool
@@ -164,6 +170,7 @@ func newCopier(log *slog.Logger, m *mirrorMetrics, dst *kgo.Client, produceCtx c
 		dst:            dst,
 		produceCtx:     produceCtx,
 		parts:          make(map[topicPartition]*partitionState),
+		parked:         make(map[topicPartition]*partitionState),
 		fetchErrLogged: make(map[topicPartition]time.Time),
 	}
 }
@@ -176,6 +183,9 @@ type assignment struct {
 	topicID string
 	next    int64
 	index   *partitionIndex // what was loaded; a fresh one when nil
+	// resume, when set, is the partition's parked state to continue
+	// with (next and index are then its own).
+	resume *partitionState
 }
 
 // assign starts copying the given partitions. The first call creates the
@@ -191,11 +201,21 @@ func (c *copier) assign(as []assignment, srcOpts []kgo.Opt) (started bool, err e
 		if _, ok := c.parts[a.tp]; ok {
 			continue
 		}
-		ps := &partitionState{tp: a.tp, target: a.target, topicID: a.topicID, acked: a.next, persisted: a.next, end: -1, metrics: c.metrics, index: a.index}
-		if ps.index == nil {
-			ps.index = newPartitionIndex()
+		ps := a.resume
+		if ps != nil {
+			ps.mu.Lock()
+			// A refusal that parked with the partition is retried now.
+			ps.failed, ps.paused, ps.backoff = nil, false, 0
+			a.next = ps.acked
+			ps.mu.Unlock()
+		} else {
+			ps = &partitionState{tp: a.tp, target: a.target, topicID: a.topicID, acked: a.next, persisted: a.next, end: -1, metrics: c.metrics, index: a.index}
+			if ps.index == nil {
+				ps.index = newPartitionIndex()
+			}
+			ps.onFail = func() { c.attention.Store(true) }
 		}
-		ps.onFail = func() { c.attention.Store(true) }
+		delete(c.parked, a.tp)
 		c.parts[a.tp] = ps
 		o := kgo.NewOffset().AtStart()
 		if a.next >= 0 {
@@ -235,25 +255,23 @@ func (c *copier) assign(as []assignment, srcOpts []kgo.Opt) (started bool, err e
 }
 
 // unassign stops copying the given partitions (their topic left the
-// selection or was deleted at the source). Records in flight still settle.
-// It returns the partitions' offset indexes, which the control plane keeps
-// for a later assignment (to resume with, or to delete their chunks).
-func (c *copier) unassign(tps []topicPartition) map[topicPartition]*partitionIndex {
+// selection, was deleted at the source, or starts over). Their state is
+// parked: records in flight still settle into it and are persisted, and
+// takeParked hands it to a later assignment.
+func (c *copier) unassign(tps []topicPartition) {
 	if len(tps) == 0 {
-		return nil
+		return
 	}
 	rm := make(map[string][]int32)
-	out := make(map[topicPartition]*partitionIndex, len(tps))
 	targets := make(map[string]string) // source topic -> target topic
 	c.mu.Lock()
 	for _, tp := range tps {
 		if ps := c.parts[tp]; ps != nil {
-			ps.mu.Lock()
-			out[tp] = ps.index
-			ps.mu.Unlock()
 			targets[tp.topic] = ps.target
+			c.parked[tp] = ps
 		}
 		delete(c.parts, tp)
+		delete(c.fetchErrLogged, tp)
 		rm[tp.topic] = append(rm[tp.topic], tp.partition)
 	}
 	// Topics with no partition left are forgotten by both clients:
@@ -282,6 +300,38 @@ func (c *copier) unassign(tps []topicPartition) map[topicPartition]*partitionInd
 		c.src.PurgeTopicsFromConsuming(gone...)
 	}
 	c.dst.PurgeTopicsFromProducing(goneTargets...)
+}
+
+// parkedState returns a partition's parked state, nil if there is none.
+// settled reports that none of its records is still in flight: only then
+// is its acked position final, and can copying resume from it.
+func (c *copier) parkedState(tp topicPartition) (ps *partitionState, settled bool) {
+	c.mu.Lock()
+	ps = c.parked[tp]
+	c.mu.Unlock()
+	if ps == nil {
+		return nil, false
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps, ps.head == len(ps.inflight)
+}
+
+// dropParked forgets the parked state of the given partitions (their
+// source topic is gone, or the copy starts over) and returns their
+// indexes, whose stored chunks the caller deletes.
+func (c *copier) dropParked(tps []topicPartition) map[topicPartition]*partitionIndex {
+	out := make(map[topicPartition]*partitionIndex)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, tp := range tps {
+		if ps := c.parked[tp]; ps != nil {
+			ps.mu.Lock()
+			out[tp] = ps.index
+			ps.mu.Unlock()
+			delete(c.parked, tp)
+		}
+	}
 	return out
 }
 
@@ -291,12 +341,28 @@ func (c *copier) partition(tp topicPartition) *partitionState {
 	return c.parts[tp]
 }
 
-// snapshot returns the current partition states.
+// snapshot returns the states of the partitions being copied.
 func (c *copier) snapshot() []*partitionState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]*partitionState, 0, len(c.parts))
 	for _, p := range c.parts {
+		out = append(out, p)
+	}
+	return out
+}
+
+// persistable returns the states whose progress the writer persists: the
+// partitions being copied and the parked ones (their last records may be
+// acknowledged after they were parked).
+func (c *copier) persistable() []*partitionState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*partitionState, 0, len(c.parts)+len(c.parked))
+	for _, p := range c.parts {
+		out = append(out, p)
+	}
+	for _, p := range c.parked {
 		out = append(out, p)
 	}
 	return out
@@ -439,7 +505,20 @@ func (c *copier) rewindFailed() {
 	}
 }
 
-// failures returns the partition's current error, if it is failing.
+// inFlight counts the records produced and not yet acknowledged, over the
+// partitions being copied and the parked ones.
+func (c *copier) inFlight() int {
+	n := 0
+	for _, ps := range c.persistable() {
+		ps.mu.Lock()
+		n += len(ps.inflight) - ps.head
+		ps.mu.Unlock()
+	}
+	return n
+}
+
+// status returns the partition's acked position, source end and current
+// error, if it is failing.
 func (p *partitionState) status() (acked, end int64, failed error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -64,6 +64,7 @@ type topicState struct {
 	id             string // the source topic's ID ("" when the broker has none)
 	persistedID    string // the source topic ID in the stored metadata
 	exists         bool   // the target topic existed at the last pass
+	targetID       string // the target topic's ID when last listed ("" unknown)
 	partitions     int32  // at the source
 	assigned       int32  // partitions [0, assigned) are being copied
 	state          State
@@ -101,6 +102,7 @@ type Mirror struct {
 	metadataTopic   string
 	checkpointTopic string
 	sealer          sealer // wraps offset records (progress, index, checkpoints)
+	logEvery        *logLimiter
 
 	// produceCtx outlives Run's context: records in flight must still be
 	// flushed after a shutdown starts. It is cancelled only if the flush
@@ -145,6 +147,7 @@ func New(cfg Config) (*Mirror, error) {
 		metadataTopic:   metadataTopicName(cfg.Name),
 		checkpointTopic: policy.InternalTopic(cfg.Name, "checkpoints"),
 		sealer:          sealer{cfg.OffsetCodec},
+		logEvery:        newLogLimiter(time.Minute),
 		groups:          make(map[string]*groupState),
 		produceCtx:      produceCtx,
 		cancelProduce:   cancel,
@@ -216,6 +219,9 @@ func (m *Mirror) newClients() (*clients, error) {
 	if len(m.cfg.Compression) > 0 {
 		dstOpts = append(dstOpts, kgo.ProducerBatchCompression(m.cfg.Compression...))
 	}
+	if m.cfg.DeliveryTimeout > 0 {
+		dstOpts = append(dstOpts, kgo.RecordDeliveryTimeout(m.cfg.DeliveryTimeout))
+	}
 	dst, err := kgo.NewClient(dstOpts...)
 	if err != nil {
 		srcAdminCl.Close()
@@ -231,9 +237,11 @@ func (m *Mirror) dstProduce(dst *kgo.Client, r *kgo.Record, promise func(*kgo.Re
 }
 
 // Run mirrors until ctx is cancelled, then stops fetching, flushes the
-// producer, persists progress and returns nil. It returns an error only
-// when it cannot build its clients; failures while running (a cluster down,
-// a topic the target refuses) are logged, counted and retried.
+// producer, persists progress and returns nil. It returns an error when it
+// cannot build its clients, or when records were still unacknowledged at
+// the end of ShutdownTimeout (abandoned: copied again after a restart);
+// failures while running (a cluster down, a topic the target refuses) are
+// logged, counted and retried.
 func (m *Mirror) Run(ctx context.Context) error {
 	c, err := m.newClients()
 	if err != nil {
@@ -258,7 +266,7 @@ func (m *Mirror) Run(ctx context.Context) error {
 	copyStarted := false
 
 	var bg sync.WaitGroup
-	writer := &progressWriter{topic: m.progressTopic, dst: c.dst, c: cp, sealer: m.sealer}
+	writer := &progressWriter{topic: m.progressTopic, dst: c.dst, c: cp, sealer: m.sealer, failed: m.internalWriteFailed}
 	bg.Go(func() {
 		every(copyCtx, progressTick(m.cfg.ProgressInterval), func() {
 			writer.writeAsync(m.produceCtx)
@@ -316,25 +324,63 @@ loop:
 		refresh.Reset(m.cfg.RefreshInterval)
 	}
 
-	// Shutdown: stop fetching, let in-flight records settle, persist.
+	return m.shutdown(c, cp, writer, stopCopy, copyStarted, copyDone, &bg)
+}
+
+// shutdown stops fetching, lets the records in flight settle and persists
+// the progress, all within ShutdownTimeout (plus a short bound for the last
+// progress write). Records the target has not acknowledged by then are
+// abandoned: progress never moved past them, so a restart copies them
+// again. It returns an error naming how many were abandoned.
+func (m *Mirror) shutdown(c *clients, cp *copier, writer *progressWriter, stopCopy func(), copyStarted bool, copyDone <-chan struct{}, bg *sync.WaitGroup) error {
+	flushCtx, cancelFlush := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
+	defer cancelFlush()
+	// A Produce blocked on a full buffer (a target refusing writes) only
+	// returns once its context ends: at the deadline at the latest, so the
+	// copier below cannot hold the shutdown past it.
+	stopUnblocking := context.AfterFunc(flushCtx, m.cancelProduce)
+	defer stopUnblocking()
 	stopCopy()
 	if copyStarted {
 		<-copyDone
 	}
 	bg.Wait()
-	flushCtx, cancelFlush := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
-	defer cancelFlush()
+	var abandoned int
 	if err := c.dst.Flush(flushCtx); err != nil {
-		m.log.Error("records still in flight at shutdown; they will be copied again after a restart", "err", err)
+		abandoned = cp.inFlight()
 		m.cancelProduce()
+		m.log.Error("shutdown_timeout reached with records in flight: abandoning them; progress does not include them, so a restart copies them again",
+			"records", abandoned, "shutdown_timeout", m.cfg.ShutdownTimeout, "err", err)
 	}
 	m.updateMetrics()
-	if err := writer.writeSync(flushCtx); err != nil {
+	// The last progress write gets a bound of its own: after a timed-out
+	// flush, the acknowledged positions are still worth persisting.
+	progressCtx := flushCtx
+	if flushCtx.Err() != nil {
+		var cancel context.CancelFunc
+		progressCtx, cancel = context.WithTimeout(context.Background(), finalProgressTimeout)
+		defer cancel()
+	}
+	if err := writer.writeSync(progressCtx); err != nil {
 		m.log.Error("could not persist the last progress; records since the previous write will be copied again", "err", err)
 	} else {
 		m.log.Info("stopped; progress persisted", "progress_topic", m.progressTopic)
 	}
+	if abandoned > 0 {
+		return fmt.Errorf("mirror %s: %d records not acknowledged by the target within shutdown_timeout (%v); they will be copied again after a restart", m.cfg.Name, abandoned, m.cfg.ShutdownTimeout)
+	}
 	return nil
+}
+
+// finalProgressTimeout bounds the progress write of a shutdown whose flush
+// timed out.
+const finalProgressTimeout = 2 * time.Second
+
+// internalWriteFailed counts and logs (at most once a minute per kind) a
+// write of kmirror's own records that the target did not acknowledge.
+func (m *Mirror) internalWriteFailed(kind string, tp topicPartition, err error) {
+	m.metrics.incInternalWriteErrors(kind)
+	m.logEvery.warn(m.log, "write:"+kind, "the target did not acknowledge a write to "+m.progressTopic+"; retrying", "kind", kind, "topic", tp.topic, "partition", tp.partition, "err", err)
 }
 
 // every calls fn every interval until ctx ends; fn runs on this goroutine,

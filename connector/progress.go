@@ -202,6 +202,15 @@ type progressWriter struct {
 	dst    *kgo.Client
 	c      *copier
 	sealer sealer
+	// failed counts and logs (rate-limited) a write the target did not
+	// acknowledge; the write is retried on the next tick.
+	failed func(kind string, tp topicPartition, err error)
+}
+
+func (w *progressWriter) fail(kind string, tp topicPartition, err error) {
+	if w.failed != nil {
+		w.failed(kind, tp, err)
+	}
 }
 
 // chunkWrite is one index record to produce.
@@ -214,7 +223,7 @@ type chunkWrite struct {
 // partition whose position moved. Promises mark what was persisted; a
 // failed write is retried on the next tick.
 func (w *progressWriter) writeAsync(ctx context.Context) {
-	for _, ps := range w.c.snapshot() {
+	for _, ps := range w.c.persistable() {
 		ps.mu.Lock()
 		acked, persisted := ps.acked, ps.persisted
 		var writes []chunkWrite
@@ -242,6 +251,7 @@ func (w *progressWriter) writeAsync(ctx context.Context) {
 				if err == nil {
 					return
 				}
+				w.fail(writeIndex, ps.tp, err)
 				ps.mu.Lock()
 				if cw.runs == nil {
 					ps.index.dropped = append(ps.index.dropped, cw.chunk)
@@ -257,7 +267,8 @@ func (w *progressWriter) writeAsync(ctx context.Context) {
 		k, v := encodeProgress(ps.tp, position{next: acked, topicID: ps.topicID})
 		w.dst.Produce(ctx, &kgo.Record{Topic: w.topic, Key: k, Value: w.sealer.seal(v)}, func(_ *kgo.Record, err error) {
 			if err != nil {
-				return // written again on the next tick
+				w.fail(writeProgress, ps.tp, err) // written again on the next tick
+				return
 			}
 			ps.mu.Lock()
 			if acked > ps.persisted {
@@ -281,3 +292,30 @@ func (w *progressWriter) writeSync(ctx context.Context) error {
 // progressTick is how often the writer checks, bounded below so a tiny
 // configured interval cannot spin.
 func progressTick(d time.Duration) time.Duration { return max(d, 10*time.Millisecond) }
+
+// deleteStoredProgress writes tombstones for a partition's progress and
+// index chunks (its source topic is gone), so that a restart does not load
+// them again. A failed tombstone is logged and counted; the record it
+// should have deleted stays harmless (tied to the old topic's ID).
+func (m *Mirror) deleteStoredProgress(dst *kgo.Client, tp topicPartition, ix *partitionIndex) {
+	type tomb struct {
+		kind string
+		key  []byte
+	}
+	var tombs []tomb
+	if ix != nil {
+		for _, k := range append(ix.storedChunks(), ix.dropped...) {
+			tombs = append(tombs, tomb{writeIndex, indexChunkKey(tp, k)})
+		}
+	}
+	k, _ := encodeProgress(tp, position{})
+	tombs = append(tombs, tomb{writeProgress, k})
+	for _, t := range tombs {
+		m.dstProduce(dst, &kgo.Record{Topic: m.progressTopic, Key: t.key}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				m.metrics.incInternalWriteErrors(t.kind)
+				m.logEvery.warn(m.log, "tombstone:"+tp.topic, "could not delete the stored progress of a deleted source topic", "topic", tp.topic, "partition", tp.partition, "err", err)
+			}
+		})
+	}
+}

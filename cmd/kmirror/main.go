@@ -151,7 +151,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 	log := newLogger(stderr, cfg.Log)
 	// Signals are turned into a context here and nowhere else, so the app
 	// package stays embeddable.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := shutdownContext(log, time.Duration(cfg.ShutdownTimeout))
 	defer stop()
 	a, err := app.New(app.Options{Config: cfg, Logger: log, Version: getVersion(), ConfigFile: *path})
 	if err != nil {
@@ -181,6 +181,37 @@ func cmdRun(args []string, stderr io.Writer) int {
 	}
 	log.Info("kmirror stopped", "uptime", time.Since(start).Round(time.Millisecond))
 	return 0
+}
+
+// shutdownContext returns a context cancelled by the first SIGINT or
+// SIGTERM: kmirror then stops within shutdown_timeout. A second signal
+// exits at once, with status 1, without waiting for records in flight
+// (their progress is not written, so a restart copies them again).
+func shutdownContext(log *slog.Logger, timeout time.Duration) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-sigs:
+			log.Info("shutting down; a second signal exits at once", "signal", sig.String(), "shutdown_timeout", timeout)
+			cancel()
+		case <-done:
+			return
+		}
+		select {
+		case sig := <-sigs:
+			log.Error("second signal: exiting now; records in flight will be copied again after a restart", "signal", sig.String())
+			os.Exit(1)
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel()
+	}
 }
 
 func cmdDemo(args []string, stdout, stderr io.Writer) int {

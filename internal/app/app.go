@@ -322,6 +322,8 @@ func newMirror(cfg *config.Config, mc *config.Mirror, log *slog.Logger, metrics 
 		ProgressInterval:    time.Duration(mc.ProgressInterval),
 		ReplicationFactor:   int16(mc.ReplicationFactor),
 		Linger:              time.Duration(mc.Producer.Linger),
+		DeliveryTimeout:     time.Duration(mc.Producer.DeliveryTimeout),
+		ShutdownTimeout:     time.Duration(cfg.ShutdownTimeout),
 		BatchMaxBytes:       int32(mc.Producer.BatchMaxBytes),
 		Compression:         codec,
 		OffsetCodec:         offsetCodec,
