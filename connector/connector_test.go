@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"log/slog"
 	"reflect"
 	"sort"
@@ -190,7 +191,12 @@ type passHarness struct {
 	cp             *copier
 }
 
-func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func discardLogger() *slog.Logger {
+	if os.Getenv("KMIRROR_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
 
 func newPassHarness(t *testing.T, src, dst *kfake.Cluster) *passHarness {
 	t.Helper()

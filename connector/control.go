@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/filters"
 )
@@ -117,7 +118,7 @@ func (m *Mirror) discover(ctx context.Context, c *clients) (discovered, error) {
 	}
 	m.mu.Unlock()
 	if len(missing) > 0 {
-		again, gone, err := lookAgain(ctx, c.srcAdm, missing)
+		again, gone, err := lookAgain(ctx, c.srcAdminCl, missing)
 		if err != nil {
 			return d, fmt.Errorf("list source topics: %w", err)
 		}
@@ -159,27 +160,43 @@ func (m *Mirror) discover(ctx context.Context, c *clients) (discovered, error) {
 	return d, nil
 }
 
-// lookAgain asks for topics a full listing lacked, by name: a listing can
-// miss a topic that exists (a broker with stale metadata answered). It
-// returns the topics found (possibly with a topic-level error: unknown,
-// not gone) and those the cluster says do not exist.
-func lookAgain(ctx context.Context, adm *kadm.Client, names []string) (kadm.TopicDetails, map[string]bool, error) {
-	listed, err := adm.ListTopics(ctx, names...)
+// lookAgain asks for topics a full listing lacked, by name, in a Metadata
+// request of its own (kadm's listings may answer from the client's
+// metadata cache, which would repeat the first answer): a listing can miss
+// a topic that exists (a broker with stale metadata answered). It returns
+// the topics found (possibly with a topic-level error: unknown, not gone)
+// and those the cluster says do not exist.
+func lookAgain(ctx context.Context, cl *kgo.Client, names []string) (kadm.TopicDetails, map[string]bool, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	for _, name := range names {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(name)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
 		return nil, nil, err
 	}
 	found := make(kadm.TopicDetails)
 	gone := make(map[string]bool)
+	for _, t := range resp.Topics {
+		if t.Topic == nil {
+			continue
+		}
+		td := kadm.TopicDetail{Topic: *t.Topic, ID: t.TopicID, Partitions: make(kadm.PartitionDetails), Err: kerr.ErrorForCode(t.ErrorCode)}
+		if errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
+			gone[td.Topic] = true
+			continue
+		}
+		for _, p := range t.Partitions {
+			td.Partitions[p.Partition] = kadm.PartitionDetail{Topic: td.Topic, Partition: p.Partition, Leader: p.Leader, Err: kerr.ErrorForCode(p.ErrorCode)}
+		}
+		found[td.Topic] = td
+	}
 	for _, name := range names {
-		td, ok := listed[name]
-		switch {
-		case ok && errors.Is(td.Err, kerr.UnknownTopicOrPartition):
-			gone[name] = true
-		case ok:
-			found[name] = td
-		default:
+		if _, ok := found[name]; !ok && !gone[name] {
 			// Not in the answer at all: nothing proven either way.
-			found[name] = kadm.TopicDetail{Topic: name, Err: fmt.Errorf("not in the metadata answer")}
+			found[name] = kadm.TopicDetail{Topic: name, Err: errors.New("not in the metadata answer")}
 		}
 	}
 	return found, gone, nil
@@ -244,7 +261,7 @@ func (m *Mirror) listTarget(ctx context.Context, c *clients, selected []filters.
 	}
 	m.mu.Unlock()
 	if len(missing) > 0 {
-		again, gone, err := lookAgain(ctx, c.dstAdm, missing)
+		again, gone, err := lookAgain(ctx, c.dst, missing)
 		if err != nil {
 			return tl, fmt.Errorf("list target topics: %w", err)
 		}

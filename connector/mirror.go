@@ -103,6 +103,9 @@ type Mirror struct {
 	checkpointTopic string
 	sealer          sealer // wraps offset records (progress, index, checkpoints)
 	logEvery        *logLimiter
+	// producerBufferBytes bounds the target producer's buffer
+	// (ProducerMaxBufferedBytes; tests lower it).
+	producerBufferBytes int
 
 	// produceCtx outlives Run's context: records in flight must still be
 	// flushed after a shutdown starts. It is cancelled only if the flush
@@ -140,21 +143,22 @@ func New(cfg Config) (*Mirror, error) {
 	}
 	produceCtx, cancel := context.WithCancel(context.Background())
 	m := &Mirror{
-		cfg:             cfg,
-		log:             cfg.Logger.With("mirror", cfg.Name),
-		metrics:         cfg.Metrics.forMirror(cfg.Name),
-		progressTopic:   policy.InternalTopic(cfg.Name, "progress"),
-		metadataTopic:   metadataTopicName(cfg.Name),
-		checkpointTopic: policy.InternalTopic(cfg.Name, "checkpoints"),
-		sealer:          sealer{cfg.OffsetCodec},
-		logEvery:        newLogLimiter(time.Minute),
-		groups:          make(map[string]*groupState),
-		produceCtx:      produceCtx,
-		cancelProduce:   cancel,
-		topics:          make(map[string]*topicState),
-		progress:        make(map[topicPartition]position),
-		indexes:         make(map[topicPartition]*partitionIndex),
-		metaPersisted:   make(map[string]map[string]string),
+		cfg:                 cfg,
+		log:                 cfg.Logger.With("mirror", cfg.Name),
+		metrics:             cfg.Metrics.forMirror(cfg.Name),
+		progressTopic:       policy.InternalTopic(cfg.Name, "progress"),
+		metadataTopic:       metadataTopicName(cfg.Name),
+		checkpointTopic:     policy.InternalTopic(cfg.Name, "checkpoints"),
+		sealer:              sealer{cfg.OffsetCodec},
+		logEvery:            newLogLimiter(time.Minute),
+		producerBufferBytes: ProducerMaxBufferedBytes,
+		groups:              make(map[string]*groupState),
+		produceCtx:          produceCtx,
+		cancelProduce:       cancel,
+		topics:              make(map[string]*topicState),
+		progress:            make(map[topicPartition]position),
+		indexes:             make(map[topicPartition]*partitionIndex),
+		metaPersisted:       make(map[string]map[string]string),
 	}
 	m.sel.Store(&Selection{Filters: cfg.Filters, ConfigFilters: cfg.ConfigFilters, GroupFilters: cfg.GroupFilters, Labels: cfg.Labels})
 	return m, nil
@@ -208,7 +212,7 @@ func (m *Mirror) newClients() (*clients, error) {
 		// Produce to a topic just created on the target while its
 		// metadata propagates rather than failing the records.
 		kgo.UnknownTopicRetries(20),
-		kgo.MaxBufferedBytes(ProducerMaxBufferedBytes),
+		kgo.MaxBufferedBytes(m.producerBufferBytes),
 	)
 	if m.cfg.Linger > 0 {
 		dstOpts = append(dstOpts, kgo.ProducerLinger(m.cfg.Linger))
@@ -449,6 +453,18 @@ func (m *Mirror) load(ctx context.Context, dstAdm *kadm.Client) error {
 	m.mu.Unlock()
 	m.log.Info("progress and topic metadata loaded", "progress_topic", m.progressTopic, "partitions", len(ld.positions), "metadata_topic", m.metadataTopic, "topics", len(md))
 	return nil
+}
+
+// copierInFlight counts the records produced and not yet acknowledged (0
+// before the copier exists).
+func (m *Mirror) copierInFlight() int {
+	m.mu.Lock()
+	cp := m.copier
+	m.mu.Unlock()
+	if cp == nil {
+		return 0
+	}
+	return cp.inFlight()
 }
 
 // Status returns a snapshot for the HTTP API.
