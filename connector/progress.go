@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -205,9 +206,13 @@ type progressWriter struct {
 	// failed counts and logs (rate-limited) a write the target did not
 	// acknowledge; the write is retried on the next tick.
 	failed func(kind string, tp topicPartition, err error)
+	// failures counts the writes the target refused, so writeSync can
+	// tell a flushed write from an acknowledged one.
+	failures atomic.Int64
 }
 
 func (w *progressWriter) fail(kind string, tp topicPartition, err error) {
+	w.failures.Add(1)
 	if w.failed != nil {
 		w.failed(kind, tp, err)
 	}
@@ -282,9 +287,14 @@ func (w *progressWriter) writeAsync(ctx context.Context) {
 // writeSync writes every change and waits for the target to acknowledge
 // it; used on shutdown.
 func (w *progressWriter) writeSync(ctx context.Context) error {
+	before := w.failures.Load()
 	w.writeAsync(ctx)
 	if err := w.dst.Flush(ctx); err != nil {
 		return fmt.Errorf("flush progress to %s: %w", w.topic, err)
+	}
+	// A flush ends when every record is settled, failed ones too.
+	if n := w.failures.Load() - before; n > 0 {
+		return fmt.Errorf("the target refused %d progress or index writes to %s", n, w.topic)
 	}
 	return nil
 }
