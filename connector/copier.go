@@ -3,11 +3,14 @@ package connector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -49,6 +52,24 @@ type copier struct {
 	// fetchErrLogged rate-limits fetch error logs per partition: franz-go
 	// can return the same error on every poll.
 	fetchErrLogged map[topicPartition]time.Time
+	// deadLetter is the topic for records the target will never accept
+	// ("": none, such a partition stops).
+	deadLetter string
+	logEvery   *logLimiter
+	// cancelPoll ends the poll in progress early (wake): a partition
+	// isolating its records must not wait a whole poll timeout per record.
+	cancelPoll atomic.Pointer[context.CancelFunc]
+	woken      atomic.Bool
+}
+
+// wake asks the poll loop to look at the partitions now rather than at the
+// end of its current poll.
+func (c *copier) wake() {
+	c.attention.Store(true)
+	c.woken.Store(true)
+	if cancel := c.cancelPoll.Load(); cancel != nil {
+		(*cancel)()
+	}
 }
 
 type topicPartition struct {
@@ -85,14 +106,51 @@ type partitionState struct {
 	paused   bool
 	acks     uint64 // acknowledgements, for sampling latency
 
+	// Isolation. A refusal no retry can fix (isPermanent) names a batch,
+	// not a record: franz-go fails every record of the refused batch. So
+	// after one, records are produced one at a time, each waiting for its
+	// acknowledgement, from the last acknowledged offset up to
+	// isolateUntil (the refused batch's last offset): the record the
+	// target refuses alone is the poison. It is written to the dead-letter
+	// topic and skipped, or, without one, the partition stops there
+	// (stuck), retried with backoff in case the target's limits change.
+	isolateUntil int64 // -1: not isolating
+	isolatedOut  bool  // the one isolated record is in flight
+	poison       *poisonRecord
+	stuck        error // the poison's refusal, while no dead letter takes it
+
 	metrics *mirrorMetrics
 	onFail  func() // sets the copier's attention flag
+}
+
+// poisonRecord is a record the target refused on its own with an error no
+// retry can fix.
+type poisonRecord struct {
+	rec     *kgo.Record // as produced to the target
+	offset  int64       // its source offset
+	err     error
+	sending bool // being written to the dead-letter topic
 }
 
 const (
 	minRetryBackoff = 500 * time.Millisecond
 	maxRetryBackoff = 30 * time.Second
 )
+
+// isPermanent reports a produce error that retrying the same records can
+// never fix: the records themselves are refused (too large, invalid, a
+// timestamp or policy the target will not take). franz-go fails a record
+// larger than the producer's batch or buffer limit with MESSAGE_TOO_LARGE
+// without sending it.
+func isPermanent(err error) bool {
+	for _, e := range []error{kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidRecord,
+		kerr.InvalidTimestamp, kerr.PolicyViolation, kerr.CorruptMessage} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
 
 // promise is the produce callback for every record of the partition. It
 // must not block: franz-go calls all promises on one goroutine.
@@ -112,6 +170,8 @@ func (p *partitionState) promise(r *kgo.Record, err error) {
 			p.inflight, p.head = p.inflight[:n], 0
 		}
 	}
+	isolated := p.isolatedOut
+	p.isolatedOut = false
 	if err != nil {
 		if p.failed == nil {
 			p.failed = err
@@ -122,6 +182,18 @@ func (p *partitionState) promise(r *kgo.Record, err error) {
 				p.backoff = min(2*p.backoff, maxRetryBackoff)
 			}
 			p.retryAt = time.Now().Add(p.backoff)
+			if isPermanent(err) && src >= 0 {
+				if isolated {
+					p.poison = &poisonRecord{rec: r, offset: src, err: err}
+				} else {
+					// Find the refused record: no backoff before
+					// isolating, the retry itself is the search.
+					p.retryAt = time.Now()
+				}
+			}
+		}
+		if isPermanent(err) && src >= 0 && !isolated {
+			p.isolateUntil = max(p.isolateUntil, src)
 		}
 		p.mu.Unlock()
 		if m := p.metrics; m != nil {
@@ -135,6 +207,7 @@ func (p *partitionState) promise(r *kgo.Record, err error) {
 	if p.failed == nil && src >= 0 {
 		p.acked = src + 1
 		p.backoff = 0
+		p.stuck = nil
 		p.index.add(src, r.Offset)
 	}
 	p.acks++
@@ -144,6 +217,9 @@ func (p *partitionState) promise(r *kgo.Record, err error) {
 	// CPU at full speed.
 	sample := p.acks%16 == 0 || p.head == len(p.inflight)
 	p.mu.Unlock()
+	if isolated {
+		p.onFail() // the poll loop moves on to the next record
+	}
 	if m := p.metrics; m != nil {
 		// Counters are single atomic adds: cheap enough per record,
 		// and exact, so the count can be watched live.
@@ -163,8 +239,10 @@ func recordBytes(r *kgo.Record) int {
 	return n
 }
 
-func newCopier(log *slog.Logger, m *mirrorMetrics, dst *kgo.Client, produceCtx context.Context) *copier {
+func newCopier(log *slog.Logger, m *mirrorMetrics, dst *kgo.Client, produceCtx context.Context, deadLetter string) *copier {
 	return &copier{
+		deadLetter:     deadLetter,
+		logEvery:       newLogLimiter(time.Minute),
 		log:            log,
 		metrics:        m,
 		dst:            dst,
@@ -205,15 +283,15 @@ func (c *copier) assign(as []assignment, srcOpts []kgo.Opt) (started bool, err e
 		if ps != nil {
 			ps.mu.Lock()
 			// A refusal that parked with the partition is retried now.
-			ps.failed, ps.paused, ps.backoff = nil, false, 0
+			ps.failed, ps.paused, ps.backoff, ps.poison = nil, false, 0, nil
 			a.next = ps.acked
 			ps.mu.Unlock()
 		} else {
-			ps = &partitionState{tp: a.tp, target: a.target, topicID: a.topicID, acked: a.next, persisted: a.next, end: -1, metrics: c.metrics, index: a.index}
+			ps = &partitionState{tp: a.tp, target: a.target, topicID: a.topicID, acked: a.next, persisted: a.next, end: -1, metrics: c.metrics, index: a.index, isolateUntil: -1}
 			if ps.index == nil {
 				ps.index = newPartitionIndex()
 			}
-			ps.onFail = func() { c.attention.Store(true) }
+			ps.onFail = c.wake
 		}
 		delete(c.parked, a.tp)
 		c.parts[a.tp] = ps
@@ -382,7 +460,12 @@ const pollTimeout = 500 * time.Millisecond
 func (c *copier) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		pollCtx, cancel := context.WithTimeout(ctx, pollTimeout)
+		c.cancelPoll.Store(&cancel)
+		if c.woken.Swap(false) {
+			cancel() // woken between polls: do not wait
+		}
 		fetches := c.src.PollFetches(pollCtx)
+		c.cancelPoll.Store(nil)
 		cancel()
 		if ctx.Err() != nil {
 			// Records fetched but not produced are simply read again
@@ -440,11 +523,23 @@ func (c *copier) producePartition(fp kgo.FetchTopicPartition) {
 	} else if fp.HighWatermark > ps.end && fp.LastStableOffset <= 0 {
 		ps.end = fp.HighWatermark
 	}
-	for _, r := range fp.Records {
+	records := fp.Records
+	if ps.isolateUntil >= ps.acked {
+		if ps.isolatedOut || ps.paused {
+			ps.mu.Unlock()
+			return // fetched before the pause took effect: read again
+		}
+		// One record at a time; the rest is read again after its
+		// acknowledgement (see isolation in partitionState).
+		records = records[:1]
+		ps.isolatedOut, ps.paused = true, true
+		c.attention.Store(true) // pause the partition's fetches
+	}
+	for _, r := range records {
 		ps.inflight = append(ps.inflight, r.Offset)
 	}
 	ps.mu.Unlock()
-	for _, r := range fp.Records {
+	for _, r := range records {
 		out := &kgo.Record{
 			Topic:     ps.target,
 			Partition: r.Partition,
@@ -459,38 +554,66 @@ func (c *copier) producePartition(fp kgo.FetchTopicPartition) {
 
 // rewindFailed pauses failed partitions and, once their in-flight records
 // have settled and the backoff has passed, rewinds them to the last acked
-// offset and resumes them.
+// offset and resumes them. It also steps isolating partitions (one record
+// at a time) and hands poison records to the dead-letter topic.
 func (c *copier) rewindFailed() {
 	c.attention.Store(false)
 	now := time.Now()
 	pause := make(map[string][]int32)
 	resume := make(map[string][]int32)
 	rewind := make(map[string]map[int32]kgo.EpochOffset)
+	var deadLetters []*partitionState
+	again := false
 	for _, ps := range c.snapshot() {
 		ps.mu.Lock()
-		if ps.failed == nil {
+		settled := ps.head == len(ps.inflight)
+		switch {
+		case ps.failed == nil && !ps.paused:
 			ps.mu.Unlock()
 			continue
-		}
-		if !ps.paused {
-			ps.paused = true
-			pause[ps.tp.topic] = append(pause[ps.tp.topic], ps.tp.partition)
-			c.log.Error("target refused records; partition paused and will be retried from its last acknowledged offset",
-				"topic", ps.tp.topic, "partition", ps.tp.partition, "target_topic", ps.target,
-				"acked_offset", ps.acked, "retry_in", ps.backoff, "err", ps.failed)
-		}
-		if ps.head == len(ps.inflight) && now.After(ps.retryAt) {
-			if rewind[ps.tp.topic] == nil {
-				rewind[ps.tp.topic] = make(map[int32]kgo.EpochOffset)
+		case ps.failed == nil:
+			// Isolating: pause while the one record is in flight,
+			// then read on from the next offset.
+			if !settled {
+				pause[ps.tp.topic] = append(pause[ps.tp.topic], ps.tp.partition)
+				again = true
+				break
 			}
-			rewind[ps.tp.topic][ps.tp.partition] = kgo.EpochOffset{Epoch: -1, Offset: ps.acked}
-			resume[ps.tp.topic] = append(resume[ps.tp.topic], ps.tp.partition)
-			ps.failed, ps.paused = nil, false
-		} else {
-			// Look again on the next poll.
-			c.attention.Store(true)
+			if ps.acked > ps.isolateUntil {
+				ps.isolateUntil = -1
+				c.log.Info("isolation over: copying in batches again", "topic", ps.tp.topic, "partition", ps.tp.partition, "acked_offset", ps.acked)
+			}
+			addRewind(rewind, resume, ps)
+			ps.paused = false
+		default:
+			if !ps.paused {
+				ps.paused = true
+				pause[ps.tp.topic] = append(pause[ps.tp.topic], ps.tp.partition)
+				c.logRefusal(ps)
+			}
+			switch {
+			case !settled || now.Before(ps.retryAt):
+				again = true // look again on the next poll
+			case ps.poison != nil && c.deadLetter != "":
+				if !ps.poison.sending {
+					ps.poison.sending = true
+					deadLetters = append(deadLetters, ps)
+				}
+			default:
+				if ps.poison != nil {
+					// Retried with backoff: the target's limits
+					// may change; it stays failed meanwhile.
+					ps.stuck = fmt.Errorf("record at offset %d refused by the target: %w", ps.poison.offset, ps.poison.err)
+					ps.poison = nil
+				}
+				addRewind(rewind, resume, ps)
+				ps.failed, ps.paused = nil, false
+			}
 		}
 		ps.mu.Unlock()
+	}
+	if again {
+		c.attention.Store(true)
 	}
 	if len(pause) > 0 {
 		c.src.PauseFetchPartitions(pause)
@@ -498,11 +621,98 @@ func (c *copier) rewindFailed() {
 		// the producer does not know yet); refresh before the retry.
 		c.dst.ForceMetadataRefresh()
 	}
+	for _, ps := range deadLetters {
+		c.writeDeadLetter(ps)
+	}
 	if len(rewind) > 0 {
 		c.src.SetOffsets(rewind)
 		c.src.ResumeFetchPartitions(resume)
-		c.log.Info("retrying partitions from their last acknowledged offsets", "partitions", resume)
+		c.log.Debug("reading partitions again from their last acknowledged offsets", "partitions", resume)
 	}
+}
+
+func addRewind(rewind map[string]map[int32]kgo.EpochOffset, resume map[string][]int32, ps *partitionState) {
+	if rewind[ps.tp.topic] == nil {
+		rewind[ps.tp.topic] = make(map[int32]kgo.EpochOffset)
+	}
+	rewind[ps.tp.topic][ps.tp.partition] = kgo.EpochOffset{Epoch: -1, Offset: ps.acked}
+	resume[ps.tp.topic] = append(resume[ps.tp.topic], ps.tp.partition)
+}
+
+// logRefusal logs a partition's refusal once per pause, and a poison
+// record at most once a minute per partition. The caller holds ps.mu.
+func (c *copier) logRefusal(ps *partitionState) {
+	switch {
+	case ps.poison != nil && c.deadLetter == "":
+		c.logEvery.error(c.log, fmt.Sprintf("poison:%s/%d", ps.tp.topic, ps.tp.partition),
+			"the target refuses a record for good: partition stopped there (retried with backoff); set mirrors[].dead_letter to skip such records",
+			"topic", ps.tp.topic, "partition", ps.tp.partition, "target_topic", ps.target, "offset", ps.poison.offset, "err", ps.poison.err)
+	case ps.poison != nil:
+	case isPermanent(ps.failed) && ps.isolateUntil >= ps.acked:
+		c.log.Warn("target refused a batch for good; producing its records one at a time to find the refused one",
+			"topic", ps.tp.topic, "partition", ps.tp.partition, "target_topic", ps.target, "from_offset", ps.acked, "to_offset", ps.isolateUntil, "err", ps.failed)
+	default:
+		c.log.Error("target refused records; partition paused and will be retried from its last acknowledged offset",
+			"topic", ps.tp.topic, "partition", ps.tp.partition, "target_topic", ps.target,
+			"acked_offset", ps.acked, "retry_in", ps.backoff, "err", ps.failed)
+	}
+}
+
+// Headers of a dead-lettered record, naming where it came from and why.
+const (
+	headerSourceTopic     = "kmirror.source.topic"
+	headerSourcePartition = "kmirror.source.partition"
+	headerSourceOffset    = "kmirror.source.offset"
+	headerError           = "kmirror.error"
+	headerTruncated       = "kmirror.truncated"
+)
+
+// writeDeadLetter writes a partition's poison record to the dead-letter
+// topic; once the target acknowledges it, the partition moves past it (the
+// offset index has no entry for it: a group committed there translates to
+// the next copied record).
+func (c *copier) writeDeadLetter(ps *partitionState) {
+	ps.mu.Lock()
+	p := ps.poison
+	ps.mu.Unlock()
+	dl := &kgo.Record{
+		Topic:     c.deadLetter,
+		Partition: 0,
+		Key:       p.rec.Key,
+		Value:     p.rec.Value,
+		Timestamp: p.rec.Timestamp,
+		Headers: append(append([]kgo.RecordHeader(nil), p.rec.Headers...),
+			kgo.RecordHeader{Key: headerSourceTopic, Value: []byte(ps.tp.topic)},
+			kgo.RecordHeader{Key: headerSourcePartition, Value: strconv.AppendInt(nil, int64(ps.tp.partition), 10)},
+			kgo.RecordHeader{Key: headerSourceOffset, Value: strconv.AppendInt(nil, p.offset, 10)},
+			kgo.RecordHeader{Key: headerError, Value: []byte(p.err.Error())},
+		),
+	}
+	if errors.Is(p.err, kerr.MessageTooLarge) || errors.Is(p.err, kerr.RecordListTooLarge) {
+		// It would be too large for the dead-letter topic too.
+		dl.Key, dl.Value = nil, nil
+		dl.Headers = append(dl.Headers, kgo.RecordHeader{Key: headerTruncated, Value: []byte("true")})
+	}
+	c.dst.Produce(c.produceCtx, dl, func(_ *kgo.Record, err error) {
+		defer c.wake()
+		ps.mu.Lock()
+		defer ps.mu.Unlock()
+		if err != nil {
+			p.sending = false
+			ps.retryAt = time.Now().Add(ps.backoff)
+			if m := c.metrics; m != nil {
+				m.incInternalWriteErrors(writeDeadLetter)
+			}
+			c.logEvery.warn(c.log, "dead-letter:"+c.deadLetter, "could not write a refused record to the dead-letter topic; retrying", "topic", ps.tp.topic, "partition", ps.tp.partition, "offset", p.offset, "dead_letter_topic", c.deadLetter, "err", err)
+			return
+		}
+		c.metrics.incDeadLetters()
+		c.log.Warn("record refused by the target written to the dead-letter topic; partition moves on",
+			"topic", ps.tp.topic, "partition", ps.tp.partition, "offset", p.offset, "dead_letter_topic", c.deadLetter, "refusal", p.err)
+		ps.acked = max(ps.acked, p.offset+1)
+		ps.poison, ps.failed, ps.stuck, ps.backoff = nil, nil, nil, 0
+		// Still paused: the next rewindFailed reads on from acked.
+	})
 }
 
 // inFlight counts the records produced and not yet acknowledged, over the
@@ -522,6 +732,9 @@ func (c *copier) inFlight() int {
 func (p *partitionState) status() (acked, end int64, failed error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.stuck != nil {
+		return p.acked, p.end, p.stuck
+	}
 	return p.acked, p.end, p.failed
 }
 

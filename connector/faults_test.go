@@ -2,6 +2,7 @@ package connector
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
@@ -484,4 +485,157 @@ func TestShutdownBoundedWhenTargetRefuses(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return within 30s of the shutdown: it hangs on a target refusing writes")
 	}
+}
+
+// poisonSetup creates orders on the source with 20 small records, one of
+// 50 KB and 20 small ones again, and src.orders on the target refusing
+// batches over 10 KB; it starts the copier and returns the harness.
+func poisonSetup(t *testing.T, deadLetter string) (*passHarness, *kfake.Cluster) {
+	t.Helper()
+	src, dst := testClusters(t)
+	h := newPassHarness(t, src, dst)
+	h.cp.deadLetter = deadLetter
+	ctx, cancel := context.WithCancel(context.Background())
+	h.createWithProgress(t, "orders", 1, 0)
+	h.m.mu.Lock()
+	delete(h.m.progress, topicPartition{"orders", 0})
+	h.m.mu.Unlock()
+	if _, err := h.dstAdm.CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": kadmStr("10000")}, "src.orders"); err != nil {
+		t.Fatal(err)
+	}
+	if deadLetter != "" {
+		if _, err := h.dstAdm.CreateTopic(ctx, 1, 1, nil, deadLetter); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl := newClient(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var recs []*kgo.Record
+	for i := range 41 {
+		v := fmt.Appendf(nil, "r-%d", i)
+		if i == 20 {
+			big := make([]byte, 50<<10)
+			rand.Read(big) // incompressible: too large whatever the codec
+			v = append(v, big...)
+		}
+		recs = append(recs, &kgo.Record{Topic: "orders", Value: v, Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("x")}}})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	h.mustPass(t)
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		h.cp.run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-copied })
+	return h, dst
+}
+
+func (h *passHarness) acked(tp topicPartition) (int64, error) {
+	ps := h.cp.partition(tp)
+	if ps == nil {
+		return -1, nil
+	}
+	acked, _, err := ps.status()
+	return acked, err
+}
+
+// TestPoisonRecordDeadLettered: a record the target refuses for good
+// (MESSAGE_TOO_LARGE) is found in its refused batch, written to the
+// dead-letter topic with headers naming its origin, and the partition moves
+// on: every other record is on the target once, in order.
+func TestPoisonRecordDeadLettered(t *testing.T) {
+	t.Parallel()
+	h, dst := poisonSetup(t, "dlq")
+	tp := topicPartition{"orders", 0}
+	waitFor(t, func() bool { a, _ := h.acked(tp); return a == 41 }, "orders/0 acked past the poison record")
+	got := consumeFrom(t, dst.ListenAddrs(), "src.orders", 0, 0)
+	if len(got) != 40 {
+		t.Fatalf("target holds %d records, want the 40 accepted ones", len(got))
+	}
+	for off := range int64(40) {
+		want := int64(off)
+		if off >= 20 {
+			want++
+		}
+		if v := got[off]; v != fmt.Sprintf("r-%d", want) {
+			t.Fatalf("target offset %d = %q, want r-%d", off, v, want)
+		}
+	}
+	recs := consumeRecords(t, dst.ListenAddrs(), "dlq")
+	if len(recs) != 1 {
+		t.Fatalf("dead-letter topic holds %d records, want 1", len(recs))
+	}
+	hs := map[string]string{}
+	for _, hd := range recs[0].Headers {
+		hs[hd.Key] = string(hd.Value)
+	}
+	if hs[headerSourceTopic] != "orders" || hs[headerSourcePartition] != "0" || hs[headerSourceOffset] != "20" ||
+		!strings.Contains(hs[headerError], "MESSAGE_TOO_LARGE") || hs[headerTruncated] != "true" || hs["h"] != "x" {
+		t.Fatalf("dead-letter headers = %v", hs)
+	}
+	// The index skips the poison: a group committed at 20 resumes at the
+	// record after it.
+	ps := h.cp.partition(tp)
+	ps.mu.Lock()
+	to, err := ps.index.translate(20)
+	ps.mu.Unlock()
+	if err != nil || to != 20 {
+		t.Fatalf("translate(20) = %d, %v; want 20 (r-21 on the target)", to, err)
+	}
+}
+
+// TestPoisonRecordStopsPartition: without a dead-letter topic, the partition
+// stops at the refused record, failed with the reason, and goes on once the
+// target accepts it (its limit raised).
+func TestPoisonRecordStopsPartition(t *testing.T) {
+	t.Parallel()
+	h, dst := poisonSetup(t, "")
+	tp := topicPartition{"orders", 0}
+	var reason error
+	waitFor(t, func() bool {
+		a, err := h.acked(tp)
+		reason = err
+		return a == 20 && err != nil && strings.Contains(err.Error(), "offset 20")
+	}, "orders/0 stopped at the poison record with the reason")
+	if !errors.Is(reason, kerr.MessageTooLarge) {
+		t.Fatalf("reason = %v, want MESSAGE_TOO_LARGE", reason)
+	}
+	var failed string
+	for _, ts := range h.m.Status().Topics {
+		if ts.SourceTopic == "orders" && ts.State == StateFailed {
+			failed = ts.Error
+		}
+	}
+	if !strings.Contains(failed, "offset 20") {
+		t.Fatalf("status error = %q, want the partition failed with the record's offset", failed)
+	}
+	alterOn(t, h.dst, "src.orders", map[string]string{"max.message.bytes": "1048576"})
+	waitFor(t, func() bool { a, err := h.acked(tp); return a == 41 && err == nil }, "orders/0 to go on once the target accepts the record")
+	if got := consumeFrom(t, dst.ListenAddrs(), "src.orders", 0, 0); len(got) != 41 {
+		t.Fatalf("target holds %d records, want 41", len(got))
+	}
+}
+
+// consumeRecords reads every record of a one-partition topic.
+func consumeRecords(t *testing.T, addrs []string, topic string) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, _ := ends.Lookup(topic, 0)
+	var out []*kgo.Record
+	for int64(len(out)) < end.Offset && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { out = append(out, r) })
+	}
+	return out
 }

@@ -258,7 +258,7 @@ func (m *Mirror) Run(ctx context.Context) error {
 		return nil // ctx was cancelled during startup: nothing to flush
 	}
 
-	cp := newCopier(m.log, m.metrics, c.dst, m.produceCtx)
+	cp := newCopier(m.log, m.metrics, c.dst, m.produceCtx, m.cfg.DeadLetterTopic)
 	defer cp.close()
 	m.mu.Lock()
 	m.copier = cp
@@ -416,6 +416,11 @@ func (m *Mirror) start(ctx context.Context, c *clients) error {
 					return err
 				}
 			}
+			if dl := m.cfg.DeadLetterTopic; dl != "" {
+				if err := ensureTopic(ctx, c.dstAdm, dl, m.cfg.ReplicationFactor, nil); err != nil {
+					return fmt.Errorf("dead-letter topic: %w", err)
+				}
+			}
 			return m.load(ctx, c.dstAdm)
 		}()
 		if err == nil {
@@ -539,11 +544,16 @@ func (m *Mirror) updateMetrics() {
 		return
 	}
 	var total int64
+	failed := 0
 	for _, ps := range cp.snapshot() {
-		acked, end, _ := ps.status()
+		acked, end, err := ps.status()
 		total += lag(acked, end)
+		if err != nil {
+			failed++
+		}
 	}
 	m.metrics.lag.Set(float64(total))
+	m.metrics.setFailedPartitions(failed)
 }
 
 func (m *Mirror) updateTopicMetrics() {

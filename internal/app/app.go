@@ -324,6 +324,7 @@ func newMirror(cfg *config.Config, mc *config.Mirror, log *slog.Logger, metrics 
 		Linger:              time.Duration(mc.Producer.Linger),
 		DeliveryTimeout:     time.Duration(mc.Producer.DeliveryTimeout),
 		ShutdownTimeout:     time.Duration(cfg.ShutdownTimeout),
+		DeadLetterTopic:     deadLetterTopic(mc),
 		BatchMaxBytes:       int32(mc.Producer.BatchMaxBytes),
 		Compression:         codec,
 		OffsetCodec:         offsetCodec,
@@ -338,6 +339,13 @@ func labels(ls []*config.Label) []connector.Label {
 		out = append(out, connector.Label{Match: l.Regexp(), Set: l.Set})
 	}
 	return out
+}
+
+func deadLetterTopic(mc *config.Mirror) string {
+	if mc.DeadLetter == nil {
+		return ""
+	}
+	return mc.DeadLetter.Topic
 }
 
 // enabledInterval is the connector's convention for an optional periodic
