@@ -188,10 +188,8 @@ func (a *App) StartPlugins(ctx context.Context) error {
 	if err := a.startPlugins(ctx, cfg); err != nil {
 		return fmt.Errorf("plugins: %w", err)
 	}
-	if err := a.checkFilterPlugins(cfg); err != nil {
-		return fmt.Errorf("plugins: %w", err)
-	}
-	return nil
+	// Its errors name the config field; they need no prefix.
+	return a.checkFilterPlugins(cfg)
 }
 
 // Close stops the plugins and closes the listeners; after Run it is done
