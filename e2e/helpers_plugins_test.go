@@ -10,6 +10,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -938,7 +939,9 @@ func (e *env) waitGroupSet(addr, mirror string, timeout time.Duration, want map[
 			if got[g].State != "synced" {
 				return false, fmt.Sprintf("group %s: %+v", g, got[g])
 			}
-			committed, err := kmCommitted(ctxTimeout(e.t, 15*time.Second), e.dstAdm, g)
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			committed, err := kmCommitted(ctx, e.dstAdm, g)
+			cancel()
 			if err != nil {
 				return false, fmt.Sprintf("group %s on the target: %v", g, err)
 			}
