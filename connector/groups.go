@@ -148,11 +148,16 @@ func (m *Mirror) groupCandidates(ctx context.Context, c *clients, mirrored map[s
 }
 
 // selectGroups runs the group filters in order, keeping candidate order.
+// Each filter sees what the previous kept; a name it was not given cannot
+// add a group. A filter error (a plugin down, timed out or failing) is
+// counted in kmirror_filter_errors_total and returned: the caller then
+// keeps the previous group set, never an empty one.
 func (m *Mirror) selectGroups(ctx context.Context, cands []filters.Group) ([]filters.Group, error) {
 	for i, f := range m.selection().GroupFilters {
 		names, err := f.FilterGroups(ctx, filters.GroupRequest{Mirror: m.cfg.Name, Groups: cands})
 		if err != nil {
-			return nil, fmt.Errorf("group filter %d: %w", i, err)
+			m.metrics.incFilterErrors()
+			return nil, fmt.Errorf("group filter %d failed; keeping the previous group set: %w", i, err)
 		}
 		cands = slices.DeleteFunc(cands, func(g filters.Group) bool { return !slices.Contains(names, g.Name) })
 	}

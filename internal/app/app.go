@@ -54,6 +54,7 @@ type App struct {
 	opts       Options
 	mirrors    []*connector.Mirror
 	host       *plugins.Host
+	lookup     pluginLookup // filter plugins, in host
 	coalescer  *coalescer
 	extMetrics *extensionMetrics
 	// listenerImpls are the configured listeners, one instance each,
@@ -154,6 +155,7 @@ func New(opts Options) (*App, error) {
 		return nil, err
 	}
 	a.host = host
+	a.lookup = hostLookup(host)
 	cfg := opts.Config
 	if err := a.buildListeners(context.Background(), cfg); err != nil {
 		a.closeExtensions()
@@ -186,7 +188,8 @@ func (a *App) StartPlugins(ctx context.Context) error {
 	if err := a.startPlugins(ctx, cfg); err != nil {
 		return fmt.Errorf("plugins: %w", err)
 	}
-	return nil
+	// Its errors name the config field; they need no prefix.
+	return a.checkFilterPlugins(cfg)
 }
 
 // Close stops the plugins and closes the listeners; after Run it is done
@@ -252,6 +255,13 @@ func (a *App) Reload(ctx context.Context) error {
 	if err := a.startPlugins(ctx, cfg); err != nil {
 		a.extMetrics.reloadOK.Set(0)
 		a.opts.Logger.Error("config reload: plugins failed to start", "err", err)
+		return err
+	}
+	if err := a.checkFilterPlugins(cfg); err != nil {
+		// The plugins now run as cfg says, but the mirrors keep
+		// their previous selection, as when a plugin fails to start.
+		a.extMetrics.reloadOK.Set(0)
+		a.opts.Logger.Error("config reload rejected; the running selection stays", "err", err)
 		return err
 	}
 	a.mu.Lock()
