@@ -639,3 +639,75 @@ func consumeRecords(t *testing.T, addrs []string, topic string) []*kgo.Record {
 	}
 	return out
 }
+
+// TestDeletedTopicStateFreed: a source topic deleted (confirmed by a second
+// look) leaves nothing behind: no parked state, no position or index in
+// memory, and its stored progress is deleted. A topic that only left the
+// selection keeps its parked state.
+func TestDeletedTopicStateFreed(t *testing.T) {
+	t.Parallel()
+	src, dst := testClusters(t)
+	h := newPassHarness(t, src, dst)
+	h.createWithProgress(t, "gone", 2, 5)
+	h.createWithProgress(t, "kept", 1, 5)
+	h.mustPass(t)
+	w := &progressWriter{topic: h.m.progressTopic, dst: h.dst, c: h.cp, sealer: h.m.sealer}
+	for _, tp := range []topicPartition{{"gone", 0}, {"gone", 1}, {"kept", 0}} {
+		ps := h.cp.partition(tp)
+		ps.mu.Lock()
+		ps.acked = 9 // as if records were copied since
+		ps.index.add(5, 0)
+		ps.mu.Unlock()
+	}
+	ctx := context.Background()
+	if err := w.writeSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.srcAdm.DeleteTopic(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	h.m.Reconfigure(Selection{Filters: []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll("gone")}}})
+	waitFor(t, func() bool {
+		h.mustPass(t)
+		return len(h.m.Status().Topics) == 0
+	}, "both topics to leave the mirror")
+	h.cp.mu.Lock()
+	_, gone0 := h.cp.parked[topicPartition{"gone", 0}]
+	_, kept := h.cp.parked[topicPartition{"kept", 0}]
+	h.cp.mu.Unlock()
+	if gone0 || !kept {
+		t.Fatalf("parked: gone/0 %v (want false), kept/0 %v (want true)", gone0, kept)
+	}
+	h.m.mu.Lock()
+	for tp := range h.m.progress {
+		if tp.topic == "gone" {
+			t.Errorf("position of %v still in memory", tp)
+		}
+	}
+	for tp := range h.m.indexes {
+		if tp.topic == "gone" {
+			t.Errorf("index of %v still in memory", tp)
+		}
+	}
+	h.m.mu.Unlock()
+	if err := h.dst.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ld, err := loadProgress(ctx, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, h.dstAdm, h.m.progressTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tp := range ld.positions {
+		if tp.topic == "gone" {
+			t.Errorf("stored progress of %v not deleted", tp)
+		}
+	}
+	for tp := range ld.indexes {
+		if tp.topic == "gone" {
+			t.Errorf("stored index of %v not deleted", tp)
+		}
+	}
+	if pos := ld.positions[topicPartition{"kept", 0}]; pos.next != 9 {
+		t.Errorf("stored progress of kept/0 = %+v, want 9", pos)
+	}
+}

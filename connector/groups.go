@@ -123,6 +123,9 @@ func (m *Mirror) groupCandidates(ctx context.Context, c *clients, mirrored map[s
 	if len(names) == 0 {
 		return nil, nil, nil
 	}
+	// Sorted: filters (and their per-pass cache) see the same candidates
+	// in the same order every time.
+	sort.Strings(names)
 	fetched := c.srcAdm.FetchManyOffsets(ctx, names...)
 	var cands []filters.Group
 	offs := make(map[string]kadm.OffsetResponses)

@@ -150,7 +150,9 @@ func loadProgress(ctx context.Context, targetOpts []kgo.Opt, adm *kadm.Client, t
 	}
 	out.indexes = make(map[topicPartition]*partitionIndex, len(chunks))
 	for tp, cs := range chunks {
-		out.indexes[tp] = assembleIndex(cs)
+		if len(cs) > 0 { // every chunk deleted: nothing to keep
+			out.indexes[tp] = assembleIndex(cs)
+		}
 	}
 	return out, nil
 }
