@@ -118,6 +118,8 @@ type partitionState struct {
 	isolatedOut  bool  // the one isolated record is in flight
 	poison       *poisonRecord
 	stuck        error // the poison's refusal, while no dead letter takes it
+	// refusalLogged: the current refusal was logged (once per failure).
+	refusalLogged bool
 
 	metrics *mirrorMetrics
 	onFail  func() // sets the copier's attention flag
@@ -589,6 +591,9 @@ func (c *copier) rewindFailed() {
 			if !ps.paused {
 				ps.paused = true
 				pause[ps.tp.topic] = append(pause[ps.tp.topic], ps.tp.partition)
+			}
+			if !ps.refusalLogged {
+				ps.refusalLogged = true
 				c.logRefusal(ps)
 			}
 			switch {
@@ -607,7 +612,7 @@ func (c *copier) rewindFailed() {
 					ps.poison = nil
 				}
 				addRewind(rewind, resume, ps)
-				ps.failed, ps.paused = nil, false
+				ps.failed, ps.paused, ps.refusalLogged = nil, false, false
 			}
 		}
 		ps.mu.Unlock()
@@ -710,7 +715,7 @@ func (c *copier) writeDeadLetter(ps *partitionState) {
 		c.log.Warn("record refused by the target written to the dead-letter topic; partition moves on",
 			"topic", ps.tp.topic, "partition", ps.tp.partition, "offset", p.offset, "dead_letter_topic", c.deadLetter, "refusal", p.err)
 		ps.acked = max(ps.acked, p.offset+1)
-		ps.poison, ps.failed, ps.stuck, ps.backoff = nil, nil, nil, 0
+		ps.poison, ps.failed, ps.stuck, ps.backoff, ps.refusalLogged = nil, nil, nil, 0, false
 		// Still paused: the next rewindFailed reads on from acked.
 	})
 }

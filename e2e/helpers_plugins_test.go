@@ -132,6 +132,8 @@ type extConfig struct {
 	// MirrorRaw is added to the mirror as is (indent it by 4 spaces):
 	// for broken configs.
 	MirrorRaw string
+	// TopRaw is added at the top level as is (no indent).
+	TopRaw string
 }
 
 // pluginEntry is a plugins.<name> (or, with typ "plugin", a listeners.<name>)
@@ -189,6 +191,9 @@ func renderExtConfig(t testing.TB, cfg mirrorConfig, x extConfig) []byte {
 	}
 	if x.ListenerDefs != nil {
 		fmt.Fprintf(&top, "listeners: %s\n", js(x.ListenerDefs))
+	}
+	if x.TopRaw != "" {
+		top.WriteString(strings.TrimRight(x.TopRaw, "\n") + "\n")
 	}
 	i := strings.Index(base, "\nhttp:")
 	if i < 0 {
