@@ -138,6 +138,37 @@ func translateOffset(ix *partitionIndex, acked, s int64) (target int64, behind b
 	}
 }
 
+// translate sets TargetOffset and Behind from gp.SourceOffset through ix
+// (acked is the partition's acked position), or, when it has no exact
+// translation, Untranslatable and Reason (TargetOffset -1): a guess would
+// make a consumer skip or re-read records.
+func (gp *GroupPartition) translate(ix *partitionIndex, acked int64) {
+	to, behind, err := translateOffset(ix, acked, gp.SourceOffset)
+	if err != nil {
+		gp.TargetOffset, gp.Untranslatable, gp.Reason = -1, true, untranslatableReason(ix, gp.SourceOffset, err)
+		return
+	}
+	gp.TargetOffset, gp.Behind = to, behind
+}
+
+// settle sorts the partitions and sets State from them: partial when one
+// is untranslatable, else behind when one is behind, else synced.
+func (st *GroupStatus) settle() {
+	sort.Slice(st.Partitions, func(i, j int) bool {
+		a, b := st.Partitions[i], st.Partitions[j]
+		return a.SourceTopic < b.SourceTopic || (a.SourceTopic == b.SourceTopic && a.Partition < b.Partition)
+	})
+	st.State = GroupSynced
+	for _, p := range st.Partitions {
+		switch {
+		case p.Untranslatable:
+			st.State = GroupPartial
+		case p.Behind && st.State == GroupSynced:
+			st.State = GroupBehind
+		}
+	}
+}
+
 // untranslatableReason says why translateOffset could not translate
 // source offset s through ix (err is its error), for an operator.
 func untranslatableReason(ix *partitionIndex, s int64, err error) string {
@@ -452,19 +483,13 @@ func (m *Mirror) translateGroup(group string, gs *groupState, offs kadm.OffsetRe
 		}
 		gp := GroupPartition{SourceTopic: o.Topic, TargetTopic: targetTopic, Partition: o.Partition, SourceOffset: o.At}
 		ps.mu.Lock()
-		to, behind, err := translateOffset(ps.index, ps.acked, o.At)
-		if err != nil {
-			gp.Reason = untranslatableReason(ps.index, o.At, err)
-		}
+		gp.translate(ps.index, ps.acked)
 		ps.mu.Unlock()
-		if err != nil {
-			// Never guess: a consumer would skip or re-read records.
-			gp.TargetOffset, gp.Untranslatable = -1, true
-			st.Partitions = append(st.Partitions, gp)
-			return
-		}
-		gp.TargetOffset, gp.Behind = to, behind
 		st.Partitions = append(st.Partitions, gp)
+		if gp.Untranslatable {
+			return // never guessed, never committed
+		}
+		to, behind := gp.TargetOffset, gp.Behind
 		cv := checkpointValue{SourceOffset: o.At, TargetTopic: targetTopic, TargetOffset: to, Behind: behind}
 		m.mu.Lock()
 		if gs.checkpointed[tp] != cv && gs.checkpointing[tp] != cv {
@@ -496,18 +521,7 @@ func (m *Mirror) translateGroup(group string, gs *groupState, offs kadm.OffsetRe
 		commit.Add(kadm.Offset{Topic: targetTopic, Partition: o.Partition, At: to, LeaderEpoch: -1})
 		sources[tp] = o.At
 	})
-	sort.Slice(st.Partitions, func(i, j int) bool {
-		a, b := st.Partitions[i], st.Partitions[j]
-		return a.SourceTopic < b.SourceTopic || (a.SourceTopic == b.SourceTopic && a.Partition < b.Partition)
-	})
-	for _, p := range st.Partitions {
-		switch {
-		case p.Untranslatable:
-			st.State = GroupPartial
-		case p.Behind && st.State == GroupSynced:
-			st.State = GroupBehind
-		}
-	}
+	st.settle()
 	if len(unreadable) > 0 {
 		m.metrics.incAdminErrors(adminFetchOffsets)
 		sort.Strings(unreadable)
@@ -726,28 +740,13 @@ func (m *Mirror) Translate(ctx context.Context, group string, opts TranslateOpti
 		if ix == nil {
 			ix = newPartitionIndex()
 		}
-		to, behind, err := translateOffset(ix, pos.next, o.At)
-		if err != nil {
-			gp.Untranslatable, gp.Reason = true, untranslatableReason(ix, o.At, err)
-			st.Partitions = append(st.Partitions, gp)
-			return
-		}
-		gp.TargetOffset, gp.Behind = to, behind
+		gp.translate(ix, pos.next)
 		st.Partitions = append(st.Partitions, gp)
-		commit.Add(kadm.Offset{Topic: target, Partition: o.Partition, At: to, LeaderEpoch: -1})
-	})
-	sort.Slice(st.Partitions, func(i, j int) bool {
-		a, b := st.Partitions[i], st.Partitions[j]
-		return a.SourceTopic < b.SourceTopic || (a.SourceTopic == b.SourceTopic && a.Partition < b.Partition)
-	})
-	for _, p := range st.Partitions {
-		switch {
-		case p.Untranslatable:
-			st.State = GroupPartial
-		case p.Behind && st.State == GroupSynced:
-			st.State = GroupBehind
+		if !gp.Untranslatable {
+			commit.Add(kadm.Offset{Topic: target, Partition: o.Partition, At: gp.TargetOffset, LeaderEpoch: -1})
 		}
-	}
+	})
+	st.settle()
 	if len(st.Partitions) == 0 {
 		return st, fmt.Errorf("group %s has no committed offsets on topics mirrored by %s", group, m.cfg.Name)
 	}
