@@ -466,6 +466,7 @@ func (m *Mirror) translateGroup(group string, gs *groupState, offs kadm.OffsetRe
 	var checkpoints []pendingCheckpoint
 	var unreadable []string // target partitions whose current offset could not be read
 	var firstErr error
+	srcErrs := false
 	offs.Each(func(o kadm.OffsetResponse) {
 		targetTopic, ok := mirrored[o.Topic]
 		if !ok || o.At < 0 {
@@ -474,6 +475,7 @@ func (m *Mirror) translateGroup(group string, gs *groupState, offs kadm.OffsetRe
 		tp := topicPartition{o.Topic, o.Partition}
 		if o.Err != nil {
 			// This partition's offset is unknown this time.
+			srcErrs = true
 			problems.add(gs, group, "cannot read a partition's offset of the group at the source; not committing it", fmt.Errorf("%s/%d: %w", o.Topic, o.Partition, o.Err))
 			return
 		}
@@ -522,6 +524,9 @@ func (m *Mirror) translateGroup(group string, gs *groupState, offs kadm.OffsetRe
 		sources[tp] = o.At
 	})
 	st.settle()
+	if srcErrs {
+		m.metrics.incAdminErrors(adminFetchOffsets)
+	}
 	if len(unreadable) > 0 {
 		m.metrics.incAdminErrors(adminFetchOffsets)
 		sort.Strings(unreadable)

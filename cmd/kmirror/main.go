@@ -47,9 +47,10 @@ Usage:
   kmirror plan --config FILE       print what one pass would create or change; change nothing
                                    (exit 0: nothing to do, 2: changes pending, 1: error)
   kmirror topics --config FILE     list the mirrored topics with their metadata
-  kmirror translate --config FILE --group G [--apply]
+  kmirror translate --config FILE --group G [--apply [--allow-rewind]]
                                    a group's target offsets for a failover (exact);
-                                   --apply commits them to the target group
+                                   --apply commits them to the target group, never
+                                   moving it backwards unless --allow-rewind
   kmirror demo [--duration D]      mirror between two embedded clusters, no setup
   kmirror version                  print the version
 
