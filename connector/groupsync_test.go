@@ -590,3 +590,64 @@ func TestTranslateApplyNeverRewinds(t *testing.T) {
 		t.Errorf("after an apply with AllowRewind the target group is at %v, want 0:40 and nothing for the untranslatable partition 1", got)
 	}
 }
+
+// TestGroupSyncSourceFetchErrorKeepsGroup: a group whose committed offsets
+// the source cannot answer this time is unknown, not gone: it stays in the
+// set handed to listeners and in /api/v1/groups with its last status, and
+// nothing of it is committed. A group first seen while its fetch fails is
+// not listed until it can be read. Both are counted.
+func TestGroupSyncSourceFetchErrorKeepsGroup(t *testing.T) {
+	t.Parallel()
+	h := newGroupHarness(t, 1)
+	h.copiedShifted(0, 100)
+	commitOffsets(t, h.srcAdm, hGroup, hTopic, map[int32]int64{0: 50})
+	h.sync(t)
+	before := h.status(t, hGroup)
+	if before.State != GroupSynced {
+		t.Fatalf("status %+v, want synced", before)
+	}
+	published := func() []string {
+		h.m.mu.Lock()
+		defer h.m.mu.Unlock()
+		var out []string
+		for _, g := range h.m.publishedGroups {
+			out = append(out, g.Name)
+		}
+		return out
+	}
+
+	commitOffsets(t, h.srcAdm, hGroup, hTopic, map[int32]int64{0: 80})
+	commitOffsets(t, h.srcAdm, "newcomer", hTopic, map[int32]int64{0: 30})
+	fault := h.src.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetFetch}, Count: -1})
+	h.sync(t)
+	fault.Remove()
+	after := h.status(t, hGroup)
+	if after.State != before.State || !after.LastSyncAt.Equal(before.LastSyncAt) || after.Partitions[0].SourceOffset != 50 {
+		t.Errorf("after a failed fetch at the source the group shows %+v, want its last status %+v", after, before)
+	}
+	if got := published(); len(got) != 1 || got[0] != hGroup {
+		t.Errorf("groups handed to listeners: %v, want [%s] (kept although its fetch failed)", got, hGroup)
+	}
+	for _, g := range h.m.Groups() {
+		if g.Group == "newcomer" {
+			t.Errorf("a group whose first fetch failed is listed: %+v", g)
+		}
+	}
+	if got, want := h.targetOffsets(t, hGroup), map[int32]int64{0: hShift + 50}; !maps.Equal(got, want) {
+		t.Errorf("target group at %v, want %v (nothing committed while the source offsets are unknown)", got, want)
+	}
+	if n := h.adminErrors(adminFetchOffsets); n != 2 {
+		t.Errorf("kmirror_admin_errors_total{request=fetch_offsets} = %v, want 2 (one per group)", n)
+	}
+	if h.logs.count("cannot read the group's offsets at the source") != 2 {
+		t.Errorf("want one log line for the known group and one for the newcomer:\n%s", h.logs)
+	}
+
+	h.sync(t)
+	if got, want := h.targetOffsets(t, hGroup), map[int32]int64{0: hShift + 80}; !maps.Equal(got, want) {
+		t.Errorf("after the fault the target group is at %v, want %v", got, want)
+	}
+	if got := published(); len(got) != 2 {
+		t.Errorf("groups handed to listeners after the fault: %v, want both", got)
+	}
+}
