@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"strings"
@@ -81,6 +82,11 @@ const (
 func newGroupHarness(t *testing.T, partitions int32) *groupHarness {
 	t.Helper()
 	src, dst := testClusters(t)
+	return newGroupHarnessOn(t, src, dst, partitions)
+}
+
+func newGroupHarnessOn(t *testing.T, src, dst *kfake.Cluster, partitions int32) *groupHarness {
+	t.Helper()
 	metrics := NewMetrics(prometheus.NewRegistry())
 	logs := &lockedBuffer{}
 	ph := newPassHarnessFor(t, src, dst, Config{
@@ -649,5 +655,70 @@ func TestGroupSyncSourceFetchErrorKeepsGroup(t *testing.T) {
 	}
 	if got := published(); len(got) != 2 {
 		t.Errorf("groups handed to listeners after the fault: %v, want both", got)
+	}
+}
+
+// TestGroupSyncPartialListingKeepsGroups: when one coordinator of the
+// source does not answer ListGroups, the groups it holds are missing from
+// the listing but not gone: a known one keeps its status and stays in the
+// set, and the groups the other coordinators listed are synced.
+func TestGroupSyncPartialListingKeepsGroups(t *testing.T) {
+	t.Parallel()
+	src, err := kfake.NewCluster(kfake.NumBrokers(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(src.Close)
+	dst, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(dst.Close)
+	h := newGroupHarnessOn(t, src, dst, 1)
+	h.copiedShifted(0, 100)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Two groups with different coordinators.
+	coordinator := map[string]int32{}
+	var groups []string
+	for i := 0; len(groups) < 2 && i < 100; i++ {
+		g := fmt.Sprintf("g%d", i)
+		commitOffsets(t, h.srcAdm, g, hTopic, map[int32]int64{0: 50})
+		described, err := h.srcAdm.DescribeGroups(ctx, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		node := described[g].Coordinator.NodeID
+		if len(groups) == 0 || coordinator[groups[0]] != node {
+			coordinator[g] = node
+			groups = append(groups, g)
+		}
+	}
+	if len(groups) < 2 {
+		t.Fatal("no two groups with different coordinators among 100")
+	}
+	lost, listed := groups[0], groups[1]
+	h.sync(t)
+	before := h.status(t, lost)
+
+	commitOffsets(t, h.srcAdm, lost, hTopic, map[int32]int64{0: 70})
+	commitOffsets(t, h.srcAdm, listed, hTopic, map[int32]int64{0: 70})
+	fault := h.src.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListGroups}, Nodes: []int32{coordinator[lost]}, TopLevel: true, Count: -1})
+	h.sync(t)
+	fault.Remove()
+	if fault.Hits() == 0 {
+		t.Fatal("the ListGroups fault answered nothing")
+	}
+	if after := h.status(t, lost); !after.LastSyncAt.Equal(before.LastSyncAt) || after.Partitions[0].SourceOffset != 50 {
+		t.Errorf("group %s, on the coordinator that did not answer the listing: %+v, want its last status %+v", lost, after, before)
+	}
+	if got := h.targetOffsets(t, lost); got[0] != hShift+50 {
+		t.Errorf("group %s on the target: %v, want it left at %d", lost, got, hShift+50)
+	}
+	if got := h.targetOffsets(t, listed); got[0] != hShift+70 {
+		t.Errorf("group %s, listed: target at %v, want %d", listed, got, hShift+70)
+	}
+	if n := h.adminErrors(adminDescribeGroups); n != 1 {
+		t.Errorf("kmirror_admin_errors_total{request=describe_groups} = %v, want 1 (the listing)", n)
 	}
 }
