@@ -292,6 +292,10 @@ type kmGroupPartition struct {
 	SourceOffset int64  `json:"source_offset"`
 	TargetOffset int64  `json:"target_offset"`
 	Behind       bool   `json:"behind"`
+	// Untranslatable partitions have no exact target offset (-1) and
+	// a Reason.
+	Untranslatable bool   `json:"untranslatable"`
+	Reason         string `json:"reason"`
 }
 
 // kmGroupsHTTP reads GET /api/v1/groups and returns the groups by name.
