@@ -234,10 +234,16 @@ func (m *Mirror) newClients() (*clients, error) {
 	return &clients{srcAdminCl: srcAdminCl, dst: dst, srcAdm: kadm.NewClient(srcAdminCl), dstAdm: kadm.NewClient(dst)}, nil
 }
 
-// dstProduce produces a record of kmirror's own (metadata, progress) with
-// the mirror's produce context.
+// dstProduce produces a record of kmirror's own (metadata, checkpoints,
+// tombstones) with the mirror's produce context. It never blocks: with the
+// producer's buffer full of records the target does not take, the promise
+// fails at once with kgo.ErrMaxBuffered and the write is retried later,
+// rather than holding up the control pass, the group sync or a shutdown.
 func (m *Mirror) dstProduce(dst *kgo.Client, r *kgo.Record, promise func(*kgo.Record, error)) {
-	dst.Produce(m.produceCtx, r, promise)
+	if promise == nil {
+		promise = func(*kgo.Record, error) {}
+	}
+	dst.TryProduce(m.produceCtx, r, promise)
 }
 
 // Run mirrors until ctx is cancelled, then stops fetching, flushes the
@@ -274,8 +280,12 @@ func (m *Mirror) Run(ctx context.Context) error {
 	bg.Go(func() {
 		every(copyCtx, progressTick(m.cfg.ProgressInterval), func() {
 			writer.writeAsync(m.produceCtx)
-			m.updateMetrics()
 		})
+	})
+	// Metrics on a ticker of their own: the writer can block on a full
+	// producer buffer, and that is when the lag matters most.
+	bg.Go(func() {
+		every(copyCtx, progressTick(m.cfg.ProgressInterval), m.updateMetrics)
 	})
 	if m.cfg.ConfigSyncInterval > 0 {
 		bg.Go(func() {

@@ -228,7 +228,10 @@ type chunkWrite struct {
 
 // writeAsync produces the changed index chunks and position of every
 // partition whose position moved. Promises mark what was persisted; a
-// failed write is retried on the next tick.
+// failed write is retried on the next tick. It blocks while the producer's
+// buffer is full (TryProduce could fail a chunk and then take the progress
+// after it, putting progress ahead of the index); a shutdown unblocks it by
+// cancelling ctx.
 func (w *progressWriter) writeAsync(ctx context.Context) {
 	for _, ps := range w.c.persistable() {
 		ps.mu.Lock()
