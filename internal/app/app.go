@@ -417,6 +417,10 @@ func (a *App) Run(ctx context.Context) error {
 	// so /metrics stays scrapeable through a shutdown.
 	mirrorsCtx, stopMirrors := context.WithCancel(ctx)
 	mirrorsDone := make(chan struct{})
+	// The group returns the first actor's error, which at a shutdown is
+	// the signal's (none): the mirrors' own (records abandoned at the
+	// shutdown timeout) is kept here.
+	var mirrorsErr error
 	g.Add(func() error {
 		defer close(mirrorsDone)
 		errs := make(chan error, len(a.mirrors))
@@ -430,7 +434,8 @@ func (a *App) Run(ctx context.Context) error {
 				stopMirrors()
 			}
 		}
-		return errors.Join(all...)
+		mirrorsErr = errors.Join(all...)
+		return mirrorsErr
 	}, func(error) { stopMirrors() })
 	g.Add(func() error {
 		err := srv.Serve(ln)
@@ -449,5 +454,10 @@ func (a *App) Run(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}, func(error) {})
-	return g.Run()
+	err = g.Run()
+	<-mirrorsDone
+	if err == nil {
+		err = mirrorsErr
+	}
+	return err
 }
