@@ -28,9 +28,12 @@
 //     version (kmsg's Request.ResponseKind) and fills it in.
 //
 // Action Silence holds the response, and with it every later response on
-// that connection (Kafka answers in order), until the hook is removed or
-// replaced, when they are delivered, or until the proxy closes: a broker
-// that went silent, or a slow one. The client's own timeouts decide what it
+// that connection (Kafka answers in order; their hooks run when they are
+// released), until the hook is removed or replaced, when they are
+// delivered, or until the proxy closes: a broker that went silent, or a
+// slow one. A client that gives up on a request may keep using its
+// connection, so its next requests there wait too; a fresh connection is
+// held only when its own response is silenced. The client's own timeouts decide what it
 // sees. Hooks run on the proxy's connection goroutines, several at once, and
 // must be safe for that; a hook that blocks holds its connection.
 //
@@ -271,8 +274,8 @@ func (p *Proxy) record(err error) {
 	}
 }
 
-// Close closes every port and connection, releases held responses' goroutines
-// and waits for all of its goroutines to end. It returns an error if they
+// Close closes every port and connection (held responses are dropped with
+// their connections) and waits for all of its goroutines to end. It returns an error if they
 // have not ended within 10s (a hook that does not return). Calling it again
 // waits again.
 func (p *Proxy) Close() error {
@@ -389,6 +392,13 @@ func (p *Proxy) serve(n *node, client net.Conn) {
 
 // fail records a protocol error of this connection and closes it.
 func (c *conn) fail(err error) {
+	c.p.mu.Lock()
+	closing := c.p.closed
+	c.p.mu.Unlock()
+	if closing { // what Close cut short is no protocol error
+		c.close()
+		return
+	}
 	c.p.record(fmt.Errorf("faultproxy: broker %d (%s) via %s: %w", c.node.id, c.broker.RemoteAddr(), c.client.LocalAddr(), err))
 	c.close()
 }
