@@ -12,9 +12,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/e2e/kafkatest/faultproxy"
 )
 
 // Faults of issue 11, each on both backends: what production brings must
@@ -79,27 +80,15 @@ func TestReselectedTopicNotCopiedTwice(t *testing.T) {
 	})
 }
 
-// refuseWrites makes the target refuse every write to topic with
-// NOT_ENOUGH_REPLICAS until the returned func is called: on real Kafka by
-// min.insync.replicas above the topic's replication factor (the broker's
-// own refusal), on kfake with a fault.
-func (e *env) refuseWrites(topic string) (recover func()) {
+// refuseWrites makes the target refuse every write from kmirror with
+// NOT_ENOUGH_REPLICAS (a retriable refusal: the producer keeps retrying and
+// its buffer fills) until the returned func is called, through the fault
+// proxy on both backends. Call it before building the config.
+func (e *env) refuseWrites() (recover func()) {
 	e.t.Helper()
-	if kc, ok := e.dst.(*kfakeCluster); ok {
-		h := kc.c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Err: kerr.NotEnoughReplicas, Count: -1})
-		return func() { h.Remove() }
-	}
-	createTopic(e.t, e.dstCl, topic, 1, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")})
-	return func() {
-		ctx := ctxTimeout(e.t, 15*time.Second)
-		resps, err := e.dstAdm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "min.insync.replicas", Value: kadm.StringPtr("1")}}, topic)
-		if err == nil {
-			_, err = resps.On(topic, nil)
-		}
-		if err != nil {
-			e.t.Fatalf("let writes to %s through: %v", topic, err)
-		}
-	}
+	p := e.proxyTarget()
+	p.SetAnswer(kmsg.Produce, faultproxy.ProduceError(kerr.NotEnoughReplicas.Code))
+	return func() { p.SetAnswer(kmsg.Produce, nil) }
 }
 
 // TestShutdownBoundedWhileTargetRefuses: with the target refusing every
@@ -123,7 +112,7 @@ func TestShutdownBoundedWhileTargetRefuses(t *testing.T) {
 			want[0] = append(want[0], v)
 		}
 		produce(t, e.srcCl, recs...)
-		recover := e.refuseWrites("src." + orders)
+		recover := e.refuseWrites()
 
 		const timeout = 3 * time.Second
 		cfg := e.defaultConfig()
