@@ -139,7 +139,7 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 }
 
 func cmdRun(args []string, stderr io.Writer) int {
-	fs := newFlagSet("run", "Runs every mirror in the config until SIGINT or SIGTERM, then stops fetching,\nflushes the producer, persists progress and exits 0.", stderr)
+	fs := newFlagSet("run", "Runs every mirror in the config until SIGINT or SIGTERM, then stops fetching,\nflushes the producer, persists progress and exits 0. Records the target has not\nacknowledged within shutdown_timeout are abandoned (copied again after a restart)\nand the exit status is 1. A second signal exits at once.", stderr)
 	path := fs.String("config", "kmirror.yaml", "config file")
 	if code := parse(fs, args); code >= 0 {
 		return code
