@@ -235,7 +235,7 @@ func newPassHarnessFor(t *testing.T, src, dst *kfake.Cluster, cfg Config, opts .
 			t.Fatal(err)
 		}
 	}
-	h.cp = newCopier(m.log, nil, dstCl, context.Background(), "")
+	h.cp = newCopier(m.log, nil, dstCl, context.Background(), copierOpts{})
 	t.Cleanup(h.cp.close)
 	m.copier = h.cp
 	m.started = true

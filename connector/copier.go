@@ -55,6 +55,11 @@ type copier struct {
 	// deadLetter is the topic for records the target will never accept
 	// ("": none, such a partition stops).
 	deadLetter string
+	// deliveryTimeout, when positive, fails a partition whose oldest record
+	// in flight has waited that long for an acknowledgement (see
+	// expireDeliveries).
+	deliveryTimeout time.Duration
+	expiredAt       time.Time // when expireDeliveries last ran
 	logEvery   *logLimiter
 	// cancelPoll ends the poll in progress early (wake): a partition
 	// isolating its records must not wait a whole poll timeout per record.
@@ -121,6 +126,16 @@ type partitionState struct {
 	// refusalLogged: the current refusal was logged (once per failure).
 	refusalLogged bool
 
+	// Delivery timeout. Records are produced with ctx, the partition's own
+	// context: cancelling it makes franz-go fail the partition's buffered
+	// records, which the usual failure path then retries. franz-go's own
+	// RecordDeliveryTimeout cannot be used: it counts from each record's
+	// timestamp, which for a mirror is the source's (often long past).
+	ctx        context.Context
+	cancel     context.CancelFunc
+	progressAt time.Time // when the oldest record in flight was produced, or last acknowledged
+	expired    error     // why ctx was cancelled
+
 	metrics *mirrorMetrics
 	onFail  func() // sets the copier's attention flag
 }
@@ -174,6 +189,10 @@ func (p *partitionState) promise(r *kgo.Record, err error) {
 	}
 	isolated := p.isolatedOut
 	p.isolatedOut = false
+	p.progressAt = time.Now()
+	if err != nil && p.expired != nil && errors.Is(err, context.Canceled) {
+		err = p.expired
+	}
 	if err != nil {
 		if p.failed == nil {
 			p.failed = err
@@ -241,9 +260,16 @@ func recordBytes(r *kgo.Record) int {
 	return n
 }
 
-func newCopier(log *slog.Logger, m *mirrorMetrics, dst *kgo.Client, produceCtx context.Context, deadLetter string) *copier {
+// copierOpts are the copier's optional behaviours.
+type copierOpts struct {
+	deadLetter      string        // Config.DeadLetterTopic
+	deliveryTimeout time.Duration // Config.DeliveryTimeout
+}
+
+func newCopier(log *slog.Logger, m *mirrorMetrics, dst *kgo.Client, produceCtx context.Context, opts copierOpts) *copier {
 	return &copier{
-		deadLetter:     deadLetter,
+		deadLetter:      opts.deadLetter,
+		deliveryTimeout: opts.deliveryTimeout,
 		logEvery:       newLogLimiter(time.Minute),
 		log:            log,
 		metrics:        m,
@@ -408,6 +434,9 @@ func (c *copier) dropParked(tps []topicPartition) map[topicPartition]*partitionI
 		if ps := c.parked[tp]; ps != nil {
 			ps.mu.Lock()
 			out[tp] = ps.index
+			if ps.cancel != nil {
+				ps.cancel() // releases the context; what is in flight no longer counts
+			}
 			ps.mu.Unlock()
 			delete(c.parked, tp)
 		}
@@ -494,6 +523,7 @@ func (c *copier) run(ctx context.Context) {
 			}
 		}
 		fetches.EachPartition(c.producePartition)
+		c.expireDeliveries()
 		if c.attention.Load() {
 			c.rewindFailed()
 		}
@@ -537,9 +567,17 @@ func (c *copier) producePartition(fp kgo.FetchTopicPartition) {
 		ps.isolatedOut, ps.paused = true, true
 		c.attention.Store(true) // pause the partition's fetches
 	}
+	if ps.head == len(ps.inflight) {
+		ps.progressAt = time.Now()
+	}
 	for _, r := range records {
 		ps.inflight = append(ps.inflight, r.Offset)
 	}
+	if ps.ctx == nil || ps.ctx.Err() != nil {
+		ps.ctx, ps.cancel = context.WithCancel(c.produceCtx)
+		ps.expired = nil
+	}
+	ctx := ps.ctx
 	ps.mu.Unlock()
 	for _, r := range records {
 		out := &kgo.Record{
@@ -550,7 +588,28 @@ func (c *copier) producePartition(fp kgo.FetchTopicPartition) {
 			Headers:   r.Headers,
 			Timestamp: r.Timestamp,
 		}
-		c.dst.Produce(c.produceCtx, out, ps.promise)
+		c.dst.Produce(ctx, out, ps.promise)
+	}
+}
+
+// expireDeliveries fails, at most once a second, every partition whose
+// oldest record in flight has waited deliveryTimeout for the target's
+// acknowledgement: its context is cancelled, so franz-go fails its buffered
+// records (those already sent once they are answered) and the partition is
+// retried from its last acknowledged offset like after any refusal.
+func (c *copier) expireDeliveries() {
+	if c.deliveryTimeout <= 0 || time.Since(c.expiredAt) < time.Second {
+		return
+	}
+	now := time.Now()
+	c.expiredAt = now
+	for _, ps := range c.snapshot() {
+		ps.mu.Lock()
+		if ps.head < len(ps.inflight) && ps.expired == nil && ps.cancel != nil && now.Sub(ps.progressAt) > c.deliveryTimeout {
+			ps.expired = fmt.Errorf("not acknowledged by the target within producer.delivery_timeout (%v)", c.deliveryTimeout)
+			ps.cancel()
+		}
+		ps.mu.Unlock()
 	}
 }
 

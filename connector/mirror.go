@@ -223,9 +223,7 @@ func (m *Mirror) newClients() (*clients, error) {
 	if len(m.cfg.Compression) > 0 {
 		dstOpts = append(dstOpts, kgo.ProducerBatchCompression(m.cfg.Compression...))
 	}
-	if m.cfg.DeliveryTimeout > 0 {
-		dstOpts = append(dstOpts, kgo.RecordDeliveryTimeout(m.cfg.DeliveryTimeout))
-	}
+
 	dst, err := kgo.NewClient(dstOpts...)
 	if err != nil {
 		srcAdminCl.Close()
@@ -264,7 +262,7 @@ func (m *Mirror) Run(ctx context.Context) error {
 		return nil // ctx was cancelled during startup: nothing to flush
 	}
 
-	cp := newCopier(m.log, m.metrics, c.dst, m.produceCtx, m.cfg.DeadLetterTopic)
+	cp := newCopier(m.log, m.metrics, c.dst, m.produceCtx, copierOpts{deadLetter: m.cfg.DeadLetterTopic, deliveryTimeout: m.cfg.DeliveryTimeout})
 	defer cp.close()
 	m.mu.Lock()
 	m.copier = cp

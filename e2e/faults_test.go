@@ -137,6 +137,23 @@ func TestShutdownBoundedWhileTargetRefuses(t *testing.T) {
 			t.Error("kmirror did not log how many records it abandoned")
 		}
 
+		// A second signal exits at once, whatever is in flight.
+		w = e.startWorker(path)
+		addr = w.httpAddr(t)
+		e.waitFor(45*time.Second, "kmirror to be copying "+orders+" again", func() (bool, string) {
+			v, err := metricSum(addr, "kmirror_replication_lag_records", cfg.Name)
+			return err == nil && v > 0, fmt.Sprintf("lag %v (%v)", v, err)
+		})
+		w.signal(syscall.SIGTERM)
+		e.waitFor(10*time.Second, "kmirror to log the shutdown", func() (bool, string) {
+			return w.countLog("shutting down") > 0, "not yet"
+		})
+		code, took = w.stop(t, syscall.SIGTERM)
+		t.Logf("second SIGTERM: exit %d after %v", code, took.Round(time.Millisecond))
+		if code != 1 || took > 2*time.Second {
+			t.Errorf("second SIGTERM: exit %d after %v, want 1 at once", code, took)
+		}
+
 		recover()
 		e.startWorker(path)
 		e.waitTargetValues(120*time.Second, "src."+orders, want)
@@ -222,5 +239,41 @@ func TestRecordTargetNeverAccepts(t *testing.T) {
 			state, msg, _ := topicStatus(doc, cfg.Name, orders)
 			return state == "mirroring", fmt.Sprintf("state %q, error %q", state, msg)
 		})
+	})
+}
+
+// TestDeliveryTimeout: with producer.delivery_timeout, records the target
+// keeps refusing (a retriable refusal, retried by the producer) fail after
+// that time instead of waiting forever: the partition is reported failed
+// and retried from its last acknowledged offset, and once the target takes
+// writes again the copy completes exactly once.
+func TestDeliveryTimeout(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b Backend) {
+		e := newEnv(t, b, ClusterSpec{Brokers: 1})
+		orders := e.topic("orders")
+		createTopic(t, e.srcCl, orders, 1, nil)
+		recs, want := seqRecords(orders, "a", 1, 200)
+		produce(t, e.srcCl, recs...)
+		recover := e.refuseWrites()
+
+		cfg := e.defaultConfig()
+		path := e.writeExtConfig("", cfg, extConfig{MirrorRaw: "    producer: {delivery_timeout: 1s}"})
+		w := e.startWorker(path)
+		addr := w.httpAddr(t)
+		e.waitFor(45*time.Second, "records to fail after the delivery timeout", func() (bool, string) {
+			v, err := metricSum(addr, "kmirror_produce_errors_total", cfg.Name)
+			return err == nil && v > 0, fmt.Sprintf("produce errors %v (%v)", v, err)
+		})
+		e.waitFor(20*time.Second, orders+" reported failed", func() (bool, string) {
+			doc, _, err := getStatus(addr)
+			if err != nil {
+				return false, err.Error()
+			}
+			state, msg, _ := topicStatus(doc, cfg.Name, orders)
+			return state == "failed" && strings.Contains(msg, "delivery_timeout"), fmt.Sprintf("state %q, error %q", state, msg)
+		})
+		recover()
+		e.waitTargetValues(60*time.Second, "src."+orders, want)
 	})
 }
