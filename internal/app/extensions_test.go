@@ -13,7 +13,10 @@ import (
 
 func TestCoalescerSharesConcurrentCallsAndExpires(t *testing.T) {
 	t.Parallel()
-	c := newCoalescer(50 * time.Millisecond)
+	// A TTL far above any scheduling delay: a caller the scheduler starts
+	// late still finds the answer, so the count below does not depend on
+	// the machine's load.
+	c := newCoalescer(time.Minute)
 	var calls atomic.Int32
 	release := make(chan struct{})
 	call := func(context.Context) ([]string, error) {
@@ -30,11 +33,16 @@ func TestCoalescerSharesConcurrentCallsAndExpires(t *testing.T) {
 			}
 		})
 	}
+	// Usually all five are waiting on the one call by now.
 	time.Sleep(20 * time.Millisecond)
 	close(release)
 	wg.Wait()
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("5 concurrent identical calls reached the plugin %d times, want 1", n)
+	}
+	// Within the TTL the answer is shared.
+	if _, err := c.do(context.Background(), "p", req, call); err != nil || calls.Load() != 1 {
+		t.Fatalf("within the TTL: calls = %d, %v", calls.Load(), err)
 	}
 	// Different properties are a different question.
 	other := req
@@ -42,10 +50,15 @@ func TestCoalescerSharesConcurrentCallsAndExpires(t *testing.T) {
 	if _, err := c.do(context.Background(), "p", other, call); err != nil || calls.Load() != 2 {
 		t.Fatalf("calls = %d, %v", calls.Load(), err)
 	}
+
 	// After the TTL (less than a pass), the plugin is asked again: an
 	// edited catalog is seen.
-	time.Sleep(60 * time.Millisecond)
-	if _, err := c.do(context.Background(), "p", req, call); err != nil || calls.Load() != 3 {
+	short := newCoalescer(50 * time.Millisecond)
+	if _, err := short.do(context.Background(), "p", req, call); err != nil || calls.Load() != 3 {
+		t.Fatalf("calls = %d, %v", calls.Load(), err)
+	}
+	time.Sleep(60 * time.Millisecond) // at least the TTL
+	if _, err := short.do(context.Background(), "p", req, call); err != nil || calls.Load() != 4 {
 		t.Fatalf("after the TTL: calls = %d, %v", calls.Load(), err)
 	}
 }
