@@ -392,6 +392,9 @@ func TestCleanStopRestart(t *testing.T) {
 			t.Errorf("kmirror exited with code %d after SIGTERM, want 0", code)
 		}
 		t.Logf("worker 1 exited %v after SIGTERM", took.Round(time.Millisecond))
+		if took > 10*time.Second {
+			t.Errorf("a clean stop took %v; want at most 10s (nothing was left to deliver)", took.Round(time.Millisecond))
+		}
 
 		ctx := ctxTimeout(t, 30*time.Second)
 		progress := "kmirror." + cfg.Name + ".progress.internal"
