@@ -523,6 +523,18 @@ func controlPasses(t testing.TB, addr, mirror string) float64 {
 	return n
 }
 
+// waitPasses waits until n control passes of mirror started after the call
+// have ended (the next one has started): for checks that something did not
+// change "over a few passes", counted in passes rather than slept.
+func (e *env) waitPasses(addr, mirror string, n int) {
+	e.t.Helper()
+	p0 := controlPasses(e.t, addr, mirror)
+	e.waitFor(60*time.Second, fmt.Sprintf("%d more control passes of %s", n, mirror), func() (bool, string) {
+		p := controlPasses(e.t, addr, mirror)
+		return p >= p0+float64(n)+1, fmt.Sprintf("%v passes since", p-p0)
+	})
+}
+
 // maxPassesToSee bounds how many control passes may start between a change
 // the passes act on (p0 read right after the change) and the moment the
 // test sees its effect (p1 read right after): the first pass started after
@@ -817,7 +829,7 @@ func startAlertmanager(t testing.TB) string {
 		go func() { _ = cmd.Wait(); close(exited) }()
 		stop := func() { _ = cmd.Process.Kill(); <-exited }
 		ready := false
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !ready; time.Sleep(50 * time.Millisecond) {
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && !ready; time.Sleep(50 * time.Millisecond) {
 			select {
 			case <-exited:
 				lastErr = fmt.Errorf("alertmanager exited at start:\n%s", out.String())
@@ -841,7 +853,7 @@ func startAlertmanager(t testing.TB) string {
 		}
 		stop()
 		if lastErr == nil {
-			lastErr = fmt.Errorf("alertmanager not ready on %s within 10s:\n%s", base, out.String())
+			lastErr = fmt.Errorf("alertmanager not ready on %s within 30s:\n%s", base, out.String())
 		}
 	}
 	t.Fatal(lastErr)

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -138,7 +139,7 @@ func TestPartitionIncrease(t *testing.T) {
 		if err != nil {
 			t.Fatalf("increase source partitions to 5: %v", err)
 		}
-		waitFor(t, 10*time.Second, "source "+clicks+" to have 5 partitions", func() (bool, string) {
+		waitFor(t, 30*time.Second, "source "+clicks+" to have 5 partitions", func() (bool, string) {
 			n, err := partitionCount(ctx, e.srcCl, clicks)
 			if err != nil {
 				return false, err.Error()
@@ -247,7 +248,7 @@ func TestIdentityPolicy(t *testing.T) {
 		cfg.Policy = "identity"
 		e.startWorker(e.writeConfig(cfg))
 		e.waitTargetValues(45*time.Second, orders, wantOrders)
-		e.waitTargetValues(15*time.Second, events, wantEvents)
+		e.waitTargetValues(30*time.Second, events, wantEvents)
 
 		topics, err := listTopics(ctxTimeout(t, 10*time.Second), e.dstCl)
 		if err != nil {
@@ -272,18 +273,28 @@ func TestKillRestartAtLeastOnce(t *testing.T) {
 		createTopic(t, e.srcCl, stream, 3, nil)
 		prod := startProducer(t, e.src.Addrs(), stream, 3)
 
-		cfgPath := e.writeConfig(e.defaultConfig())
+		cfg := e.defaultConfig()
+		cfgPath := e.writeConfig(cfg)
 		w1 := e.startWorker(cfgPath)
 		ctx := ctxTimeout(t, 120*time.Second)
-		// Kill mid-stream, once the worker has copied for a while (many
-		// progress intervals), so that some progress has been stored.
-		e.waitFor(45*time.Second, "the first worker to copy at least 1000 records for 1.5s", func() (bool, string) {
+		// Kill mid-stream, once the worker has copied for a while and
+		// stored a position: on a loaded machine 1.5s may pass before the
+		// copy even starts, so the stored position is waited for.
+		progress := "kmirror." + cfg.Name + ".progress.internal"
+		e.waitFor(45*time.Second, "the first worker to copy at least 1000 records for 1.5s and store a position", func() (bool, string) {
 			cnt, _, err := recordCount(ctx, e.dstCl, "src."+stream)
 			if err != nil {
 				return false, err.Error()
 			}
 			up := time.Since(w1.start)
-			return cnt >= 1000 && up >= 1500*time.Millisecond, fmt.Sprintf("%d records on the target after %v", cnt, up.Round(time.Millisecond))
+			if cnt < 1000 || up < 1500*time.Millisecond {
+				return false, fmt.Sprintf("%d records on the target after %v", cnt, up.Round(time.Millisecond))
+			}
+			stored, err := storedPositions(ctx, e.dst.Addrs(), progress, stream)
+			if err != nil {
+				return false, err.Error()
+			}
+			return stored > 0, fmt.Sprintf("%d records on the target, %d positions of %s stored", cnt, stored, stream)
 		})
 		w1.kill(t)
 		atKill, _, err := recordCount(ctx, e.dstCl, "src."+stream)
@@ -364,6 +375,28 @@ func TestKillRestartAtLeastOnce(t *testing.T) {
 				atKill, dups)
 		}
 	})
+}
+
+// storedPositions counts the position records (not index chunks) of topic's
+// partitions in a mirror's progress topic.
+func storedPositions(ctx context.Context, addrs []string, progressTopic, topic string) (int, error) {
+	recs, err := readTopic(ctx, addrs, progressTopic)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, rs := range recs {
+		for _, r := range rs {
+			var k struct {
+				Topic string `json:"topic"`
+				Chunk *int64 `json:"chunk"`
+			}
+			if json.Unmarshal(r.Key, &k) == nil && k.Topic == topic && k.Chunk == nil && r.Value != nil {
+				n++
+			}
+		}
+	}
+	return n, nil
 }
 
 // missing describes, per partition, source values absent on the target.
