@@ -188,15 +188,18 @@ func TestTopicSelectionRules(t *testing.T) {
 		cfg := e.defaultConfig()
 		cfg.Include = []string{`app\..*-` + id, `dst\..*-` + id, `east\..*-` + id, `__.*-` + id, `\..*-` + id, `x-` + id + `\..*`, `y-` + id + `-.*`}
 		cfg.Exclude = []string{`app\.secret.*`}
-		e.startWorker(e.writeConfig(cfg))
+		w := e.startWorker(e.writeConfig(cfg))
+		addr := w.httpAddr(t)
 		e.waitTargetValues(45*time.Second, "src."+mirrored, map[int32][]string{0: {"v-" + mirrored}})
 
 		// Everything was discovered in the same pass as app.orders; watch
-		// the target for a few more refresh intervals.
-		ctx := ctxTimeout(t, 30*time.Second)
+		// the target over a few more control passes.
+		ctx := ctxTimeout(t, 90*time.Second)
 		unexpected := map[string]bool{}
-		end := time.Now().Add(3 * cfg.RefreshInterval)
-		for time.Now().Before(end) {
+		p0 := controlPasses(t, addr, cfg.Name)
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			done := controlPasses(t, addr, cfg.Name) >= p0+4 // 3 passes ended: list once more
 			topics, err := listTopics(ctx, e.dstCl)
 			if err != nil {
 				t.Fatalf("list target topics: %v", err)
@@ -205,6 +208,12 @@ func TestTopicSelectionRules(t *testing.T) {
 				if e.mine(topic) && topic != "src."+mirrored && !isBookkeepingTopic(topic) {
 					unexpected[topic] = true
 				}
+			}
+			if done {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("mirror %s ran fewer than 3 control passes in 60s", cfg.Name)
 			}
 			time.Sleep(200 * time.Millisecond)
 		}

@@ -50,18 +50,28 @@ func (e *env) assertNeverOnTarget(sources ...string) {
 	}
 }
 
-// stableMirrored checks over n refresh intervals that /api/v1/status keeps
-// listing exactly want.
-func (e *env) stableMirrored(addr, mirror string, d time.Duration, want ...string) {
+// stableMirrored checks over the next n control passes that
+// /api/v1/status keeps listing exactly want. Counted in passes, not
+// seconds: on a loaded machine a fixed time may hold fewer passes than the
+// check needs.
+func (e *env) stableMirrored(addr, mirror string, n int, want ...string) {
 	e.t.Helper()
-	end := time.Now().Add(d)
-	for time.Now().Before(end) {
+	p0 := controlPasses(e.t, addr, mirror)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
 		got, err := mirroredTopics(addr, mirror)
 		if err != nil {
 			e.t.Fatal(err)
 		}
 		if !sameTopicSet(got, want) {
 			e.t.Fatalf("/api/v1/status lists %v for mirror %s, want exactly %v", sortedTopicSet(got), mirror, want)
+		}
+		// n passes started after p0 have ended once one more started.
+		if controlPasses(e.t, addr, mirror) >= p0+float64(n)+1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("mirror %s ran fewer than %d control passes in 60s", mirror, n)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -94,7 +104,7 @@ func TestCatalogFilterSelects(t *testing.T) {
 		e.waitMirrored(addr, cfg.Name, 30*time.Second, a, bb)
 		e.waitTargetValues(30*time.Second, "src."+a, wantA)
 		e.waitTargetValues(30*time.Second, "src."+bb, wantB)
-		e.stableMirrored(addr, cfg.Name, 3*cfg.RefreshInterval, a, bb)
+		e.stableMirrored(addr, cfg.Name, 3, a, bb)
 		e.assertNeverOnTarget(c, d)
 
 		// Edit the catalog: c in, a out.
@@ -105,7 +115,7 @@ func TestCatalogFilterSelects(t *testing.T) {
 		t.Logf("catalog edit (+%s, -%s) showed in /api/v1/status after %v (refresh_interval %v)",
 			c, a, took.Round(10*time.Millisecond), cfg.RefreshInterval)
 		e.waitTargetValues(30*time.Second, "src."+c, wantC)
-		e.stableMirrored(addr, cfg.Name, 2*cfg.RefreshInterval, bb, c)
+		e.stableMirrored(addr, cfg.Name, 2, bb, c)
 		e.assertNeverOnTarget(d)
 
 		if v := mustScrapeMetric(t, addr, "kmirror_filter_errors_total", map[string]string{"mirror": cfg.Name}); v != 0 {
@@ -310,7 +320,7 @@ func TestFilterReload(t *testing.T) {
 			t.Errorf("the rejection log line does not give %s:%d: mirrors[0].filterz: unknown field; got %s", path, line, last)
 		}
 		// The old selection (team payments) stays for a few passes.
-		e.stableMirrored(addr, cfg.Name, 3*cfg.RefreshInterval, a, bb)
+		e.stableMirrored(addr, cfg.Name, 3, a, bb)
 		watch.check(t, "after the refused reloads")
 
 		// Valid, by POST: team billing.
@@ -356,7 +366,7 @@ func TestPropertyFilterCompacted(t *testing.T) {
 		addr := w.httpAddr(t)
 		e.waitMirrored(addr, cfg.Name, 30*time.Second, compacted)
 		e.waitTargetValues(30*time.Second, "src."+compacted, want)
-		e.stableMirrored(addr, cfg.Name, 3*cfg.RefreshInterval, compacted)
+		e.stableMirrored(addr, cfg.Name, 3, compacted)
 		e.assertNeverOnTarget(deleted, plain)
 	})
 }
