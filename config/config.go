@@ -33,6 +33,7 @@ const (
 	maxBatchMaxBytes         = 64 << 20 // 64 MiB
 	defaultCompression       = "none"
 	defaultHTTPListen        = "127.0.0.1:9644"
+	defaultShutdownTimeout   = Duration(10 * time.Second)
 	defaultLogLevel          = "info"
 	defaultLogFormat         = "text"
 	maxReplicationFactor     = 32767 // Kafka stores it as an int16
@@ -92,6 +93,11 @@ type Config struct {
 	// Listeners are told whenever a mirror's replicated set changes, by
 	// name; mirrors refer to them in mirrors[].listeners.
 	Listeners map[string]*Listener `yaml:"listeners"`
+	// ShutdownTimeout bounds a shutdown (SIGINT/SIGTERM): records not
+	// delivered by then are abandoned (their progress is not written, so
+	// a restart copies them again) and kmirror exits with status 1.
+	// Default 10s; must be greater than 0. A second signal exits at once.
+	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
 }
 
 // Plugin is a plugin binary built with kmirror's plugin SDK.
@@ -225,6 +231,10 @@ type Mirror struct {
 	// ProgressInterval is how often copied positions are persisted to the
 	// target. Default 1s; must be greater than 0.
 	ProgressInterval Duration `yaml:"progress_interval"`
+	// DeadLetter, when set, receives the records the target will never
+	// accept (too large, invalid, refused by a policy) so that their
+	// partition moves on; without it such a partition stops, failed.
+	DeadLetter *DeadLetter `yaml:"dead_letter,omitempty"`
 	// Sync keeps topic configs and ACLs of mirrored topics in step.
 	Sync Sync `yaml:"sync"`
 	// Labels add user metadata to mirrored topics, per topic pattern.
@@ -383,6 +393,19 @@ type Producer struct {
 	BatchMaxBytes int `yaml:"batch_max_bytes"`
 	// Compression codec: none (the default), gzip, snappy, lz4 or zstd.
 	Compression string `yaml:"compression"`
+	// DeliveryTimeout fails a record the target has not acknowledged
+	// within it (its partition is then retried from its last acknowledged
+	// offset) instead of retrying it forever. Default 0: no limit; must
+	// not be negative.
+	DeliveryTimeout Duration `yaml:"delivery_timeout"`
+}
+
+// DeadLetter is a topic on the target cluster for records the target will
+// never accept.
+type DeadLetter struct {
+	// Topic on the target cluster; created (one partition, the target's
+	// default replication factor) if missing. Required.
+	Topic string `yaml:"topic"`
 }
 
 // HTTP configures the HTTP endpoint (metrics, health, API).
@@ -404,6 +427,7 @@ func (c *Config) setDefaults() {
 	c.HTTP = HTTP{Listen: defaultHTTPListen}
 	c.Log = Log{Level: defaultLogLevel, Format: defaultLogFormat}
 	c.Offsets = Offsets{Compression: "zstd"}
+	c.ShutdownTimeout = defaultShutdownTimeout
 }
 
 func (c *Cluster) setDefaults() {

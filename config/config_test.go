@@ -128,9 +128,10 @@ func TestLoadFileGood(t *testing.T) {
 				Sync:              defaultSync,
 			},
 		},
-		HTTP:    config.HTTP{Listen: "0.0.0.0:9644"},
-		Log:     config.Log{Level: "debug", Format: "json"},
-		Offsets: config.Offsets{Compression: "lz4"},
+		HTTP:            config.HTTP{Listen: "0.0.0.0:9644"},
+		Log:             config.Log{Level: "debug", Format: "json"},
+		Offsets:         config.Offsets{Compression: "lz4"},
+		ShutdownTimeout: config.Duration(10 * time.Second),
 	}
 	assertSame(t, want, got)
 }
@@ -158,9 +159,10 @@ func TestLoadMinimalGetsDefaults(t *testing.T) {
 			ProgressInterval:  ms(1000),
 			Sync:              defaultSync,
 		}},
-		HTTP:    config.HTTP{Listen: "127.0.0.1:9644"},
-		Log:     config.Log{Level: "info", Format: "text"},
-		Offsets: config.Offsets{Compression: "zstd"},
+		HTTP:            config.HTTP{Listen: "127.0.0.1:9644"},
+		Log:             config.Log{Level: "info", Format: "text"},
+		Offsets:         config.Offsets{Compression: "zstd"},
+		ShutdownTimeout: config.Duration(10 * time.Second),
 	}
 	assertSame(t, want, got)
 
@@ -241,6 +243,9 @@ func TestLoadBad(t *testing.T) {
 		"zero_refresh_interval":  "11: mirrors[0].topics.refresh_interval: must be greater than 0, got 0s",
 		"zero_progress_interval": "10: mirrors[0].progress_interval: must be greater than 0, got -1s",
 		"negative_linger":        "11: mirrors[0].producer.linger: must not be negative, got -5ms",
+		"delivery_timeout":       "11: mirrors[0].producer.delivery_timeout: must not be negative, got -1s",
+		"dead_letter_topic":      `11: mirrors[0].dead_letter.topic: invalid topic name "refused records" (want 1-249 characters from A-Z a-z 0-9 . _ -)`,
+		"shutdown_timeout":       "10: shutdown_timeout: must be greater than 0, got 0s",
 		"empty_bootstrap":        "3: clusters.east.bootstrap_servers: at least one broker address is required",
 		"missing_bootstrap":      "2: clusters.east.bootstrap_servers: at least one broker address is required",
 		"bootstrap_addr":         `5: clusters.east.bootstrap_servers[1]: invalid broker address "localhost" (want host:port, such as "127.0.0.1:9092")`,
@@ -384,7 +389,7 @@ func TestMoreTypeErrors(t *testing.T) {
 	tests := map[string]struct{ yaml, want string }{
 		"top level list": {"- a\n- b\n", "t.yaml:1: expected a mapping, got a list"},
 		"top level unknown": {minimal + "metrics: {}\n",
-			"t.yaml:8: metrics: unknown field (known: clusters, mirrors, http, log, offsets, plugins, listeners)"},
+			"t.yaml:8: metrics: unknown field (known: clusters, mirrors, http, log, offsets, plugins, listeners, shutdown_timeout)"},
 		"list for string": {"clusters: {a: {bootstrap_servers: [\"h:1\"]}}\nmirrors: [{name: [x]}]\n",
 			"t.yaml:2: mirrors[0].name: expected a string, got a list"},
 		"duplicate in flow": {minimal + "    source: west\n",
@@ -404,7 +409,7 @@ func TestMoreTypeErrors(t *testing.T) {
 		"int overflow": {minimal + "    producer: {batch_max_bytes: 99999999999999999999}\n",
 			"t.yaml:8: mirrors[0].producer.batch_max_bytes: expected an integer, got 99999999999999999999"},
 		"unknown key and type error": {minimal + "    topic: {}\n    replication_factor: x\n",
-			"t.yaml:8: mirrors[0].topic: unknown field (known: name, source, target, replication_policy, topics, groups, replication_factor, producer, progress_interval, sync, labels, filters, listeners)\n" +
+			"t.yaml:8: mirrors[0].topic: unknown field (known: name, source, target, replication_policy, topics, groups, replication_factor, producer, progress_interval, dead_letter, sync, labels, filters, listeners)\n" +
 				`t.yaml:9: mirrors[0].replication_factor: expected an integer, got "x"`},
 		"cluster null": {"clusters:\n  east:\n  west: {bootstrap_servers: [\"h:1\"]}\nmirrors: [{name: m, source: east, target: west}]\n",
 			"t.yaml:2: clusters.east.bootstrap_servers: at least one broker address is required"},
@@ -467,7 +472,7 @@ func TestMergeKeyErrors(t *testing.T) {
 	}
 	// So must a list that contains itself.
 	_, err = config.Load([]byte("x: &x [*x]\n"), "t.yaml")
-	want = "t.yaml:1: x: unknown field (known: clusters, mirrors, http, log, offsets, plugins, listeners)"
+	want = "t.yaml:1: x: unknown field (known: clusters, mirrors, http, log, offsets, plugins, listeners, shutdown_timeout)"
 	if err == nil || err.Error() != want {
 		t.Errorf("self-alias: got:\n%v\nwant:\n%s", err, want)
 	}
@@ -589,8 +594,8 @@ func TestDocs(t *testing.T) {
 		t.Error("docs/configuration.md does not contain testdata/good.yaml verbatim")
 	}
 	keys := yamlKeys(reflect.TypeFor[config.Config]())
-	if len(keys) != 76 {
-		t.Errorf("found %d keys, want 76: %q (update this test and the docs when adding keys)", len(keys), keys)
+	if len(keys) != 80 {
+		t.Errorf("found %d keys, want 80: %q (update this test and the docs when adding keys)", len(keys), keys)
 	}
 	for _, key := range keys {
 		if !strings.Contains(string(doc), "| `"+key+"` |") {

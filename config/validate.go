@@ -64,6 +64,9 @@ func (v *validator) line(path string) int {
 	}
 }
 
+// topicNameRE is Kafka's rule for topic names.
+var topicNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
+
 func (v *validator) validate(c *Config) {
 	aliases := slices.Sorted(maps.Keys(c.Clusters))
 	if len(aliases) == 0 {
@@ -119,6 +122,7 @@ func (v *validator) validate(c *Config) {
 	if !slices.Contains(logFormats, c.Log.Format) {
 		v.errorf("log.format", "unknown log format %q (want %s)", c.Log.Format, orList(logFormats))
 	}
+	v.positive("shutdown_timeout", c.ShutdownTimeout)
 }
 
 func (v *validator) cluster(c *Cluster, path, alias string) {
@@ -257,7 +261,19 @@ func (v *validator) mirror(m *Mirror, path string, clusters map[string]*Cluster,
 		v.errorf(pp+".compression", "unknown compression %q (want %s)", m.Producer.Compression, orList(compressions))
 	}
 
+	if m.Producer.DeliveryTimeout < 0 {
+		v.errorf(pp+".delivery_timeout", "must not be negative, got %s", m.Producer.DeliveryTimeout)
+	}
+
 	v.positive(path+".progress_interval", m.ProgressInterval)
+	if dl := m.DeadLetter; dl != nil {
+		switch {
+		case dl.Topic == "":
+			v.errorf(path+".dead_letter.topic", "required field missing (a topic on the target cluster)")
+		case !topicNameRE.MatchString(dl.Topic) || dl.Topic == "." || dl.Topic == "..":
+			v.errorf(path+".dead_letter.topic", "invalid topic name %q (want 1-249 characters from A-Z a-z 0-9 . _ -)", dl.Topic)
+		}
+	}
 
 	sp := path + ".sync.topic_configs"
 	m.Sync.TopicConfigs.include = v.patterns(sp+".include", m.Sync.TopicConfigs.Include)

@@ -16,7 +16,13 @@ import (
 // ensureCompactedTopic creates a one-partition compacted topic if it is
 // missing. One partition: these topics are small and read whole at start.
 func ensureCompactedTopic(ctx context.Context, adm *kadm.Client, topic string, rf int16) error {
-	resp, err := adm.CreateTopic(ctx, 1, rf, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, topic)
+	return ensureTopic(ctx, adm, topic, rf, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")})
+}
+
+// ensureTopic creates a one-partition topic of kmirror's own with configs
+// if it is missing.
+func ensureTopic(ctx context.Context, adm *kadm.Client, topic string, rf int16, configs map[string]*string) error {
+	resp, err := adm.CreateTopic(ctx, 1, rf, configs, topic)
 	if err == nil {
 		err = resp.Err
 	}

@@ -108,10 +108,18 @@ type Config struct {
 	// uncompressed. Zero is none.
 	OffsetCodec offsets.Codec
 
-	// ShutdownTimeout bounds the flush of in-flight records and the last
-	// progress write when Run's context is cancelled; 8s by default so the
-	// process exits within 10s of SIGTERM.
+	// ShutdownTimeout bounds the flush of in-flight records when Run's
+	// context is cancelled (the last progress write gets 2s more if the
+	// flush timed out); 10s by default. Records still unacknowledged then
+	// are abandoned and copied again after a restart.
 	ShutdownTimeout time.Duration
+	// DeliveryTimeout, when positive, fails a record the target has not
+	// acknowledged within it (its partition is then rewound and retried)
+	// rather than retrying it forever.
+	DeliveryTimeout time.Duration
+	// DeadLetterTopic, when set, receives the records the target will
+	// never accept, so that their partition moves on.
+	DeadLetterTopic string
 
 	// Notifier, when set, receives the topic and group sets.
 	Notifier Notifier
@@ -145,7 +153,7 @@ func (c *Config) applyDefaults() error {
 		c.Compression = []kgo.CompressionCodec{kgo.NoCompression()}
 	}
 	if c.ShutdownTimeout <= 0 {
-		c.ShutdownTimeout = 8 * time.Second
+		c.ShutdownTimeout = 10 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"reflect"
 	"sort"
 	"strings"
@@ -84,7 +85,7 @@ func TestSelectTopics(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			got, err := selectTopics(context.Background(), "m", tc.fs, policy.Default{}, "west", candidates, nil)
+			got, _, err := selectTopics(context.Background(), "m", tc.fs, policy.Default{}, "west", candidates, nil)
 			if tc.wantErr {
 				if err == nil || got != nil {
 					t.Fatalf("want error and nil selection, got %v, %v", got, err)
@@ -190,7 +191,12 @@ type passHarness struct {
 	cp             *copier
 }
 
-func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func discardLogger() *slog.Logger {
+	if os.Getenv("KMIRROR_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
 
 func newPassHarness(t *testing.T, src, dst *kfake.Cluster) *passHarness {
 	t.Helper()
@@ -229,7 +235,7 @@ func newPassHarnessFor(t *testing.T, src, dst *kfake.Cluster, cfg Config, opts .
 			t.Fatal(err)
 		}
 	}
-	h.cp = newCopier(m.log, nil, dstCl, context.Background())
+	h.cp = newCopier(m.log, nil, dstCl, context.Background(), "")
 	t.Cleanup(h.cp.close)
 	m.copier = h.cp
 	m.started = true

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/filters"
 )
@@ -42,9 +44,86 @@ func (m *Mirror) dryRun() bool { return m.plan != nil }
 
 func (m *Mirror) doPass(ctx context.Context, c *clients, cp *copier) (bool, error) {
 	// 1. Discover, with the metadata upstream mirrors left on the source.
+	disc, err := m.discover(ctx, c)
+	if err != nil {
+		return false, err
+	}
+	// 2. Select. A filter error keeps the previous selection.
+	selected, err := m.selectDiscovered(ctx, c, disc)
+	if err != nil {
+		m.metrics.incFilterErrors()
+		return false, err
+	}
+	// 3. Compare with the target.
+	tl, err := m.listTarget(ctx, c, selected)
+	if err != nil {
+		return false, err
+	}
+	// 4. Reconcile what is mirrored with what both clusters say.
+	rec := m.reconcile(selected, disc, tl)
+	if !m.dryRun() {
+		m.applyUnassigns(c.dst, cp, rec)
+	}
+	// 5. Create missing topics (one batched request) and grow partitions.
+	var passErrs []error
+	if len(rec.creates) > 0 {
+		if err := m.createMissing(ctx, c, rec.creates, tl.partitions); err != nil {
+			passErrs = append(passErrs, err)
+		}
+	}
+	if len(rec.grows) > 0 {
+		if err := m.grow(ctx, c, rec.grows, tl.partitions); err != nil {
+			passErrs = append(passErrs, err)
+		}
+	}
+	if m.dryRun() {
+		return false, errors.Join(passErrs...)
+	}
+	// 6. Assign every partition that exists on both sides.
+	started, err := cp.assign(m.assignments(selected, tl, cp), m.cfg.SourceOpts)
+	if err != nil {
+		return false, fmt.Errorf("source consumer: %w", err)
+	}
+	// 7. Record what changed, and refresh source ends for lag.
+	m.writeMetadata(c.dst, rec.removed)
+	m.refreshEnds(ctx, c.srcAdm, cp)
+	return started, errors.Join(passErrs...)
+}
+
+// discovered is what one listing of the source said.
+type discovered struct {
+	candidates []filters.Topic
+	ids        map[string]string            // source topic IDs, by topic
+	upstream   map[string]map[string]string // metadata of upstream mirrors, by topic
+	// gone are mirrored topics that a successful listing lacked, twice:
+	// deleted at the source.
+	gone map[string]bool
+}
+
+// discover lists the source topics. A topic listed with an error keeps its
+// last known shape (if it is mirrored); a mirrored topic that the listing
+// lacks is looked up again by name before it is believed deleted.
+func (m *Mirror) discover(ctx context.Context, c *clients) (discovered, error) {
+	d := discovered{ids: make(map[string]string), gone: make(map[string]bool)}
 	srcTopics, err := c.srcAdm.ListTopics(ctx)
 	if err != nil {
-		return false, fmt.Errorf("list source topics: %w", err)
+		return d, fmt.Errorf("list source topics: %w", err)
+	}
+	m.mu.Lock()
+	var missing []string
+	for name := range m.topics {
+		if _, ok := srcTopics[name]; !ok {
+			missing = append(missing, name)
+		}
+	}
+	m.mu.Unlock()
+	if len(missing) > 0 {
+		again, gone, err := lookAgain(ctx, c.srcAdminCl, missing)
+		if err != nil {
+			return d, fmt.Errorf("list source topics: %w", err)
+		}
+		maps.Copy(srcTopics, again)
+		d.gone = gone
 	}
 	var metaTopics []string
 	for name := range srcTopics {
@@ -52,19 +131,18 @@ func (m *Mirror) doPass(ctx context.Context, c *clients, cp *copier) (bool, erro
 			metaTopics = append(metaTopics, name)
 		}
 	}
-	var upstream map[string]map[string]string
 	if len(metaTopics) > 0 {
-		if upstream, err = upstreamMetadata(ctx, m.cfg.SourceOpts, c.srcAdm, metaTopics); err != nil {
+		if d.upstream, err = upstreamMetadata(ctx, m.cfg.SourceOpts, c.srcAdm, metaTopics); err != nil {
 			m.log.Warn("cannot read the source cluster's topic metadata; labels from upstream mirrors are not refreshed", "err", err)
 		}
 	}
-	candidates := make([]filters.Topic, 0, len(srcTopics))
-	ids := make(map[string]string, len(srcTopics))
+	d.candidates = make([]filters.Topic, 0, len(srcTopics))
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	for _, td := range srcTopics.Sorted() {
 		n := int32(len(td.Partitions))
 		if td.Err == nil && td.ID != (kadm.TopicID{}) {
-			ids[td.Topic] = td.ID.String()
+			d.ids[td.Topic] = td.ID.String()
 		}
 		if td.Err != nil || n == 0 {
 			// Listed with an error: a topic being created, deleted or
@@ -77,50 +155,171 @@ func (m *Mirror) doPass(ctx context.Context, c *clients, cp *copier) (bool, erro
 			}
 			n = ts.partitions
 		}
-		candidates = append(candidates, filters.Topic{Name: td.Topic, Partitions: n, Labels: m.labelsFor(td.Topic, upstream[td.Topic])})
+		d.candidates = append(d.candidates, filters.Topic{Name: td.Topic, Partitions: n, Labels: m.labelsFor(td.Topic, d.upstream[td.Topic])})
 	}
-	m.mu.Unlock()
+	return d, nil
+}
 
-	// 2. Select. A filter error keeps the previous selection.
-	selected, err := selectTopics(ctx, m.cfg.Name, m.selection().Filters, m.cfg.Policy, m.cfg.TargetAlias, candidates, func(ctx context.Context, ts []filters.Topic) error {
+// lookAgain asks for topics a full listing lacked, by name, in a Metadata
+// request of its own (kadm's listings may answer from the client's
+// metadata cache, which would repeat the first answer): a listing can miss
+// a topic that exists (a broker with stale metadata answered). It returns
+// the topics found (possibly with a topic-level error: unknown, not gone)
+// and those the cluster says do not exist.
+func lookAgain(ctx context.Context, cl *kgo.Client, names []string) (kadm.TopicDetails, map[string]bool, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	for _, name := range names {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(name)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, nil, err
+	}
+	found := make(kadm.TopicDetails)
+	gone := make(map[string]bool)
+	for _, t := range resp.Topics {
+		if t.Topic == nil {
+			continue
+		}
+		td := kadm.TopicDetail{Topic: *t.Topic, ID: t.TopicID, Partitions: make(kadm.PartitionDetails), Err: kerr.ErrorForCode(t.ErrorCode)}
+		if errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
+			gone[td.Topic] = true
+			continue
+		}
+		for _, p := range t.Partitions {
+			td.Partitions[p.Partition] = kadm.PartitionDetail{Topic: td.Topic, Partition: p.Partition, Leader: p.Leader, Err: kerr.ErrorForCode(p.ErrorCode)}
+		}
+		found[td.Topic] = td
+	}
+	for _, name := range names {
+		if _, ok := found[name]; !ok && !gone[name] {
+			// Not in the answer at all: nothing proven either way.
+			found[name] = kadm.TopicDetail{Topic: name, Err: errors.New("not in the metadata answer")}
+		}
+	}
+	return found, gone, nil
+}
+
+// selectDiscovered runs the filters over the candidates. A topic whose
+// configs could not be read (for a filter that reads them) keeps its last
+// state: selected if it was mirrored, left out if it was not.
+func (m *Mirror) selectDiscovered(ctx context.Context, c *clients, d discovered) ([]filters.Topic, error) {
+	selected, unknown, err := selectTopics(ctx, m.cfg.Name, m.selection().Filters, m.cfg.Policy, m.cfg.TargetAlias, d.candidates, func(ctx context.Context, ts []filters.Topic) map[string]error {
 		return fillConfigs(ctx, c.srcAdm, ts)
 	})
 	if err != nil {
-		m.metrics.incFilterErrors()
-		return false, err
+		return nil, err
 	}
+	if len(unknown) == 0 {
+		return selected, nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, u := range unknown {
+		m.metrics.incAdminErrors(adminDescribeConfigs)
+		if m.topics[u.topic.Name] != nil {
+			selected = append(selected, u.topic)
+		}
+		m.logEvery.warn(m.log, "configs:"+u.topic.Name, "cannot read a source topic's configs for the filters; the topic keeps its last selection state", "topic", u.topic.Name, "mirrored", m.topics[u.topic.Name] != nil, "err", u.err)
+	}
+	return selected, nil
+}
 
-	// 3. Compare with the target.
+// targetListing is what one listing of the target said about the selected
+// topics' target topics.
+type targetListing struct {
+	partitions map[string]int32  // listed without an error
+	ids        map[string]string // their topic IDs ("" when the broker has none)
+	// unknown are listed with an error (or not answered): nothing is
+	// known about them this pass.
+	unknown map[string]error
+	// gone are believed to exist and lacking from a successful listing
+	// and from a second look by name: deleted.
+	gone map[string]bool
+}
+
+// listTarget lists the target topics. A target topic believed to exist that
+// the listing lacks is looked up again by name before it is believed gone.
+func (m *Mirror) listTarget(ctx context.Context, c *clients, selected []filters.Topic) (targetListing, error) {
+	tl := targetListing{partitions: make(map[string]int32), ids: make(map[string]string), unknown: make(map[string]error), gone: make(map[string]bool)}
 	dstTopics, err := c.dstAdm.ListTopics(ctx)
 	if err != nil {
-		return false, fmt.Errorf("list target topics: %w", err)
+		return tl, fmt.Errorf("list target topics: %w", err)
 	}
-	targetPartitions := make(map[string]int32, len(dstTopics))
-	for _, td := range dstTopics {
-		if td.Err == nil {
-			targetPartitions[td.Topic] = int32(len(td.Partitions))
+	var missing []string
+	m.mu.Lock()
+	for _, t := range selected {
+		ts := m.topics[t.Name]
+		if ts == nil {
+			continue
+		}
+		if _, ok := dstTopics[ts.target]; !ok && (ts.exists || ts.assigned > 0 || ts.fatal != nil) {
+			missing = append(missing, ts.target)
 		}
 	}
+	m.mu.Unlock()
+	if len(missing) > 0 {
+		again, gone, err := lookAgain(ctx, c.dst, missing)
+		if err != nil {
+			return tl, fmt.Errorf("list target topics: %w", err)
+		}
+		maps.Copy(dstTopics, again)
+		tl.gone = gone
+	}
+	for _, td := range dstTopics {
+		if td.Err != nil {
+			tl.unknown[td.Topic] = td.Err
+			continue
+		}
+		tl.partitions[td.Topic] = int32(len(td.Partitions))
+		if td.ID != (kadm.TopicID{}) {
+			tl.ids[td.Topic] = td.ID.String()
+		}
+	}
+	return tl, nil
+}
 
+// reconciled is what a pass changes: partitions to stop copying, topics to
+// create or grow, topics that left the selection.
+type reconciled struct {
+	unassign []topicPartition
+	// restart are partitions whose copy starts over (their state is
+	// dropped, and its stored index chunks deleted); forget are those of
+	// source topics that are gone (their state and stored progress are
+	// deleted).
+	restart, forget []topicPartition
+	creates         []topicSpec
+	grows           map[string]int32
+	removed         []*topicState
+}
+
+// reconcile compares the selection with what is mirrored and with the
+// target listing. The caller must not hold m.mu.
+func (m *Mirror) reconcile(selected []filters.Topic, d discovered, tl targetListing) reconciled {
+	rec := reconciled{grows: make(map[string]int32)}
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	selectedSet := make(map[string]bool, len(selected))
 	for _, t := range selected {
 		selectedSet[t.Name] = true
 	}
-	var unassign []topicPartition
-	var removed []*topicState
 	for name, ts := range m.topics {
-		if !selectedSet[name] {
-			m.log.Info("topic no longer mirrored (deleted at the source or no longer selected)", "topic", name, "target_topic", ts.target)
-			for p := range ts.assigned {
-				unassign = append(unassign, topicPartition{name, p})
-			}
-			removed = append(removed, ts)
-			delete(m.topics, name)
+		if selectedSet[name] {
+			continue
 		}
+		tps := partitionsOf(name, ts.assigned)
+		rec.unassign = append(rec.unassign, tps...)
+		if d.gone[name] {
+			m.log.Info("topic no longer mirrored: deleted at the source", "topic", name, "target_topic", ts.target)
+			rec.forget = append(rec.forget, partitionsOf(name, ts.partitions)...)
+		} else {
+			m.log.Info("topic no longer mirrored: no longer selected; its position is kept", "topic", name, "target_topic", ts.target)
+		}
+		rec.removed = append(rec.removed, ts)
+		delete(m.topics, name)
 	}
-	var creates []topicSpec
-	grows := make(map[string]int32)
 	for _, t := range selected {
 		ts := m.topics[t.Name]
 		if ts == nil {
@@ -131,25 +330,43 @@ func (m *Mirror) doPass(ctx context.Context, c *clients, cp *copier) (bool, erro
 			m.topics[t.Name] = ts
 			m.log.Info("topic selected for mirroring", "topic", t.Name, "target_topic", ts.target, "partitions", t.Partitions)
 		}
-		if up, ok := upstream[t.Name]; ok {
+		if up, ok := d.upstream[t.Name]; ok {
 			ts.upstream = up
 		}
-		have, exists := targetPartitions[ts.target]
+		if err, ok := tl.unknown[ts.target]; ok {
+			// Listed with an error (a leader moving, a broker
+			// restarting): unknown this pass. Nothing is forgotten,
+			// created or re-copied; copying goes on as it was.
+			m.logEvery.warn(m.log, "target-unknown:"+ts.target, "target topic listed with an error; keeping its state until it is listed cleanly", "topic", t.Name, "target_topic", ts.target, "err", err)
+			continue
+		}
+		have, exists := tl.partitions[ts.target]
+		gone := tl.gone[ts.target]
+		if id := tl.ids[ts.target]; exists && id != "" {
+			if ts.targetID != "" && id != ts.targetID {
+				// Deleted and created again by someone else between
+				// two passes: what was copied went with it.
+				m.log.Warn("target topic was deleted and recreated (new topic ID); copying the source topic from its start", "topic", t.Name, "target_topic", ts.target, "topic_id", ts.targetID, "now", id)
+				gone = true
+			}
+			ts.targetID = id
+		}
+		if gone {
+			m.restartTopic(ts, &rec)
+		}
 		ts.exists = exists
-		if ts.fatal != nil && !exists && !m.dryRun() {
+		if ts.fatal != nil && gone && !m.dryRun() {
 			// The operator deleted the target topic of a failed
 			// topic: mirror the source topic again from its start.
 			m.log.Info("target topic of a failed topic was deleted; mirroring the source topic from its start", "topic", t.Name, "target_topic", ts.target)
-			*ts = topicState{source: ts.source, target: ts.target, state: StatePending, upstream: ts.upstream}
-			m.forgetProgress(t.Name)
+			*ts = topicState{source: ts.source, target: ts.target, state: StatePending, upstream: ts.upstream, targetID: ts.targetID, exists: exists}
 		}
 		if ts.fatal == nil {
-			if err := m.checkIdentity(ts, t, ids[t.Name], exists); err != nil {
+			if err := m.checkIdentity(ts, t, d.ids[t.Name], exists); err != nil {
 				ts.fatal = err
 				ts.state = StateFailed
-				for p := range ts.assigned {
-					unassign = append(unassign, topicPartition{t.Name, p})
-				}
+				rec.unassign = append(rec.unassign, partitionsOf(t.Name, ts.assigned)...)
+				rec.restart = append(rec.restart, partitionsOf(t.Name, max(ts.assigned, ts.partitions))...)
 				ts.assigned = 0
 				m.forgetProgress(t.Name)
 				m.log.Error("topic failed: copying stopped; other topics go on", "topic", t.Name, "target_topic", ts.target, "err", err)
@@ -158,64 +375,97 @@ func (m *Mirror) doPass(ctx context.Context, c *clients, cp *copier) (bool, erro
 		if ts.fatal != nil {
 			continue
 		}
-		if id := ids[t.Name]; id != "" {
+		if id := d.ids[t.Name]; id != "" {
 			ts.id = id
 		}
 		ts.partitions = t.Partitions
 		switch {
 		case !exists:
-			if ts.assigned > 0 {
-				// The target topic vanished under us: whatever was
-				// copied went with it. Start again from the source's
-				// start once it is recreated.
-				m.log.Warn("target topic disappeared; recreating it and copying the source topic from its start", "topic", t.Name, "target_topic", ts.target)
-				for p := range ts.assigned {
-					unassign = append(unassign, topicPartition{t.Name, p})
-				}
-				ts.assigned = 0
-				m.forgetProgress(t.Name)
-			}
-			creates = append(creates, topicSpec{source: t.Name, name: ts.target, partitions: t.Partitions})
+			rec.creates = append(rec.creates, topicSpec{source: t.Name, name: ts.target, partitions: t.Partitions})
 		case have < t.Partitions:
-			grows[ts.target] = t.Partitions
+			rec.grows[ts.target] = t.Partitions
 		}
+	}
+	return rec
+}
+
+// restartTopic makes a topic whose target topic is gone start over from
+// the source's start: whatever was copied went with the target topic. The
+// caller holds m.mu.
+func (m *Mirror) restartTopic(ts *topicState, rec *reconciled) {
+	if ts.assigned > 0 {
+		m.log.Warn("target topic is gone; recreating it and copying the source topic from its start", "topic", ts.source, "target_topic", ts.target)
+	}
+	rec.unassign = append(rec.unassign, partitionsOf(ts.source, ts.assigned)...)
+	rec.restart = append(rec.restart, partitionsOf(ts.source, max(ts.assigned, ts.partitions))...)
+	ts.assigned = 0
+	ts.targetID = ""
+	m.forgetProgress(ts.source)
+}
+
+func partitionsOf(topic string, n int32) []topicPartition {
+	out := make([]topicPartition, 0, n)
+	for p := range n {
+		out = append(out, topicPartition{topic, p})
+	}
+	return out
+}
+
+// applyUnassigns stops copying what the pass took away. Partitions that
+// start over keep only their stored index chunks' numbers (the assignment
+// deletes them); partitions of deleted source topics are forgotten, in
+// memory and in the progress topic.
+func (m *Mirror) applyUnassigns(dst *kgo.Client, cp *copier, rec reconciled) {
+	cp.unassign(rec.unassign)
+	restarted := cp.dropParked(rec.restart)
+	forgotten := cp.dropParked(rec.forget)
+	m.mu.Lock()
+	maps.Copy(m.indexes, restarted)
+	for _, tp := range rec.forget {
+		if ix := m.indexes[tp]; ix != nil && forgotten[tp] == nil {
+			forgotten[tp] = ix
+		}
+		delete(m.indexes, tp)
+		delete(m.progress, tp)
 	}
 	m.mu.Unlock()
-	if !m.dryRun() {
-		kept := cp.unassign(unassign)
-		m.mu.Lock()
-		maps.Copy(m.indexes, kept)
-		m.mu.Unlock()
+	for _, tp := range rec.forget {
+		m.deleteStoredProgress(dst, tp, forgotten[tp])
 	}
+}
 
-	// 4. Create missing topics (one batched request) and grow partitions.
-	var passErrs []error
-	if len(creates) > 0 {
-		if err := m.createMissing(ctx, c, creates, targetPartitions); err != nil {
-			passErrs = append(passErrs, err)
-		}
-	}
-	if len(grows) > 0 {
-		if err := m.grow(ctx, c, grows, targetPartitions); err != nil {
-			passErrs = append(passErrs, err)
-		}
-	}
-	if m.dryRun() {
-		return false, errors.Join(passErrs...)
-	}
-
-	// 5. Assign every partition that exists on both sides.
+// assignments returns the partitions to start copying: every partition
+// that exists on both sides and is not copied yet, from its live position
+// when the copier still has it (a topic selected again), else from the
+// stored progress. The caller must not hold m.mu.
+func (m *Mirror) assignments(selected []filters.Topic, tl targetListing, cp *copier) []assignment {
 	var assigns []assignment
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	for _, t := range selected {
 		ts := m.topics[t.Name]
-		have, ok := targetPartitions[ts.target]
+		have, ok := tl.partitions[ts.target]
 		if !ok || ts.fatal != nil {
 			continue
 		}
 		upTo := min(have, ts.partitions)
+		var as []assignment
+		settled := true
 		for p := ts.assigned; p < upTo; p++ {
 			tp := topicPartition{t.Name, p}
+			if ps, done := cp.parkedState(tp); ps != nil {
+				if !done {
+					settled = false
+					break
+				}
+				if ps.topicID == ts.id || ps.topicID == "" || ts.id == "" {
+					as = append(as, assignment{tp: tp, target: ts.target, topicID: ts.id, resume: ps})
+					continue
+				}
+				// Parked under an earlier topic of the same name.
+				m.indexes[tp] = cp.dropParked([]topicPartition{tp})[tp]
+				delete(m.progress, tp)
+			}
 			next := int64(-1)
 			if pos, ok := m.progress[tp]; ok {
 				if pos.topicID != "" && ts.id != "" && pos.topicID != ts.id {
@@ -230,15 +480,17 @@ func (m *Mirror) doPass(ctx context.Context, c *clients, cp *copier) (bool, erro
 			ix := m.indexes[tp]
 			delete(m.indexes, tp)
 			if next < 0 && ix != nil {
-				fresh := newPartitionIndex()
-				for k := ix.first; k <= ix.first+int64(len(ix.runs)-1)/indexChunkRuns; k++ {
-					fresh.dropped = append(fresh.dropped, k)
-				}
-				fresh.dropped = append(fresh.dropped, ix.dropped...)
-				ix = fresh
+				ix = ix.replacement()
 			}
-			assigns = append(assigns, assignment{tp: tp, target: ts.target, topicID: ts.id, next: next, index: ix})
+			as = append(as, assignment{tp: tp, target: ts.target, topicID: ts.id, next: next, index: ix})
 		}
+		if !settled {
+			// Records of the topic's last copy are still in flight:
+			// its position is final only once they settle.
+			m.log.Info("topic selected again; resuming once its records in flight settle", "topic", t.Name)
+			continue
+		}
+		assigns = append(assigns, as...)
 		if upTo > ts.assigned {
 			ts.assigned = upTo
 		}
@@ -246,31 +498,24 @@ func (m *Mirror) doPass(ctx context.Context, c *clients, cp *copier) (bool, erro
 			ts.state, ts.err = StateMirroring, nil
 		}
 	}
-	m.mu.Unlock()
-	started, err := cp.assign(assigns, m.cfg.SourceOpts)
-	if err != nil {
-		return false, fmt.Errorf("source consumer: %w", err)
-	}
-
-	// 6. Record what changed, and refresh source ends for lag.
-	m.writeMetadata(c.dst, removed)
-	m.refreshEnds(ctx, c.srcAdm, cp)
-	return started, errors.Join(passErrs...)
+	return assigns
 }
 
 // fillConfigs sets the effective configs of each topic (every value the
-// topic has, its own or a default) in one DescribeConfigs request. A topic
-// whose configs cannot be read fails the pass: a filter judging it without
-// them could drop it.
-func fillConfigs(ctx context.Context, adm *kadm.Client, ts []filters.Topic) error {
+// topic has, its own or a default) in one DescribeConfigs request, and
+// returns the topics whose configs could not be read: a filter judging
+// them without configs could drop them, so the caller keeps their state.
+func fillConfigs(ctx context.Context, adm *kadm.Client, ts []filters.Topic) map[string]error {
 	names := make([]string, len(ts))
 	for i, t := range ts {
 		names[i] = t.Name
 	}
 	props, errs := describeConfigs(ctx, adm, names)
+	failed := make(map[string]error)
 	for i := range ts {
 		if err := errs[ts[i].Name]; err != nil {
-			return fmt.Errorf("topic %s: %w", ts[i].Name, err)
+			failed[ts[i].Name] = err
+			continue
 		}
 		cfg := make(map[string]string, len(props[ts[i].Name]))
 		for _, p := range props[ts[i].Name] {
@@ -280,7 +525,7 @@ func fillConfigs(ctx context.Context, adm *kadm.Client, ts []filters.Topic) erro
 		}
 		ts[i].Configs = cfg
 	}
-	return nil
+	return failed
 }
 
 // checkIdentity returns an error when the source topic is no longer the one
@@ -359,7 +604,18 @@ func (m *Mirror) createMissing(ctx context.Context, c *clients, creates []topicS
 	for _, s := range creates {
 		err := results[s.name]
 		if m.dryRun() {
+			if isTopicExists(err) {
+				err = nil // created since the listing: nothing to plan
+			}
 			m.plan.addCreate(s, err)
+			continue
+		}
+		if isTopicExists(err) {
+			// Listed as missing, yet it exists: created since the
+			// listing, or the listing was stale. Look again on the
+			// next pass rather than assume anything about its
+			// partitions or its content.
+			m.log.Info("target topic already exists; looking at it again on the next pass", "topic", s.source, "target_topic", s.name)
 			continue
 		}
 		if err != nil {
@@ -457,6 +713,13 @@ func (m *Mirror) setTopicError(source string, err error) {
 	}
 }
 
+// adminFailed counts and logs (at most once a minute per request and
+// topic) an admin request that failed, whole ("" topic) or for one topic.
+func (m *Mirror) adminFailed(request, topic string, err error) {
+	m.metrics.incAdminErrors(request)
+	m.logEvery.warn(m.log, "admin:"+request+":"+topic, "source request failed; the state it would update is kept as it was", "request", request, "topic", topic, "err", err)
+}
+
 func (m *Mirror) refreshEnds(ctx context.Context, srcAdm *kadm.Client, cp *copier) {
 	m.mu.Lock()
 	names := make([]string, 0, len(m.topics))
@@ -469,9 +732,13 @@ func (m *Mirror) refreshEnds(ctx context.Context, srcAdm *kadm.Client, cp *copie
 	}
 	// The index of records the source has deleted (retention) can go:
 	// no group can commit those offsets any more.
-	if starts, err := srcAdm.ListStartOffsets(ctx, names...); err == nil {
+	starts, err := srcAdm.ListStartOffsets(ctx, names...)
+	if err != nil {
+		m.adminFailed(adminListStartOffsets, "", err)
+	} else {
 		starts.Each(func(o kadm.ListedOffset) {
 			if o.Err != nil {
+				m.adminFailed(adminListStartOffsets, o.Topic, o.Err)
 				return
 			}
 			if ps := cp.partition(topicPartition{o.Topic, o.Partition}); ps != nil {
@@ -483,10 +750,12 @@ func (m *Mirror) refreshEnds(ctx context.Context, srcAdm *kadm.Client, cp *copie
 	}
 	ends, err := srcAdm.ListCommittedOffsets(ctx, names...)
 	if err != nil {
+		m.adminFailed(adminListCommittedOffsets, "", err)
 		return
 	}
 	ends.Each(func(o kadm.ListedOffset) {
 		if o.Err != nil {
+			m.adminFailed(adminListCommittedOffsets, o.Topic, o.Err)
 			return
 		}
 		if ps := cp.partition(topicPartition{o.Topic, o.Partition}); ps != nil {

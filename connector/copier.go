@@ -3,11 +3,14 @@ package connector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -37,12 +40,36 @@ type copier struct {
 
 	mu    sync.Mutex
 	parts map[topicPartition]*partitionState
+	// parked holds the state of partitions no longer copied (their topic
+	// left the selection): records still in flight settle into it, the
+	// progress writer persists it, and a later assignment resumes from
+	// it, so a topic selected again continues where it stopped rather
+	// than from the position loaded at start.
+	parked map[topicPartition]*partitionState
 	// attention is set by a failing promise so the poll loop looks for
 	// partitions to pause and rewind without scanning on every poll.
 	attention atomic.Bool
 	// fetchErrLogged rate-limits fetch error logs per partition: franz-go
 	// can return the same error on every poll.
 	fetchErrLogged map[topicPartition]time.Time
+	// deadLetter is the topic for records the target will never accept
+	// ("": none, such a partition stops).
+	deadLetter string
+	logEvery   *logLimiter
+	// cancelPoll ends the poll in progress early (wake): a partition
+	// isolating its records must not wait a whole poll timeout per record.
+	cancelPoll atomic.Pointer[context.CancelFunc]
+	woken      atomic.Bool
+}
+
+// wake asks the poll loop to look at the partitions now rather than at the
+// end of its current poll.
+func (c *copier) wake() {
+	c.attention.Store(true)
+	c.woken.Store(true)
+	if cancel := c.cancelPoll.Load(); cancel != nil {
+		(*cancel)()
+	}
 }
 
 type topicPartition struct {
@@ -79,14 +106,53 @@ type partitionState struct {
 	paused   bool
 	acks     uint64 // acknowledgements, for sampling latency
 
+	// Isolation. A refusal no retry can fix (isPermanent) names a batch,
+	// not a record: franz-go fails every record of the refused batch. So
+	// after one, records are produced one at a time, each waiting for its
+	// acknowledgement, from the last acknowledged offset up to
+	// isolateUntil (the refused batch's last offset): the record the
+	// target refuses alone is the poison. It is written to the dead-letter
+	// topic and skipped, or, without one, the partition stops there
+	// (stuck), retried with backoff in case the target's limits change.
+	isolateUntil int64 // -1: not isolating
+	isolatedOut  bool  // the one isolated record is in flight
+	poison       *poisonRecord
+	stuck        error // the poison's refusal, while no dead letter takes it
+	// refusalLogged: the current refusal was logged (once per failure).
+	refusalLogged bool
+
 	metrics *mirrorMetrics
 	onFail  func() // sets the copier's attention flag
+}
+
+// poisonRecord is a record the target refused on its own with an error no
+// retry can fix.
+type poisonRecord struct {
+	rec     *kgo.Record // as produced to the target
+	offset  int64       // its source offset
+	err     error
+	sending bool // being written to the dead-letter topic
 }
 
 const (
 	minRetryBackoff = 500 * time.Millisecond
 	maxRetryBackoff = 30 * time.Second
 )
+
+// isPermanent reports a produce error that retrying the same records can
+// never fix: the records themselves are refused (too large, invalid, a
+// timestamp or policy the target will not take). franz-go fails a record
+// larger than the producer's batch or buffer limit with MESSAGE_TOO_LARGE
+// without sending it.
+func isPermanent(err error) bool {
+	for _, e := range []error{kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidRecord,
+		kerr.InvalidTimestamp, kerr.PolicyViolation, kerr.CorruptMessage} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
 
 // promise is the produce callback for every record of the partition. It
 // must not block: franz-go calls all promises on one goroutine.
@@ -106,6 +172,8 @@ func (p *partitionState) promise(r *kgo.Record, err error) {
 			p.inflight, p.head = p.inflight[:n], 0
 		}
 	}
+	isolated := p.isolatedOut
+	p.isolatedOut = false
 	if err != nil {
 		if p.failed == nil {
 			p.failed = err
@@ -116,6 +184,18 @@ func (p *partitionState) promise(r *kgo.Record, err error) {
 				p.backoff = min(2*p.backoff, maxRetryBackoff)
 			}
 			p.retryAt = time.Now().Add(p.backoff)
+			if isPermanent(err) && src >= 0 {
+				if isolated {
+					p.poison = &poisonRecord{rec: r, offset: src, err: err}
+				} else {
+					// Find the refused record: no backoff before
+					// isolating, the retry itself is the search.
+					p.retryAt = time.Now()
+				}
+			}
+		}
+		if isPermanent(err) && src >= 0 && !isolated {
+			p.isolateUntil = max(p.isolateUntil, src)
 		}
 		p.mu.Unlock()
 		if m := p.metrics; m != nil {
@@ -129,6 +209,7 @@ func (p *partitionState) promise(r *kgo.Record, err error) {
 	if p.failed == nil && src >= 0 {
 		p.acked = src + 1
 		p.backoff = 0
+		p.stuck = nil
 		p.index.add(src, r.Offset)
 	}
 	p.acks++
@@ -138,6 +219,9 @@ func (p *partitionState) promise(r *kgo.Record, err error) {
 	// CPU at full speed.
 	sample := p.acks%16 == 0 || p.head == len(p.inflight)
 	p.mu.Unlock()
+	if isolated {
+		p.onFail() // the poll loop moves on to the next record
+	}
 	if m := p.metrics; m != nil {
 		// Counters are single atomic adds: cheap enough per record,
 		// and exact, so the count can be watched live.
@@ -157,13 +241,16 @@ func recordBytes(r *kgo.Record) int {
 	return n
 }
 
-func newCopier(log *slog.Logger, m *mirrorMetrics, dst *kgo.Client, produceCtx context.Context) *copier {
+func newCopier(log *slog.Logger, m *mirrorMetrics, dst *kgo.Client, produceCtx context.Context, deadLetter string) *copier {
 	return &copier{
+		deadLetter:     deadLetter,
+		logEvery:       newLogLimiter(time.Minute),
 		log:            log,
 		metrics:        m,
 		dst:            dst,
 		produceCtx:     produceCtx,
 		parts:          make(map[topicPartition]*partitionState),
+		parked:         make(map[topicPartition]*partitionState),
 		fetchErrLogged: make(map[topicPartition]time.Time),
 	}
 }
@@ -176,6 +263,9 @@ type assignment struct {
 	topicID string
 	next    int64
 	index   *partitionIndex // what was loaded; a fresh one when nil
+	// resume, when set, is the partition's parked state to continue
+	// with (next and index are then its own).
+	resume *partitionState
 }
 
 // assign starts copying the given partitions. The first call creates the
@@ -191,11 +281,21 @@ func (c *copier) assign(as []assignment, srcOpts []kgo.Opt) (started bool, err e
 		if _, ok := c.parts[a.tp]; ok {
 			continue
 		}
-		ps := &partitionState{tp: a.tp, target: a.target, topicID: a.topicID, acked: a.next, persisted: a.next, end: -1, metrics: c.metrics, index: a.index}
-		if ps.index == nil {
-			ps.index = newPartitionIndex()
+		ps := a.resume
+		if ps != nil {
+			ps.mu.Lock()
+			// A refusal that parked with the partition is retried now.
+			ps.failed, ps.paused, ps.backoff, ps.poison = nil, false, 0, nil
+			a.next = ps.acked
+			ps.mu.Unlock()
+		} else {
+			ps = &partitionState{tp: a.tp, target: a.target, topicID: a.topicID, acked: a.next, persisted: a.next, end: -1, metrics: c.metrics, index: a.index, isolateUntil: -1}
+			if ps.index == nil {
+				ps.index = newPartitionIndex()
+			}
+			ps.onFail = c.wake
 		}
-		ps.onFail = func() { c.attention.Store(true) }
+		delete(c.parked, a.tp)
 		c.parts[a.tp] = ps
 		o := kgo.NewOffset().AtStart()
 		if a.next >= 0 {
@@ -235,25 +335,23 @@ func (c *copier) assign(as []assignment, srcOpts []kgo.Opt) (started bool, err e
 }
 
 // unassign stops copying the given partitions (their topic left the
-// selection or was deleted at the source). Records in flight still settle.
-// It returns the partitions' offset indexes, which the control plane keeps
-// for a later assignment (to resume with, or to delete their chunks).
-func (c *copier) unassign(tps []topicPartition) map[topicPartition]*partitionIndex {
+// selection, was deleted at the source, or starts over). Their state is
+// parked: records in flight still settle into it and are persisted, and
+// takeParked hands it to a later assignment.
+func (c *copier) unassign(tps []topicPartition) {
 	if len(tps) == 0 {
-		return nil
+		return
 	}
 	rm := make(map[string][]int32)
-	out := make(map[topicPartition]*partitionIndex, len(tps))
 	targets := make(map[string]string) // source topic -> target topic
 	c.mu.Lock()
 	for _, tp := range tps {
 		if ps := c.parts[tp]; ps != nil {
-			ps.mu.Lock()
-			out[tp] = ps.index
-			ps.mu.Unlock()
 			targets[tp.topic] = ps.target
+			c.parked[tp] = ps
 		}
 		delete(c.parts, tp)
+		delete(c.fetchErrLogged, tp)
 		rm[tp.topic] = append(rm[tp.topic], tp.partition)
 	}
 	// Topics with no partition left are forgotten by both clients:
@@ -282,6 +380,38 @@ func (c *copier) unassign(tps []topicPartition) map[topicPartition]*partitionInd
 		c.src.PurgeTopicsFromConsuming(gone...)
 	}
 	c.dst.PurgeTopicsFromProducing(goneTargets...)
+}
+
+// parkedState returns a partition's parked state, nil if there is none.
+// settled reports that none of its records is still in flight: only then
+// is its acked position final, and can copying resume from it.
+func (c *copier) parkedState(tp topicPartition) (ps *partitionState, settled bool) {
+	c.mu.Lock()
+	ps = c.parked[tp]
+	c.mu.Unlock()
+	if ps == nil {
+		return nil, false
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps, ps.head == len(ps.inflight)
+}
+
+// dropParked forgets the parked state of the given partitions (their
+// source topic is gone, or the copy starts over) and returns their
+// indexes, whose stored chunks the caller deletes.
+func (c *copier) dropParked(tps []topicPartition) map[topicPartition]*partitionIndex {
+	out := make(map[topicPartition]*partitionIndex)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, tp := range tps {
+		if ps := c.parked[tp]; ps != nil {
+			ps.mu.Lock()
+			out[tp] = ps.index
+			ps.mu.Unlock()
+			delete(c.parked, tp)
+		}
+	}
 	return out
 }
 
@@ -291,12 +421,28 @@ func (c *copier) partition(tp topicPartition) *partitionState {
 	return c.parts[tp]
 }
 
-// snapshot returns the current partition states.
+// snapshot returns the states of the partitions being copied.
 func (c *copier) snapshot() []*partitionState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]*partitionState, 0, len(c.parts))
 	for _, p := range c.parts {
+		out = append(out, p)
+	}
+	return out
+}
+
+// persistable returns the states whose progress the writer persists: the
+// partitions being copied and the parked ones (their last records may be
+// acknowledged after they were parked).
+func (c *copier) persistable() []*partitionState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*partitionState, 0, len(c.parts)+len(c.parked))
+	for _, p := range c.parts {
+		out = append(out, p)
+	}
+	for _, p := range c.parked {
 		out = append(out, p)
 	}
 	return out
@@ -316,7 +462,12 @@ const pollTimeout = 500 * time.Millisecond
 func (c *copier) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		pollCtx, cancel := context.WithTimeout(ctx, pollTimeout)
+		c.cancelPoll.Store(&cancel)
+		if c.woken.Swap(false) {
+			cancel() // woken between polls: do not wait
+		}
 		fetches := c.src.PollFetches(pollCtx)
+		c.cancelPoll.Store(nil)
 		cancel()
 		if ctx.Err() != nil {
 			// Records fetched but not produced are simply read again
@@ -374,11 +525,23 @@ func (c *copier) producePartition(fp kgo.FetchTopicPartition) {
 	} else if fp.HighWatermark > ps.end && fp.LastStableOffset <= 0 {
 		ps.end = fp.HighWatermark
 	}
-	for _, r := range fp.Records {
+	records := fp.Records
+	if ps.isolateUntil >= ps.acked {
+		if ps.isolatedOut || ps.paused {
+			ps.mu.Unlock()
+			return // fetched before the pause took effect: read again
+		}
+		// One record at a time; the rest is read again after its
+		// acknowledgement (see isolation in partitionState).
+		records = records[:1]
+		ps.isolatedOut, ps.paused = true, true
+		c.attention.Store(true) // pause the partition's fetches
+	}
+	for _, r := range records {
 		ps.inflight = append(ps.inflight, r.Offset)
 	}
 	ps.mu.Unlock()
-	for _, r := range fp.Records {
+	for _, r := range records {
 		out := &kgo.Record{
 			Topic:     ps.target,
 			Partition: r.Partition,
@@ -393,38 +556,69 @@ func (c *copier) producePartition(fp kgo.FetchTopicPartition) {
 
 // rewindFailed pauses failed partitions and, once their in-flight records
 // have settled and the backoff has passed, rewinds them to the last acked
-// offset and resumes them.
+// offset and resumes them. It also steps isolating partitions (one record
+// at a time) and hands poison records to the dead-letter topic.
 func (c *copier) rewindFailed() {
 	c.attention.Store(false)
 	now := time.Now()
 	pause := make(map[string][]int32)
 	resume := make(map[string][]int32)
 	rewind := make(map[string]map[int32]kgo.EpochOffset)
+	var deadLetters []*partitionState
+	again := false
 	for _, ps := range c.snapshot() {
 		ps.mu.Lock()
-		if ps.failed == nil {
+		settled := ps.head == len(ps.inflight)
+		switch {
+		case ps.failed == nil && !ps.paused:
 			ps.mu.Unlock()
 			continue
-		}
-		if !ps.paused {
-			ps.paused = true
-			pause[ps.tp.topic] = append(pause[ps.tp.topic], ps.tp.partition)
-			c.log.Error("target refused records; partition paused and will be retried from its last acknowledged offset",
-				"topic", ps.tp.topic, "partition", ps.tp.partition, "target_topic", ps.target,
-				"acked_offset", ps.acked, "retry_in", ps.backoff, "err", ps.failed)
-		}
-		if ps.head == len(ps.inflight) && now.After(ps.retryAt) {
-			if rewind[ps.tp.topic] == nil {
-				rewind[ps.tp.topic] = make(map[int32]kgo.EpochOffset)
+		case ps.failed == nil:
+			// Isolating: pause while the one record is in flight,
+			// then read on from the next offset.
+			if !settled {
+				pause[ps.tp.topic] = append(pause[ps.tp.topic], ps.tp.partition)
+				again = true
+				break
 			}
-			rewind[ps.tp.topic][ps.tp.partition] = kgo.EpochOffset{Epoch: -1, Offset: ps.acked}
-			resume[ps.tp.topic] = append(resume[ps.tp.topic], ps.tp.partition)
-			ps.failed, ps.paused = nil, false
-		} else {
-			// Look again on the next poll.
-			c.attention.Store(true)
+			if ps.acked > ps.isolateUntil {
+				ps.isolateUntil = -1
+				c.log.Info("isolation over: copying in batches again", "topic", ps.tp.topic, "partition", ps.tp.partition, "acked_offset", ps.acked)
+			}
+			addRewind(rewind, resume, ps)
+			ps.paused = false
+		default:
+			if !ps.paused {
+				ps.paused = true
+				pause[ps.tp.topic] = append(pause[ps.tp.topic], ps.tp.partition)
+			}
+			if !ps.refusalLogged {
+				ps.refusalLogged = true
+				c.logRefusal(ps)
+			}
+			switch {
+			case !settled || now.Before(ps.retryAt):
+				again = true // look again on the next poll
+			case ps.poison != nil && c.deadLetter != "":
+				if !ps.poison.sending {
+					ps.poison.sending = true
+					deadLetters = append(deadLetters, ps)
+				}
+			default:
+				if ps.poison != nil {
+					// Retried with backoff: the target's limits
+					// may change; it stays failed meanwhile.
+					ps.stuck = fmt.Errorf("record at offset %d refused by the target: %w", ps.poison.offset, ps.poison.err)
+					ps.poison = nil
+				}
+				addRewind(rewind, resume, ps)
+				ps.failed, ps.paused, ps.refusalLogged = nil, false, false
+			}
 		}
 		ps.mu.Unlock()
+	}
+	if again {
+		c.attention.Store(true)
 	}
 	if len(pause) > 0 {
 		c.src.PauseFetchPartitions(pause)
@@ -432,17 +626,120 @@ func (c *copier) rewindFailed() {
 		// the producer does not know yet); refresh before the retry.
 		c.dst.ForceMetadataRefresh()
 	}
+	for _, ps := range deadLetters {
+		c.writeDeadLetter(ps)
+	}
 	if len(rewind) > 0 {
 		c.src.SetOffsets(rewind)
 		c.src.ResumeFetchPartitions(resume)
-		c.log.Info("retrying partitions from their last acknowledged offsets", "partitions", resume)
+		c.log.Debug("reading partitions again from their last acknowledged offsets", "partitions", resume)
 	}
 }
 
-// failures returns the partition's current error, if it is failing.
+func addRewind(rewind map[string]map[int32]kgo.EpochOffset, resume map[string][]int32, ps *partitionState) {
+	if rewind[ps.tp.topic] == nil {
+		rewind[ps.tp.topic] = make(map[int32]kgo.EpochOffset)
+	}
+	rewind[ps.tp.topic][ps.tp.partition] = kgo.EpochOffset{Epoch: -1, Offset: ps.acked}
+	resume[ps.tp.topic] = append(resume[ps.tp.topic], ps.tp.partition)
+}
+
+// logRefusal logs a partition's refusal once per pause, and a poison
+// record at most once a minute per partition. The caller holds ps.mu.
+func (c *copier) logRefusal(ps *partitionState) {
+	switch {
+	case ps.poison != nil && c.deadLetter == "":
+		c.logEvery.error(c.log, fmt.Sprintf("poison:%s/%d", ps.tp.topic, ps.tp.partition),
+			"the target refuses a record for good: partition stopped there (retried with backoff); set mirrors[].dead_letter to skip such records",
+			"topic", ps.tp.topic, "partition", ps.tp.partition, "target_topic", ps.target, "offset", ps.poison.offset, "err", ps.poison.err)
+	case ps.poison != nil:
+	case isPermanent(ps.failed) && ps.isolateUntil >= ps.acked:
+		c.log.Warn("target refused a batch for good; producing its records one at a time to find the refused one",
+			"topic", ps.tp.topic, "partition", ps.tp.partition, "target_topic", ps.target, "from_offset", ps.acked, "to_offset", ps.isolateUntil, "err", ps.failed)
+	default:
+		c.log.Error("target refused records; partition paused and will be retried from its last acknowledged offset",
+			"topic", ps.tp.topic, "partition", ps.tp.partition, "target_topic", ps.target,
+			"acked_offset", ps.acked, "retry_in", ps.backoff, "err", ps.failed)
+	}
+}
+
+// Headers of a dead-lettered record, naming where it came from and why.
+const (
+	headerSourceTopic     = "kmirror.source.topic"
+	headerSourcePartition = "kmirror.source.partition"
+	headerSourceOffset    = "kmirror.source.offset"
+	headerError           = "kmirror.error"
+	headerTruncated       = "kmirror.truncated"
+)
+
+// writeDeadLetter writes a partition's poison record to the dead-letter
+// topic; once the target acknowledges it, the partition moves past it (the
+// offset index has no entry for it: a group committed there translates to
+// the next copied record).
+func (c *copier) writeDeadLetter(ps *partitionState) {
+	ps.mu.Lock()
+	p := ps.poison
+	ps.mu.Unlock()
+	dl := &kgo.Record{
+		Topic:     c.deadLetter,
+		Partition: 0,
+		Key:       p.rec.Key,
+		Value:     p.rec.Value,
+		Timestamp: p.rec.Timestamp,
+		Headers: append(append([]kgo.RecordHeader(nil), p.rec.Headers...),
+			kgo.RecordHeader{Key: headerSourceTopic, Value: []byte(ps.tp.topic)},
+			kgo.RecordHeader{Key: headerSourcePartition, Value: strconv.AppendInt(nil, int64(ps.tp.partition), 10)},
+			kgo.RecordHeader{Key: headerSourceOffset, Value: strconv.AppendInt(nil, p.offset, 10)},
+			kgo.RecordHeader{Key: headerError, Value: []byte(p.err.Error())},
+		),
+	}
+	if errors.Is(p.err, kerr.MessageTooLarge) || errors.Is(p.err, kerr.RecordListTooLarge) {
+		// It would be too large for the dead-letter topic too.
+		dl.Key, dl.Value = nil, nil
+		dl.Headers = append(dl.Headers, kgo.RecordHeader{Key: headerTruncated, Value: []byte("true")})
+	}
+	c.dst.Produce(c.produceCtx, dl, func(_ *kgo.Record, err error) {
+		defer c.wake()
+		ps.mu.Lock()
+		defer ps.mu.Unlock()
+		if err != nil {
+			p.sending = false
+			ps.retryAt = time.Now().Add(ps.backoff)
+			if m := c.metrics; m != nil {
+				m.incInternalWriteErrors(writeDeadLetter)
+			}
+			c.logEvery.warn(c.log, "dead-letter:"+c.deadLetter, "could not write a refused record to the dead-letter topic; retrying", "topic", ps.tp.topic, "partition", ps.tp.partition, "offset", p.offset, "dead_letter_topic", c.deadLetter, "err", err)
+			return
+		}
+		c.metrics.incDeadLetters()
+		c.log.Warn("record refused by the target written to the dead-letter topic; partition moves on",
+			"topic", ps.tp.topic, "partition", ps.tp.partition, "offset", p.offset, "dead_letter_topic", c.deadLetter, "refusal", p.err)
+		ps.acked = max(ps.acked, p.offset+1)
+		ps.poison, ps.failed, ps.stuck, ps.backoff, ps.refusalLogged = nil, nil, nil, 0, false
+		// Still paused: the next rewindFailed reads on from acked.
+	})
+}
+
+// inFlight counts the records produced and not yet acknowledged, over the
+// partitions being copied and the parked ones.
+func (c *copier) inFlight() int {
+	n := 0
+	for _, ps := range c.persistable() {
+		ps.mu.Lock()
+		n += len(ps.inflight) - ps.head
+		ps.mu.Unlock()
+	}
+	return n
+}
+
+// status returns the partition's acked position, source end and current
+// error, if it is failing.
 func (p *partitionState) status() (acked, end int64, failed error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.stuck != nil {
+		return p.acked, p.end, p.stuck
+	}
 	return p.acked, p.end, p.failed
 }
 

@@ -195,14 +195,14 @@ func TestFailoverExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool {
-		st, err := offline.Translate(ctx, "g-aborted", false)
+		st, err := offline.Translate(ctx, "g-aborted", TranslateOptions{})
 		return err == nil && len(st.Partitions) == 1 && st.Partitions[0].TargetOffset == 3 && !st.Partitions[0].Behind
 	}, "translate to read the persisted index (c4 is at target offset 3)")
 	if _, err := srcAdm.CommitOffsets(ctx, "g-apply", kadm.OffsetsFromRecords(kgo.Record{Topic: "txn", Partition: 0, Offset: 8})); err != nil {
 		t.Fatal(err)
 	}
 	applier, _ := New(cfg)
-	if _, err := applier.Translate(ctx, "g-apply", true); err != nil {
+	if _, err := applier.Translate(ctx, "g-apply", TranslateOptions{Apply: true}); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := dstAdm.FetchOffsets(ctx, "g-apply"); err != nil {

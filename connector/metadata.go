@@ -191,7 +191,8 @@ func (m *Mirror) writeMetadata(dst *kgo.Client, removed []*topicState) {
 	for _, w := range writes {
 		m.dstProduce(dst, &kgo.Record{Topic: m.metadataTopic, Key: []byte(w.target), Value: encodeMetadata(w.md)}, func(_ *kgo.Record, err error) {
 			if err != nil {
-				m.log.Warn("could not write topic metadata; retrying on the next pass", "target_topic", w.target, "err", err)
+				m.metrics.incInternalWriteErrors(writeMetadata)
+				m.logEvery.warn(m.log, "write:"+writeMetadata, "could not write topic metadata; retrying on the next pass", "target_topic", w.target, "err", err)
 				return
 			}
 			m.mu.Lock()

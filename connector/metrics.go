@@ -115,7 +115,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"mirror", "kind"}),
 		filterErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kmirror_filter_errors_total",
-			Help: "Passes aborted because a topic filter failed (the previous selection is kept).",
+			Help: "Control passes and group syncs aborted because a topic or group filter failed (the previous topic selection or group set is kept).",
 		}, []string{"mirror"}),
 		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kmirror_control_passes_total",

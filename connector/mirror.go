@@ -64,6 +64,7 @@ type topicState struct {
 	id             string // the source topic's ID ("" when the broker has none)
 	persistedID    string // the source topic ID in the stored metadata
 	exists         bool   // the target topic existed at the last pass
+	targetID       string // the target topic's ID when last listed ("" unknown)
 	partitions     int32  // at the source
 	assigned       int32  // partitions [0, assigned) are being copied
 	state          State
@@ -101,6 +102,10 @@ type Mirror struct {
 	metadataTopic   string
 	checkpointTopic string
 	sealer          sealer // wraps offset records (progress, index, checkpoints)
+	logEvery        *logLimiter
+	// producerBufferBytes bounds the target producer's buffer
+	// (ProducerMaxBufferedBytes; tests lower it).
+	producerBufferBytes int
 
 	// produceCtx outlives Run's context: records in flight must still be
 	// flushed after a shutdown starts. It is cancelled only if the flush
@@ -138,20 +143,22 @@ func New(cfg Config) (*Mirror, error) {
 	}
 	produceCtx, cancel := context.WithCancel(context.Background())
 	m := &Mirror{
-		cfg:             cfg,
-		log:             cfg.Logger.With("mirror", cfg.Name),
-		metrics:         cfg.Metrics.forMirror(cfg.Name),
-		progressTopic:   policy.InternalTopic(cfg.Name, "progress"),
-		metadataTopic:   metadataTopicName(cfg.Name),
-		checkpointTopic: policy.InternalTopic(cfg.Name, "checkpoints"),
-		sealer:          sealer{cfg.OffsetCodec},
-		groups:          make(map[string]*groupState),
-		produceCtx:      produceCtx,
-		cancelProduce:   cancel,
-		topics:          make(map[string]*topicState),
-		progress:        make(map[topicPartition]position),
-		indexes:         make(map[topicPartition]*partitionIndex),
-		metaPersisted:   make(map[string]map[string]string),
+		cfg:                 cfg,
+		log:                 cfg.Logger.With("mirror", cfg.Name),
+		metrics:             cfg.Metrics.forMirror(cfg.Name),
+		progressTopic:       policy.InternalTopic(cfg.Name, "progress"),
+		metadataTopic:       metadataTopicName(cfg.Name),
+		checkpointTopic:     policy.InternalTopic(cfg.Name, "checkpoints"),
+		sealer:              sealer{cfg.OffsetCodec},
+		logEvery:            newLogLimiter(time.Minute),
+		producerBufferBytes: ProducerMaxBufferedBytes,
+		groups:              make(map[string]*groupState),
+		produceCtx:          produceCtx,
+		cancelProduce:       cancel,
+		topics:              make(map[string]*topicState),
+		progress:            make(map[topicPartition]position),
+		indexes:             make(map[topicPartition]*partitionIndex),
+		metaPersisted:       make(map[string]map[string]string),
 	}
 	m.sel.Store(&Selection{Filters: cfg.Filters, ConfigFilters: cfg.ConfigFilters, GroupFilters: cfg.GroupFilters, Labels: cfg.Labels})
 	return m, nil
@@ -205,7 +212,7 @@ func (m *Mirror) newClients() (*clients, error) {
 		// Produce to a topic just created on the target while its
 		// metadata propagates rather than failing the records.
 		kgo.UnknownTopicRetries(20),
-		kgo.MaxBufferedBytes(ProducerMaxBufferedBytes),
+		kgo.MaxBufferedBytes(m.producerBufferBytes),
 	)
 	if m.cfg.Linger > 0 {
 		dstOpts = append(dstOpts, kgo.ProducerLinger(m.cfg.Linger))
@@ -216,6 +223,9 @@ func (m *Mirror) newClients() (*clients, error) {
 	if len(m.cfg.Compression) > 0 {
 		dstOpts = append(dstOpts, kgo.ProducerBatchCompression(m.cfg.Compression...))
 	}
+	if m.cfg.DeliveryTimeout > 0 {
+		dstOpts = append(dstOpts, kgo.RecordDeliveryTimeout(m.cfg.DeliveryTimeout))
+	}
 	dst, err := kgo.NewClient(dstOpts...)
 	if err != nil {
 		srcAdminCl.Close()
@@ -224,16 +234,24 @@ func (m *Mirror) newClients() (*clients, error) {
 	return &clients{srcAdminCl: srcAdminCl, dst: dst, srcAdm: kadm.NewClient(srcAdminCl), dstAdm: kadm.NewClient(dst)}, nil
 }
 
-// dstProduce produces a record of kmirror's own (metadata, progress) with
-// the mirror's produce context.
+// dstProduce produces a record of kmirror's own (metadata, checkpoints,
+// tombstones) with the mirror's produce context. It never blocks: with the
+// producer's buffer full of records the target does not take, the promise
+// fails at once with kgo.ErrMaxBuffered and the write is retried later,
+// rather than holding up the control pass, the group sync or a shutdown.
 func (m *Mirror) dstProduce(dst *kgo.Client, r *kgo.Record, promise func(*kgo.Record, error)) {
-	dst.Produce(m.produceCtx, r, promise)
+	if promise == nil {
+		promise = func(*kgo.Record, error) {}
+	}
+	dst.TryProduce(m.produceCtx, r, promise)
 }
 
 // Run mirrors until ctx is cancelled, then stops fetching, flushes the
-// producer, persists progress and returns nil. It returns an error only
-// when it cannot build its clients; failures while running (a cluster down,
-// a topic the target refuses) are logged, counted and retried.
+// producer, persists progress and returns nil. It returns an error when it
+// cannot build its clients, or when records were still unacknowledged at
+// the end of ShutdownTimeout (abandoned: copied again after a restart);
+// failures while running (a cluster down, a topic the target refuses) are
+// logged, counted and retried.
 func (m *Mirror) Run(ctx context.Context) error {
 	c, err := m.newClients()
 	if err != nil {
@@ -246,7 +264,7 @@ func (m *Mirror) Run(ctx context.Context) error {
 		return nil // ctx was cancelled during startup: nothing to flush
 	}
 
-	cp := newCopier(m.log, m.metrics, c.dst, m.produceCtx)
+	cp := newCopier(m.log, m.metrics, c.dst, m.produceCtx, m.cfg.DeadLetterTopic)
 	defer cp.close()
 	m.mu.Lock()
 	m.copier = cp
@@ -258,12 +276,16 @@ func (m *Mirror) Run(ctx context.Context) error {
 	copyStarted := false
 
 	var bg sync.WaitGroup
-	writer := &progressWriter{topic: m.progressTopic, dst: c.dst, c: cp, sealer: m.sealer}
+	writer := &progressWriter{topic: m.progressTopic, dst: c.dst, c: cp, sealer: m.sealer, failed: m.internalWriteFailed}
 	bg.Go(func() {
 		every(copyCtx, progressTick(m.cfg.ProgressInterval), func() {
 			writer.writeAsync(m.produceCtx)
-			m.updateMetrics()
 		})
+	})
+	// Metrics on a ticker of their own: the writer can block on a full
+	// producer buffer, and that is when the lag matters most.
+	bg.Go(func() {
+		every(copyCtx, progressTick(m.cfg.ProgressInterval), m.updateMetrics)
 	})
 	if m.cfg.ConfigSyncInterval > 0 {
 		bg.Go(func() {
@@ -316,25 +338,63 @@ loop:
 		refresh.Reset(m.cfg.RefreshInterval)
 	}
 
-	// Shutdown: stop fetching, let in-flight records settle, persist.
+	return m.shutdown(c, cp, writer, stopCopy, copyStarted, copyDone, &bg)
+}
+
+// shutdown stops fetching, lets the records in flight settle and persists
+// the progress, all within ShutdownTimeout (plus a short bound for the last
+// progress write). Records the target has not acknowledged by then are
+// abandoned: progress never moved past them, so a restart copies them
+// again. It returns an error naming how many were abandoned.
+func (m *Mirror) shutdown(c *clients, cp *copier, writer *progressWriter, stopCopy func(), copyStarted bool, copyDone <-chan struct{}, bg *sync.WaitGroup) error {
+	flushCtx, cancelFlush := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
+	defer cancelFlush()
+	// A Produce blocked on a full buffer (a target refusing writes) only
+	// returns once its context ends: at the deadline at the latest, so the
+	// copier below cannot hold the shutdown past it.
+	stopUnblocking := context.AfterFunc(flushCtx, m.cancelProduce)
+	defer stopUnblocking()
 	stopCopy()
 	if copyStarted {
 		<-copyDone
 	}
 	bg.Wait()
-	flushCtx, cancelFlush := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
-	defer cancelFlush()
+	var abandoned int
 	if err := c.dst.Flush(flushCtx); err != nil {
-		m.log.Error("records still in flight at shutdown; they will be copied again after a restart", "err", err)
+		abandoned = cp.inFlight()
 		m.cancelProduce()
+		m.log.Error("shutdown_timeout reached with records in flight: abandoning them; progress does not include them, so a restart copies them again",
+			"records", abandoned, "shutdown_timeout", m.cfg.ShutdownTimeout, "err", err)
 	}
 	m.updateMetrics()
-	if err := writer.writeSync(flushCtx); err != nil {
+	// The last progress write gets a bound of its own: after a timed-out
+	// flush, the acknowledged positions are still worth persisting.
+	progressCtx := flushCtx
+	if flushCtx.Err() != nil {
+		var cancel context.CancelFunc
+		progressCtx, cancel = context.WithTimeout(context.Background(), finalProgressTimeout)
+		defer cancel()
+	}
+	if err := writer.writeSync(progressCtx); err != nil {
 		m.log.Error("could not persist the last progress; records since the previous write will be copied again", "err", err)
 	} else {
 		m.log.Info("stopped; progress persisted", "progress_topic", m.progressTopic)
 	}
+	if abandoned > 0 {
+		return fmt.Errorf("mirror %s: %d records not acknowledged by the target within shutdown_timeout (%v); they will be copied again after a restart", m.cfg.Name, abandoned, m.cfg.ShutdownTimeout)
+	}
 	return nil
+}
+
+// finalProgressTimeout bounds the progress write of a shutdown whose flush
+// timed out.
+const finalProgressTimeout = 2 * time.Second
+
+// internalWriteFailed counts and logs (at most once a minute per kind) a
+// write of kmirror's own records that the target did not acknowledge.
+func (m *Mirror) internalWriteFailed(kind string, tp topicPartition, err error) {
+	m.metrics.incInternalWriteErrors(kind)
+	m.logEvery.warn(m.log, "write:"+kind, "the target did not acknowledge a write to "+m.progressTopic+"; retrying", "kind", kind, "topic", tp.topic, "partition", tp.partition, "err", err)
 }
 
 // every calls fn every interval until ctx ends; fn runs on this goroutine,
@@ -364,6 +424,11 @@ func (m *Mirror) start(ctx context.Context, c *clients) error {
 			for _, topic := range []string{m.progressTopic, m.metadataTopic, m.checkpointTopic} {
 				if err := ensureCompactedTopic(ctx, c.dstAdm, topic, m.cfg.ReplicationFactor); err != nil {
 					return err
+				}
+			}
+			if dl := m.cfg.DeadLetterTopic; dl != "" {
+				if err := ensureTopic(ctx, c.dstAdm, dl, m.cfg.ReplicationFactor, nil); err != nil {
+					return fmt.Errorf("dead-letter topic: %w", err)
 				}
 			}
 			return m.load(ctx, c.dstAdm)
@@ -403,6 +468,18 @@ func (m *Mirror) load(ctx context.Context, dstAdm *kadm.Client) error {
 	m.mu.Unlock()
 	m.log.Info("progress and topic metadata loaded", "progress_topic", m.progressTopic, "partitions", len(ld.positions), "metadata_topic", m.metadataTopic, "topics", len(md))
 	return nil
+}
+
+// copierInFlight counts the records produced and not yet acknowledged (0
+// before the copier exists).
+func (m *Mirror) copierInFlight() int {
+	m.mu.Lock()
+	cp := m.copier
+	m.mu.Unlock()
+	if cp == nil {
+		return 0
+	}
+	return cp.inFlight()
 }
 
 // Status returns a snapshot for the HTTP API.
@@ -477,11 +554,16 @@ func (m *Mirror) updateMetrics() {
 		return
 	}
 	var total int64
+	failed := 0
 	for _, ps := range cp.snapshot() {
-		acked, end, _ := ps.status()
+		acked, end, err := ps.status()
 		total += lag(acked, end)
+		if err != nil {
+			failed++
+		}
 	}
 	m.metrics.lag.Set(float64(total))
+	m.metrics.setFailedPartitions(failed)
 }
 
 func (m *Mirror) updateTopicMetrics() {

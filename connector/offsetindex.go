@@ -55,6 +55,24 @@ type partitionIndex struct {
 
 func newPartitionIndex() *partitionIndex { return &partitionIndex{dirtyFrom: -1} }
 
+// replacement returns an empty index that, once persisted, deletes every
+// stored chunk of ix: the copy of the partition starts over.
+func (ix *partitionIndex) replacement() *partitionIndex {
+	fresh := newPartitionIndex()
+	fresh.dropped = append(ix.storedChunks(), ix.dropped...)
+	return fresh
+}
+
+// storedChunks are the numbers of the chunks ix has (or will have) in the
+// progress topic.
+func (ix *partitionIndex) storedChunks() []int64 {
+	var out []int64
+	for k := ix.first; k <= ix.first+int64(len(ix.runs)-1)/indexChunkRuns; k++ {
+		out = append(out, k)
+	}
+	return out
+}
+
 func (ix *partitionIndex) markDirty(global int64) {
 	if ix.dirtyFrom < 0 || global < ix.dirtyFrom {
 		ix.dirtyFrom = global

@@ -137,7 +137,7 @@ func TestIndexPersistsWithProgress(t *testing.T) {
 	if err := ensureCompactedTopic(ctx, adm, topic, -1); err != nil {
 		t.Fatal(err)
 	}
-	cp := newCopier(discardLogger(), nil, cl, ctx)
+	cp := newCopier(discardLogger(), nil, cl, ctx, "")
 	tp := topicPartition{"orders", 3}
 	if _, err := cp.assign([]assignment{{tp: tp, target: "src.orders", topicID: "ID1", next: 0}}, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -149,7 +150,9 @@ func loadProgress(ctx context.Context, targetOpts []kgo.Opt, adm *kadm.Client, t
 	}
 	out.indexes = make(map[topicPartition]*partitionIndex, len(chunks))
 	for tp, cs := range chunks {
-		out.indexes[tp] = assembleIndex(cs)
+		if len(cs) > 0 { // every chunk deleted: nothing to keep
+			out.indexes[tp] = assembleIndex(cs)
+		}
 	}
 	return out, nil
 }
@@ -202,6 +205,19 @@ type progressWriter struct {
 	dst    *kgo.Client
 	c      *copier
 	sealer sealer
+	// failed counts and logs (rate-limited) a write the target did not
+	// acknowledge; the write is retried on the next tick.
+	failed func(kind string, tp topicPartition, err error)
+	// failures counts the writes the target refused, so writeSync can
+	// tell a flushed write from an acknowledged one.
+	failures atomic.Int64
+}
+
+func (w *progressWriter) fail(kind string, tp topicPartition, err error) {
+	w.failures.Add(1)
+	if w.failed != nil {
+		w.failed(kind, tp, err)
+	}
 }
 
 // chunkWrite is one index record to produce.
@@ -212,9 +228,12 @@ type chunkWrite struct {
 
 // writeAsync produces the changed index chunks and position of every
 // partition whose position moved. Promises mark what was persisted; a
-// failed write is retried on the next tick.
+// failed write is retried on the next tick. It blocks while the producer's
+// buffer is full (TryProduce could fail a chunk and then take the progress
+// after it, putting progress ahead of the index); a shutdown unblocks it by
+// cancelling ctx.
 func (w *progressWriter) writeAsync(ctx context.Context) {
-	for _, ps := range w.c.snapshot() {
+	for _, ps := range w.c.persistable() {
 		ps.mu.Lock()
 		acked, persisted := ps.acked, ps.persisted
 		var writes []chunkWrite
@@ -242,6 +261,7 @@ func (w *progressWriter) writeAsync(ctx context.Context) {
 				if err == nil {
 					return
 				}
+				w.fail(writeIndex, ps.tp, err)
 				ps.mu.Lock()
 				if cw.runs == nil {
 					ps.index.dropped = append(ps.index.dropped, cw.chunk)
@@ -257,7 +277,8 @@ func (w *progressWriter) writeAsync(ctx context.Context) {
 		k, v := encodeProgress(ps.tp, position{next: acked, topicID: ps.topicID})
 		w.dst.Produce(ctx, &kgo.Record{Topic: w.topic, Key: k, Value: w.sealer.seal(v)}, func(_ *kgo.Record, err error) {
 			if err != nil {
-				return // written again on the next tick
+				w.fail(writeProgress, ps.tp, err) // written again on the next tick
+				return
 			}
 			ps.mu.Lock()
 			if acked > ps.persisted {
@@ -271,9 +292,14 @@ func (w *progressWriter) writeAsync(ctx context.Context) {
 // writeSync writes every change and waits for the target to acknowledge
 // it; used on shutdown.
 func (w *progressWriter) writeSync(ctx context.Context) error {
+	before := w.failures.Load()
 	w.writeAsync(ctx)
 	if err := w.dst.Flush(ctx); err != nil {
 		return fmt.Errorf("flush progress to %s: %w", w.topic, err)
+	}
+	// A flush ends when every record is settled, failed ones too.
+	if n := w.failures.Load() - before; n > 0 {
+		return fmt.Errorf("the target refused %d progress or index writes to %s", n, w.topic)
 	}
 	return nil
 }
@@ -281,3 +307,30 @@ func (w *progressWriter) writeSync(ctx context.Context) error {
 // progressTick is how often the writer checks, bounded below so a tiny
 // configured interval cannot spin.
 func progressTick(d time.Duration) time.Duration { return max(d, 10*time.Millisecond) }
+
+// deleteStoredProgress writes tombstones for a partition's progress and
+// index chunks (its source topic is gone), so that a restart does not load
+// them again. A failed tombstone is logged and counted; the record it
+// should have deleted stays harmless (tied to the old topic's ID).
+func (m *Mirror) deleteStoredProgress(dst *kgo.Client, tp topicPartition, ix *partitionIndex) {
+	type tomb struct {
+		kind string
+		key  []byte
+	}
+	var tombs []tomb
+	if ix != nil {
+		for _, k := range append(ix.storedChunks(), ix.dropped...) {
+			tombs = append(tombs, tomb{writeIndex, indexChunkKey(tp, k)})
+		}
+	}
+	k, _ := encodeProgress(tp, position{})
+	tombs = append(tombs, tomb{writeProgress, k})
+	for _, t := range tombs {
+		m.dstProduce(dst, &kgo.Record{Topic: m.progressTopic, Key: t.key}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				m.metrics.incInternalWriteErrors(t.kind)
+				m.logEvery.warn(m.log, "tombstone:"+tp.topic, "could not delete the stored progress of a deleted source topic", "topic", tp.topic, "partition", tp.partition, "err", err)
+			}
+		})
+	}
+}

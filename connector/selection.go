@@ -3,6 +3,7 @@ package connector
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/kmirror/kmirror/connector/policy"
 	"github.com/kmirror/kmirror/filters"
@@ -15,20 +16,32 @@ import (
 // given cannot add it: only candidates are ever selected.
 //
 // Configs are filled in (by fillConfigs, one request for the remaining
-// candidates) just before the first filter that reads them.
-func selectTopics(ctx context.Context, mirror string, fs []filters.TopicFilter, pol policy.ReplicationPolicy, targetAlias string, candidates []filters.Topic, fillConfigs func(context.Context, []filters.Topic) error) ([]filters.Topic, error) {
-	selected := candidates
+// candidates) just before the first filter that reads them. A candidate
+// whose configs fillConfigs could not read is not judged by any later
+// filter: it is returned in unknown (after the final rules), and the caller
+// decides what it keeps.
+func selectTopics(ctx context.Context, mirror string, fs []filters.TopicFilter, pol policy.ReplicationPolicy, targetAlias string, candidates []filters.Topic, fillConfigs func(context.Context, []filters.Topic) map[string]error) (selected []filters.Topic, unknown []unknownTopic, err error) {
+	selected = candidates
 	filled := false
 	for i, f := range fs {
 		if cr, ok := f.(filters.ConfigReader); ok && cr.ReadsConfigs() && !filled && fillConfigs != nil && len(selected) > 0 {
-			if err := fillConfigs(ctx, selected); err != nil {
-				return nil, fmt.Errorf("topic filter %d needs configs: %w", i, err)
+			failed := fillConfigs(ctx, selected)
+			if len(failed) > 0 {
+				known := make([]filters.Topic, 0, len(selected))
+				for _, t := range selected {
+					if err := failed[t.Name]; err != nil {
+						unknown = append(unknown, unknownTopic{topic: t, err: err})
+					} else {
+						known = append(known, t)
+					}
+				}
+				selected = known
 			}
 			filled = true
 		}
 		names, err := f.FilterTopics(ctx, filters.TopicRequest{Mirror: mirror, Topics: selected})
 		if err != nil {
-			return nil, fmt.Errorf("topic filter %d: %w", i, err)
+			return nil, nil, fmt.Errorf("topic filter %d: %w", i, err)
 		}
 		// Keep the candidates named, in candidate order; a name that
 		// is not a candidate cannot add a topic.
@@ -44,12 +57,21 @@ func selectTopics(ctx context.Context, mirror string, fs []filters.TopicFilter, 
 		}
 		selected = next
 	}
+	allowed := func(t filters.Topic) bool {
+		return !policy.IsInternalTopic(t.Name) && !policy.IsCycle(pol, targetAlias, t.Name)
+	}
 	final := make([]filters.Topic, 0, len(selected))
 	for _, t := range selected {
-		if policy.IsInternalTopic(t.Name) || policy.IsCycle(pol, targetAlias, t.Name) {
-			continue
+		if allowed(t) {
+			final = append(final, t)
 		}
-		final = append(final, t)
 	}
-	return final, nil
+	unknown = slices.DeleteFunc(unknown, func(u unknownTopic) bool { return !allowed(u.topic) })
+	return final, unknown, nil
+}
+
+// unknownTopic is a candidate the filters could not judge.
+type unknownTopic struct {
+	topic filters.Topic
+	err   error
 }

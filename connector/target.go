@@ -21,7 +21,8 @@ type topicSpec struct {
 
 // createTopics creates every spec in ONE CreateTopics request (KIP-4: the
 // request is not transactional; each topic succeeds or fails on its own).
-// It returns the error per topic; TOPIC_ALREADY_EXISTS counts as success.
+// It returns the error per topic, TOPIC_ALREADY_EXISTS included: a topic
+// the caller thought missing exists, which only a fresh listing explains.
 // validateOnly asks the controller to check without creating.
 func createTopics(ctx context.Context, cl *kgo.Client, specs []topicSpec, rf int16, validateOnly bool) (map[string]error, error) {
 	results := make(map[string]error, len(specs))
@@ -54,11 +55,7 @@ func createTopics(ctx context.Context, cl *kgo.Client, specs []topicSpec, rf int
 		return nil, fmt.Errorf("create %d topics on the target: %w", len(specs), err)
 	}
 	for _, t := range resp.Topics {
-		err := brokerErr(t.ErrorCode, t.ErrorMessage)
-		if errors.Is(err, kerr.TopicAlreadyExists) {
-			err = nil
-		}
-		results[t.Topic] = err
+		results[t.Topic] = brokerErr(t.ErrorCode, t.ErrorMessage)
 	}
 	for _, s := range specs {
 		if _, ok := results[s.name]; !ok {

@@ -48,6 +48,11 @@ var knownMetrics = []string{
 	"kmirror_listener_call_duration_seconds_sum",
 	"kmirror_listener_call_duration_seconds_count",
 	"kmirror_replicated_set_changes_total",
+	"kmirror_internal_write_errors_total",
+	"kmirror_admin_errors_total",
+	"kmirror_group_untranslatable_partitions",
+	"kmirror_failed_partitions",
+	"kmirror_dead_letter_records_total",
 }
 
 var metricName = regexp.MustCompile(`\bkmirror_[a-z0-9_]+`)
@@ -138,7 +143,8 @@ func TestRulesContent(t *testing.T) {
 		}
 	}
 	want := []string{"KmirrorReplicatedSetChanged", "KmirrorTopicFailed", "KmirrorReplicationLagHigh",
-		"KmirrorControlLoopStale", "KmirrorListenerFailing", "KmirrorPluginRestarting"}
+		"KmirrorControlLoopStale", "KmirrorListenerFailing", "KmirrorPluginRestarting",
+		"KmirrorPartitionFailed", "KmirrorInternalWritesFailing", "KmirrorGroupOffsetsUntranslatable"}
 	var got []string
 	for _, r := range rules {
 		got = append(got, r.name)
@@ -156,7 +162,7 @@ func TestRulesContent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range []string{"KmirrorTopicFailed", "KmirrorListenerFailing"} {
+	for _, a := range []string{"KmirrorTopicFailed", "KmirrorListenerFailing", "KmirrorPartitionFailed"} {
 		if !strings.Contains(string(tests), "alertname: "+a) {
 			t.Errorf("%s has no unit test in %s", a, rulesTestFile)
 		}

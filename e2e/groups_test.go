@@ -17,6 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -273,7 +274,8 @@ func kmDupsMissing(want, got []string) (dups, missing, extra int) {
 }
 
 // kmTranslateTable parses the table `kmirror translate` prints:
-// [source offset, target offset] by source topic partition.
+// [source offset, target offset] by source topic partition; the target
+// offset of an untranslatable partition (printed "-") is -1.
 func kmTranslateTable(out string) (map[kmTP][2]int64, error) {
 	res := map[kmTP][2]int64{}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -287,7 +289,10 @@ func kmTranslateTable(out string) (map[kmTP][2]int64, error) {
 		}
 		p, err1 := strconv.ParseInt(f[1], 10, 32)
 		so, err2 := strconv.ParseInt(f[2], 10, 64)
-		to, err3 := strconv.ParseInt(f[4], 10, 64)
+		to, err3 := int64(-1), error(nil)
+		if f[4] != "-" {
+			to, err3 = strconv.ParseInt(f[4], 10, 64)
+		}
 		if err := errors.Join(err1, err2, err3); err != nil {
 			return nil, fmt.Errorf("line %q: %v", l, err)
 		}
@@ -822,6 +827,203 @@ func TestGroupSyncLeavesActiveGroups(t *testing.T) {
 				leave()
 				waitGroup("the group to follow the source again once the member left", "synced", 25)
 			})
+		}
+	})
+}
+
+// kmCommittedObserved is kmCommitted for a test that injects OffsetFetch
+// faults aimed at kmirror: it asks with RequireStable (KIP-447), which
+// kmirror never sets, so a fault can tell the test's reads from kmirror's.
+// Without pending transactional commits the answer is the same.
+func kmCommittedObserved(ctx context.Context, adm *kadm.Client, group string) (map[kmTP]int64, error) {
+	return kmCommitted(kadm.RequireStable(ctx), adm, group)
+}
+
+// TestGroupSyncTargetOffsetFetchFault: "failed target offset fetch: no
+// commit". While the target answers kmirror's OffsetFetch for a group with
+// an error, the group sync cannot tell where the target group stands (the
+// never-rewind guard needs it), so it commits nothing there although the
+// source group moved: /api/v1/groups shows the group "error" with the
+// reason, kmirror_admin_errors_total{request="fetch_offsets"} counts the
+// failures, and the log says so once, not once per sync. When the fault
+// ends, the target group follows the source again.
+//
+// kfake only: on real Kafka the only way to fail a group's OffsetFetch
+// (denying DESCRIBE on the group) fails its DescribeGroups as well, so the
+// fault could not be told from a describe failure (covered by the unit
+// test TestGroupSyncNoCommitWhenDescribeFails).
+func TestGroupSyncTargetOffsetFetchFault(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b Backend) {
+		if b.Name() != "kfake" {
+			t.Skip("real Kafka cannot fail a group's OffsetFetch without failing its DescribeGroups too")
+		}
+		e := newEnv(t, b, ClusterSpec{Brokers: 1})
+		dst := e.dst.(*kfakeCluster).c
+		topic := e.topic("ledger")
+		createTopic(t, e.srcCl, topic, 1, nil)
+		recs, want := seqRecords(topic, "l", 1, 40)
+		produce(t, e.srcCl, recs...)
+		cfg := e.kmConfigFor()
+		cfg.Mirrors[0].Sync = &kmSync{GroupOffsets: &kmSyncItem{Interval: "1s"}}
+		w := e.startWorker(e.kmWriteConfig(cfg))
+		addr := w.httpAddr(t)
+		e.waitTargetValues(45*time.Second, "src."+topic, want)
+		group := "ledger-readers-" + e.id
+		ttp := kmTP{"src." + topic, 0}
+		ctx := ctxTimeout(t, 2*time.Minute)
+		commitSource := func(at int64) {
+			t.Helper()
+			os := kadm.Offsets{}
+			os.Add(kadm.Offset{Topic: topic, Partition: 0, At: at, LeaderEpoch: -1})
+			if resp, err := e.srcAdm.CommitOffsets(ctx, group, os); err != nil || resp.Error() != nil {
+				t.Fatalf("commit %d to %s at the source: %v %v", at, group, err, resp.Error())
+			}
+		}
+		waitTarget := func(desc string, at int64, state string) {
+			t.Helper()
+			e.waitFor(30*time.Second, desc, func() (bool, string) {
+				gs, err := kmGroupsHTTP(addr)
+				if err != nil {
+					return false, err.Error()
+				}
+				committed, err := kmCommittedObserved(ctx, e.dstAdm, group)
+				if err != nil {
+					return false, err.Error()
+				}
+				return committed[ttp] == at && gs[group].State == state, fmt.Sprintf("target group %v, API %+v", committed, gs[group])
+			})
+		}
+		commitSource(10)
+		waitTarget("the group synced to 10 on the target", 10, "synced")
+
+		fault := dst.Fault(kfake.Fault{
+			Keys: []kmsg.Key{kmsg.OffsetFetch}, Group: group, Err: kerr.UnknownServerError, Count: -1,
+			When: func(req kmsg.Request) bool { return !req.(*kmsg.OffsetFetchRequest).RequireStable },
+		})
+		defer fault.Remove()
+		commitSource(25)
+		e.waitFor(30*time.Second, "/api/v1/groups to show the group in error after the source moved to 25", func() (bool, string) {
+			gs, err := kmGroupsHTTP(addr)
+			if err != nil {
+				return false, err.Error()
+			}
+			g := gs[group]
+			ok := g.State == "error" && strings.Contains(g.Error, "cannot read the group's offsets on the target") &&
+				len(g.Partitions) == 1 && g.Partitions[0].SourceOffset == 25
+			return ok, fmt.Sprintf("group %+v", g)
+		})
+		// Two more faulted syncs after the one that showed the error.
+		hits := fault.Hits()
+		if err := fault.Wait(ctxTimeout(t, 30*time.Second), hits+2); err != nil {
+			t.Fatalf("kmirror fetched the group's target offsets %d times, want %d more within 30s: %v", fault.Hits(), 2, err)
+		}
+		if got, err := kmCommittedObserved(ctx, e.dstAdm, group); err != nil || got[ttp] != 10 {
+			t.Errorf("while the target's OffsetFetch fails, the target group is at %v (err %v), want it left at 10", got, err)
+		}
+		if v := mustScrapeMetric(t, addr, "kmirror_admin_errors_total", map[string]string{"mirror": cfg.Mirrors[0].Name, "request": "fetch_offsets"}); v < 3 {
+			t.Errorf("kmirror_admin_errors_total{request=fetch_offsets} = %v, want >= 3", v)
+		}
+		syncs := fault.Hits()
+		if n := len(w.logLines("cannot read the group's offsets on the target", group)); n < 1 || n >= syncs {
+			t.Errorf("the failure was logged %d times over %d faulted syncs, want at least once and rate-limited", n, syncs)
+		}
+
+		fault.Remove()
+		waitTarget("the target group to follow the source to 25 once the fault ended", 25, "synced")
+	})
+}
+
+// TestGroupTranslateRewindCLI: `kmirror translate --apply` refuses to
+// move a target group backwards: with the target group ahead of the
+// translation (consumers moved on there), it exits 1 naming the partition
+// with its current and new offsets and commits nothing; with
+// --allow-rewind it applies. A partition nothing of which was copied is
+// printed as untranslatable ("-" and the reason in the table,
+// "untranslatable": true in JSON) and never applied. --allow-rewind
+// without --apply is a usage error.
+func TestGroupTranslateRewindCLI(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b Backend) {
+		e := newEnv(t, b, ClusterSpec{Brokers: 1})
+		topic := e.topic("refunds")
+		createTopic(t, e.srcCl, topic, 2, nil)
+		var recs []*kgo.Record
+		var vals []string
+		for i := range 50 { // partition 1 stays empty
+			v := val("r", 0, i)
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: 0, Value: []byte(v)})
+			vals = append(vals, v)
+		}
+		produce(t, e.srcCl, recs...)
+		cfg := e.kmConfigFor()
+		cfg.Mirrors[0].Sync = &kmSync{GroupOffsets: &kmSyncItem{Enabled: kmBool(false)}}
+		path := e.kmWriteConfig(cfg)
+		e.startWorker(path)
+		e.waitTargetValues(45*time.Second, "src."+topic, map[int32][]string{0: vals, 1: nil})
+		target := "src." + topic
+		commits := map[kmTP]int64{{topic, 0}: 20}
+		want := kmExpectTargetOffsets(t, commits, kmContent(t, e.src.Addrs(), topic), kmContent(t, e.dst.Addrs(), target), func(s string) string { return "src." + s })
+		to := want[kmTP{topic, 0}]
+
+		group := "refunds-" + e.id
+		ctx := ctxTimeout(t, 2*time.Minute)
+		src := kadm.Offsets{}
+		src.Add(kadm.Offset{Topic: topic, Partition: 0, At: 20, LeaderEpoch: -1})
+		src.Add(kadm.Offset{Topic: topic, Partition: 1, At: 0, LeaderEpoch: -1})
+		if resp, err := e.srcAdm.CommitOffsets(ctx, group, src); err != nil || resp.Error() != nil {
+			t.Fatalf("commit at the source: %v %v", err, resp.Error())
+		}
+		ahead := to + 25
+		dst := kadm.Offsets{}
+		dst.Add(kadm.Offset{Topic: target, Partition: 0, At: ahead, LeaderEpoch: -1})
+		if resp, err := e.dstAdm.CommitOffsets(ctx, group, dst); err != nil || resp.Error() != nil {
+			t.Fatalf("commit on the target: %v %v", err, resp.Error())
+		}
+
+		// Printed once the worker stored its progress.
+		waitFor(t, 30*time.Second, fmt.Sprintf("kmirror translate -o json to print %s/0 at %d and %s/1 untranslatable", topic, to, topic), func() (bool, string) {
+			code, st, msg := kmTranslateJSON(t, path, group)
+			if code != 0 || len(st.Partitions) != 2 {
+				return false, fmt.Sprintf("exit %d, %+v: %s", code, st, msg)
+			}
+			p0, p1 := st.Partitions[0], st.Partitions[1]
+			ok := p0.TargetOffset == to && !p0.Untranslatable && p1.Untranslatable && p1.TargetOffset == -1 && p1.Reason != "" && st.State == "partial"
+			return ok, fmt.Sprintf("%+v", st)
+		})
+		code, stdout, stderr := runCLI(t, "translate", "--config", path, "--group", group)
+		if tab, err := kmTranslateTable(stdout); code != 0 || err != nil || tab[kmTP{topic, 1}] != [2]int64{0, -1} || !strings.Contains(stdout, "untranslatable: ") {
+			t.Errorf("kmirror translate: exit %d, table %v (%v), want %s/1 printed with \"-\" and an untranslatable note\nstdout:\n%s\nstderr:\n%s", code, tab, err, topic, stdout, stderr)
+		}
+
+		committed := func() map[kmTP]int64 {
+			t.Helper()
+			got, err := kmCommitted(ctx, e.dstAdm, group)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}
+		code, stdout, stderr = runCLI(t, "translate", "--config", path, "--group", group, "--apply")
+		wantMsg := fmt.Sprintf("%s/0 from %d to %d", target, ahead, to)
+		if code != 1 || !strings.Contains(stderr, wantMsg) || !strings.Contains(stderr, "--allow-rewind") {
+			t.Errorf("kmirror translate --apply over a target group that is ahead: exit %d, want 1 and %q with a hint at --allow-rewind\nstdout:\n%s\nstderr:\n%s", code, wantMsg, stdout, stderr)
+		}
+		if got := committed(); !maps.Equal(got, map[kmTP]int64{{target, 0}: ahead}) {
+			t.Errorf("after the refused apply the target group is at %v, want it untouched at %s/0 = %d", got, target, ahead)
+		}
+
+		code, stdout, stderr = runCLI(t, "translate", "--config", path, "--group", group, "--allow-rewind")
+		if code != 2 {
+			t.Errorf("kmirror translate --allow-rewind without --apply: exit %d, want 2\nstderr:\n%s", code, stderr)
+		}
+
+		code, stdout, stderr = runCLI(t, "translate", "--config", path, "--group", group, "--apply", "--allow-rewind")
+		if code != 0 || !strings.Contains(stderr, "committed 1 partitions") || !strings.Contains(stderr, "1 of 2 partitions cannot be translated exactly") {
+			t.Errorf("kmirror translate --apply --allow-rewind: exit %d, want 0, \"committed 1 partitions\" and the untranslatable one named\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+		}
+		if got := committed(); !maps.Equal(got, map[kmTP]int64{{target, 0}: to}) {
+			t.Errorf("after --apply --allow-rewind the target group is at %v, want %s/0 = %d and nothing for the untranslatable partition", got, target, to)
 		}
 	})
 }

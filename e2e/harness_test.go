@@ -23,6 +23,7 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/kmirror/kmirror/e2e/kafkatest/faultproxy"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -76,6 +77,10 @@ type env struct {
 	// mirror a test makes carries it: see topic and defaultConfig.
 	id     string
 	shared bool
+
+	// dstProxy is the fault proxy in front of the target (proxyTarget),
+	// nil without one.
+	dstProxy *faultproxy.Proxy
 
 	mu      sync.Mutex
 	workers []*worker
@@ -458,14 +463,15 @@ type saslConfig struct {
 
 // defaultConfig is the config most tests use: mirror m1-<id> from alias src
 // to alias dst, default policy with ".", every topic of this test (names
-// ending in -<id>, see env.topic) included, 1s refresh.
+// ending in -<id>, see env.topic) included, 1s refresh. The target is
+// reached through the fault proxy when the test has one (proxyTarget).
 func (e *env) defaultConfig() mirrorConfig {
 	return mirrorConfig{
 		Name:             "m1-" + e.id,
 		Source:           "src",
 		Target:           "dst",
 		SourceAddrs:      e.src.Addrs(),
-		TargetAddrs:      e.dst.Addrs(),
+		TargetAddrs:      e.targetAddrs(),
 		Policy:           "default",
 		Separator:        ".",
 		Include:          []string{".*-" + e.id},

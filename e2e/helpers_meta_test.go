@@ -125,12 +125,13 @@ func kmMirrorOf(name, src, dst string, include ...string) *kmMirror {
 }
 
 // kmConfigFor is the metadata tests' base config: clusters src and dst of
-// the env and mirror m1-<id> including every topic of the test.
+// the env (the target through the fault proxy when the test has one, see
+// proxyTarget) and mirror m1-<id> including every topic of the test.
 func (e *env) kmConfigFor() *kmConfig {
 	return &kmConfig{
 		Clusters: map[string]*kmCluster{
 			"src": {BootstrapServers: e.src.Addrs()},
-			"dst": {BootstrapServers: e.dst.Addrs()},
+			"dst": {BootstrapServers: e.targetAddrs()},
 		},
 		Mirrors: []*kmMirror{kmMirrorOf("m1-"+e.id, "src", "dst", ".*-"+e.id)},
 		HTTP:    map[string]string{"listen": "127.0.0.1:0"},
@@ -292,6 +293,10 @@ type kmGroupPartition struct {
 	SourceOffset int64  `json:"source_offset"`
 	TargetOffset int64  `json:"target_offset"`
 	Behind       bool   `json:"behind"`
+	// Untranslatable partitions have no exact target offset (-1) and
+	// a Reason.
+	Untranslatable bool   `json:"untranslatable"`
+	Reason         string `json:"reason"`
 }
 
 // kmGroupsHTTP reads GET /api/v1/groups and returns the groups by name.

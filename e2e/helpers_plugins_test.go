@@ -10,6 +10,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -131,6 +132,8 @@ type extConfig struct {
 	// MirrorRaw is added to the mirror as is (indent it by 4 spaces):
 	// for broken configs.
 	MirrorRaw string
+	// TopRaw is added at the top level as is (no indent).
+	TopRaw string
 }
 
 // pluginEntry is a plugins.<name> (or, with typ "plugin", a listeners.<name>)
@@ -188,6 +191,9 @@ func renderExtConfig(t testing.TB, cfg mirrorConfig, x extConfig) []byte {
 	}
 	if x.ListenerDefs != nil {
 		fmt.Fprintf(&top, "listeners: %s\n", js(x.ListenerDefs))
+	}
+	if x.TopRaw != "" {
+		top.WriteString(strings.TrimRight(x.TopRaw, "\n") + "\n")
 	}
 	i := strings.Index(base, "\nhttp:")
 	if i < 0 {
@@ -278,6 +284,22 @@ func writeCatalog(t testing.TB, path string, entries ...catalogEntry) {
 	writeFileAtomic(t, path, b)
 }
 
+// writeCatalogGroups writes a catalog that lists groups as well as topics.
+func writeCatalogGroups(t testing.TB, path string, topics, groups []catalogEntry) {
+	t.Helper()
+	if topics == nil {
+		topics = []catalogEntry{}
+	}
+	if groups == nil {
+		groups = []catalogEntry{}
+	}
+	b, err := json.Marshal(map[string]any{"topics": topics, "groups": groups})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFileAtomic(t, path, b)
+}
+
 func catalogNames(ns ...string) []catalogEntry {
 	out := make([]catalogEntry, len(ns))
 	for i, n := range ns {
@@ -347,8 +369,10 @@ func (e *env) waitMirrored(addr, mirror string, timeout time.Duration, want ...s
 	return time.Since(begin)
 }
 
-// statusWatch samples /api/v1/status in the background and remembers every
-// sample that did not list all of keep: the mirrored set must not shrink.
+// statusWatch samples the worker's HTTP API in the background and
+// remembers every sample that broke the watched rule (watchMirrored: the
+// mirrored set must not shrink; watchGroups: the group set must not
+// change).
 type statusWatch struct {
 	stopCh chan struct{}
 	done   chan struct{}
@@ -358,7 +382,31 @@ type statusWatch struct {
 	violations []string
 }
 
+// watchMirrored watches that /api/v1/status keeps listing all of keep.
 func watchMirrored(t testing.TB, addr, mirror string, keep ...string) *statusWatch {
+	return watchSamples(t, func() (string, bool) {
+		got, err := mirroredTopics(addr, mirror)
+		if err != nil {
+			return "", false // the worker's own liveness is checked elsewhere
+		}
+		var missing []string
+		for _, k := range keep {
+			if _, ok := got[k]; !ok {
+				missing = append(missing, k)
+			}
+		}
+		if len(missing) > 0 {
+			return fmt.Sprintf("%v missing (listed: %v)", missing, sortedTopicSet(got)), true
+		}
+		return "", true
+	})
+}
+
+// watchSamples calls sample every 50ms in the background until the watch
+// is checked or the test ends. sample returns ok=false when it could not
+// read (not counted) and a non-empty violation when what it read breaks
+// the rule being watched.
+func watchSamples(t testing.TB, sample func() (violation string, ok bool)) *statusWatch {
 	w := &statusWatch{stopCh: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
@@ -370,21 +418,14 @@ func watchMirrored(t testing.TB, addr, mirror string, keep ...string) *statusWat
 				return
 			case <-tick.C:
 			}
-			got, err := mirroredTopics(addr, mirror)
-			if err != nil {
-				continue // the worker's own liveness is checked elsewhere
+			v, ok := sample()
+			if !ok {
+				continue
 			}
 			w.mu.Lock()
 			w.samples++
-			var missing []string
-			for _, k := range keep {
-				if _, ok := got[k]; !ok {
-					missing = append(missing, k)
-				}
-			}
-			if len(missing) > 0 && len(w.violations) < 10 {
-				w.violations = append(w.violations, fmt.Sprintf("%s: %v missing (listed: %v)",
-					time.Now().Format("15:04:05.000"), missing, sortedTopicSet(got)))
+			if v != "" && len(w.violations) < 10 {
+				w.violations = append(w.violations, time.Now().Format("15:04:05.000")+": "+v)
 			}
 			w.mu.Unlock()
 		}
@@ -412,7 +453,7 @@ func (w *statusWatch) check(t testing.TB, phase string) {
 		t.Errorf("%s: /api/v1/status was never read while watching", phase)
 	}
 	if len(w.violations) > 0 {
-		t.Errorf("%s: the mirrored set shrank in /api/v1/status (%d samples); first samples missing topics:\n%s",
+		t.Errorf("%s: the watched set changed (%d samples); first violations:\n%s",
 			phase, w.samples, strings.Join(w.violations, "\n"))
 	}
 }
@@ -890,4 +931,71 @@ func amAlerts(base, mirror string) ([]amAlert, error) {
 		return nil, fmt.Errorf("decoding alerts %s: %v", b, err)
 	}
 	return as, nil
+}
+
+// ---------------------------------------------------------------------------
+// Translated groups (group filter plugins)
+// ---------------------------------------------------------------------------
+
+// mirrorGroups returns the groups /api/v1/groups lists for mirror, by name.
+func mirrorGroups(addr, mirror string) (map[string]kmGroupStatus, error) {
+	all, err := kmGroupsHTTP(addr)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]kmGroupStatus, len(all))
+	for name, g := range all {
+		if g.Mirror == mirror {
+			out[name] = g
+		}
+	}
+	return out, nil
+}
+
+// watchGroups watches that /api/v1/groups keeps listing exactly want for
+// mirror.
+func watchGroups(t testing.TB, addr, mirror string, want ...string) *statusWatch {
+	want = slices.Sorted(slices.Values(want))
+	return watchSamples(t, func() (string, bool) {
+		got, err := mirrorGroups(addr, mirror)
+		if err != nil {
+			return "", false
+		}
+		if names := slices.Sorted(maps.Keys(got)); !slices.Equal(names, want) {
+			return fmt.Sprintf("groups %v, want %v", names, want), true
+		}
+		return "", true
+	})
+}
+
+// waitGroupSet waits until /api/v1/groups lists exactly the groups of want
+// for mirror, each synced, and each of them has exactly want's offsets
+// committed on the target (by target topic partition).
+func (e *env) waitGroupSet(addr, mirror string, timeout time.Duration, want map[string]map[kmTP]int64) {
+	e.t.Helper()
+	names := slices.Sorted(maps.Keys(want))
+	e.waitFor(timeout, fmt.Sprintf("/api/v1/groups to list exactly %v (synced) for mirror %s, with their translated offsets on the target", names, mirror), func() (bool, string) {
+		got, err := mirrorGroups(addr, mirror)
+		if err != nil {
+			return false, err.Error()
+		}
+		if listed := slices.Sorted(maps.Keys(got)); !slices.Equal(listed, names) {
+			return false, fmt.Sprintf("lists %v", listed)
+		}
+		for _, g := range names {
+			if got[g].State != "synced" {
+				return false, fmt.Sprintf("group %s: %+v", g, got[g])
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			committed, err := kmCommitted(ctx, e.dstAdm, g)
+			cancel()
+			if err != nil {
+				return false, fmt.Sprintf("group %s on the target: %v", g, err)
+			}
+			if !maps.Equal(committed, want[g]) {
+				return false, fmt.Sprintf("group %s on the target has %v, want %v", g, committed, want[g])
+			}
+		}
+		return true, ""
+	})
 }

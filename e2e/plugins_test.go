@@ -8,12 +8,15 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -261,6 +264,36 @@ func TestPluginSHA256Mismatch(t *testing.T) {
 	})
 }
 
+// TestFilterPluginWithoutFilterCapability: a plugin listed in
+// mirrors[].filters that filters neither topics nor groups (here the
+// audit-listener) is refused: `kmirror run` exits non-zero before
+// mirroring anything, naming the config field and the plugin.
+func TestFilterPluginWithoutFilterCapability(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b Backend) {
+		e := newEnv(t, b, ClusterSpec{Brokers: 1})
+		orders := e.topic("orders")
+		createTopic(t, e.srcCl, orders, 1, nil)
+		audit := plugin(t, "audit-listener")
+		path := e.writeExtConfig("", e.defaultConfig(), extConfig{
+			Filters: []any{map[string]any{"plugin": "audit"}},
+			Plugins: map[string]any{"audit": pluginEntry(audit, map[string]string{"path": filepath.Join(e.dir, "audit.jsonl")})},
+		})
+		code, stdout, stderr := runCLI(t, "run", "--config", path)
+		t.Logf("kmirror run exited %d; stderr:\n%s", code, stderr)
+		if code == 0 {
+			t.Fatalf("kmirror run with a listener plugin as a filter exited 0; stdout:\n%s", stdout)
+		}
+		msg := strings.ReplaceAll(stderr, `\"`, `"`)
+		for _, want := range []string{path + ": mirrors[0].filters[0].plugin", `plugin "audit"`, "neither a topic_filter nor a group_filter", "topic_listener"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("kmirror's error does not say %q; stderr:\n%s", want, stderr)
+			}
+		}
+		e.assertNeverOnTarget(orders)
+	})
+}
+
 // TestFilterReload: a reload (POST /api/v1/reload and SIGHUP) with a broken
 // config is refused (400 with the file:line error; the log says so) and
 // the selection stays; a valid reload that changes the filter's properties
@@ -368,5 +401,162 @@ func TestPropertyFilterCompacted(t *testing.T) {
 		e.waitTargetValues(30*time.Second, "src."+compacted, want)
 		e.stableMirrored(addr, cfg.Name, 3, compacted)
 		e.assertNeverOnTarget(deleted, plain)
+	})
+}
+
+// TestCatalogGroupFilter: the catalog-filter plugin, listing groups in its
+// catalog, is the mirror's group filter (after the default groups regex):
+// /api/v1/groups lists exactly its groups and only they get translated
+// offsets on the target; editing the catalog changes the set. A failing
+// plugin (invalid catalog) or a killed one (kill -9) aborts the group
+// syncs and keeps the previous group set, never none; the plugin is
+// restarted and its answers are used again. A reload (POST and SIGHUP)
+// that points the filter at another catalog changes the group set at the
+// next group sync.
+func TestCatalogGroupFilter(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b Backend) {
+		e := newEnv(t, b, ClusterSpec{Brokers: 1})
+		orders := e.topic("orders")
+		createTopic(t, e.srcCl, orders, 2, nil)
+		recs, want := seqRecords(orders, "o", 2, 20)
+		produce(t, e.srcCl, recs...)
+
+		// Three source groups with offsets on the topic.
+		gA, gB, gC := "app-a-"+e.id, "app-b-"+e.id, "app-c-"+e.id
+		commits := map[string]map[kmTP]int64{
+			gA: {{orders, 0}: 5, {orders, 1}: 7},
+			gB: {{orders, 0}: 3, {orders, 1}: 20},
+			gC: {{orders, 0}: 11, {orders, 1}: 0},
+		}
+		for g, cs := range commits {
+			os := kadm.Offsets{}
+			for tp, at := range cs {
+				os.Add(kadm.Offset{Topic: tp.Topic, Partition: tp.Partition, At: at, LeaderEpoch: -1})
+			}
+			resp, err := e.srcAdm.CommitOffsets(ctxTimeout(t, 15*time.Second), g, os)
+			if err == nil {
+				err = resp.Error()
+			}
+			if err != nil {
+				t.Fatalf("commit %v for group %s on the source: %v", cs, g, err)
+			}
+		}
+
+		topics := catalogNames(orders)
+		catalog := filepath.Join(e.dir, "catalog.json")
+		writeCatalogGroups(t, catalog, topics, catalogNames(gA, gB))
+		cfg, x := e.catalogConfig(catalog, nil)
+		x.MirrorRaw = "    sync: {group_offsets: {interval: 1s}}"
+		path := e.writeExtConfig("", cfg, x)
+		w := e.startWorker(path)
+		addr := w.httpAddr(t)
+		mirrorLabel := map[string]string{"mirror": cfg.Name}
+
+		// The target offsets each group must get: translated exactly from
+		// the content of both sides.
+		e.waitTargetValues(45*time.Second, "src."+orders, want)
+		src, dst := kmContent(t, e.src.Addrs(), orders), kmContent(t, e.dst.Addrs(), "src."+orders)
+		expect := func(gs ...string) map[string]map[kmTP]int64 {
+			out := map[string]map[kmTP]int64{}
+			for _, g := range gs {
+				byTarget := map[kmTP]int64{}
+				for tp, o := range kmExpectTargetOffsets(t, commits[g], src, dst, func(s string) string { return "src." + s }) {
+					byTarget[kmTP{"src." + tp.Topic, tp.Partition}] = o
+				}
+				out[g] = byTarget
+			}
+			return out
+		}
+
+		// 1. Exactly the catalog's groups.
+		e.waitGroupSet(addr, cfg.Name, 30*time.Second, expect(gA, gB))
+		// (A group that does not exist is GROUP_ID_NOT_FOUND on kfake,
+		// empty on Kafka.)
+		if got, err := kmCommitted(ctxTimeout(t, 15*time.Second), e.dstAdm, gC); (err != nil && !errors.Is(err, kerr.GroupIDNotFound)) || len(got) != 0 {
+			t.Errorf("group %s, not in the catalog, has offsets %v on the target (err %v), want none", gC, got, err)
+		}
+
+		// 2. Editing the catalog changes the set.
+		writeCatalogGroups(t, catalog, topics, catalogNames(gB, gC))
+		e.waitGroupSet(addr, cfg.Name, 15*time.Second, expect(gB, gC))
+		if v := mustScrapeMetric(t, addr, "kmirror_filter_errors_total", mirrorLabel); v != 0 {
+			t.Errorf("kmirror_filter_errors_total = %v before any failure, want 0", v)
+		}
+
+		// 3. The plugin fails (invalid catalog): the group syncs abort,
+		// the group set stays.
+		const kept = "keeping the previous group set"
+		watch := watchGroups(t, addr, cfg.Name, gB, gC)
+		failed0 := w.countLog(kept)
+		errs0 := mustScrapeMetric(t, addr, "kmirror_filter_errors_total", mirrorLabel)
+		writeFileAtomic(t, catalog, []byte(`{"topics": ["`+orders+`"], "groups": [`))
+		e.waitFor(15*time.Second, fmt.Sprintf("two group syncs to fail on the broken catalog (log lines with %q)", kept), func() (bool, string) {
+			n := w.countLog(kept)
+			return n >= failed0+2, fmt.Sprintf("%d such lines", n-failed0)
+		})
+		if l := w.logLines(kept); !strings.Contains(l[len(l)-1], "FilterGroups") || !strings.Contains(l[len(l)-1], "unexpected end of JSON input") {
+			t.Errorf("the failed group sync's log line does not carry the plugin's error (FilterGroups: ... unexpected end of JSON input): %s", l[len(l)-1])
+		}
+		if v := mustScrapeMetric(t, addr, "kmirror_filter_errors_total", mirrorLabel); v < errs0+2 {
+			t.Errorf("kmirror_filter_errors_total = %v, want it risen by at least 2 from %v", v, errs0)
+		}
+		watch.check(t, "while the catalog plugin returned errors")
+		writeCatalogGroups(t, catalog, topics, catalogNames(gB, gC))
+		e.waitGroupSet(addr, cfg.Name, 15*time.Second, expect(gB, gC))
+
+		// 4. The plugin is killed with SIGKILL. A group sync that finds it
+		// down fails; kill it again after every restart (the restart
+		// backoff doubles, so the down time grows past a sync interval)
+		// until one has failed, at most 6 times.
+		watch = watchGroups(t, addr, cfg.Name, gB, gC)
+		cat := plugin(t, "catalog-filter")
+		failed1 := w.countLog(kept)
+		pid := e.waitPluginPid(w, cat, 0, 10*time.Second)
+		kills := 0
+		for kills < 6 && w.countLog(kept) == failed1 {
+			kill9(t, pid)
+			kills++
+			t.Logf("kill -9 %d (catalog-filter, kill %d)", pid, kills)
+			pid = e.waitPluginPid(w, cat, pid, 15*time.Second)
+			// Give a group sync the chance to run after the restart too.
+			deadline := time.Now().Add(1500 * time.Millisecond)
+			for time.Now().Before(deadline) && w.countLog(kept) == failed1 {
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+		failedSyncs := w.countLog(kept) - failed1
+		t.Logf("after %d kill(s): %d group sync(s) failed on the dead plugin", kills, failedSyncs)
+		if failedSyncs == 0 {
+			t.Errorf("no group sync failed although the group filter plugin was killed %d times", kills)
+		}
+		if l := w.logLines(kept); failedSyncs > 0 && !strings.Contains(l[len(l)-1], "catalog") {
+			t.Errorf("the failed group sync's log line does not name the plugin (catalog): %s", l[len(l)-1])
+		}
+		restarts := mustScrapeMetric(t, addr, "kmirror_plugin_restarts_total", map[string]string{"plugin": "catalog"})
+		if restarts < float64(kills) {
+			t.Errorf("kmirror_plugin_restarts_total{plugin=\"catalog\"} = %v after %d kills, want >= %d", restarts, kills, kills)
+		}
+		e.waitMetric(addr, "kmirror_plugin_up", map[string]string{"plugin": "catalog"}, 10*time.Second, "== 1", func(v float64) bool { return v == 1 })
+		watch.check(t, "while the catalog plugin was being killed")
+
+		// The restarted plugin's answers are used: gA only.
+		writeCatalogGroups(t, catalog, topics, catalogNames(gA))
+		e.waitGroupSet(addr, cfg.Name, 15*time.Second, expect(gA))
+
+		// 5. A reload pointing the filter at another catalog (gC only)
+		// changes the set; SIGHUP back to the first config restores it.
+		other := filepath.Join(e.dir, "other.json")
+		writeCatalogGroups(t, other, topics, catalogNames(gC))
+		reloaded := x
+		reloaded.Filters = []any{map[string]any{"plugin": "catalog", "properties": map[string]string{"catalog": other}}}
+		e.writeExtConfig(path, cfg, reloaded)
+		if code, body := postReload(t, addr); code != 200 {
+			t.Fatalf("POST /api/v1/reload = %d %s, want 200", code, body)
+		}
+		e.waitGroupSet(addr, cfg.Name, 15*time.Second, expect(gC))
+		e.writeExtConfig(path, cfg, x)
+		w.sighup(t)
+		e.waitGroupSet(addr, cfg.Name, 15*time.Second, expect(gA))
 	})
 }

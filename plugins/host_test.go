@@ -93,16 +93,17 @@ func TestCatalogFilterPlugin(t *testing.T) {
 	p := start(t, h, plugins.Spec{Name: "catalog", Path: catalogBin, SHA256: mustSHA256(t, catalogBin),
 		Config: map[string]string{"catalog": catalog}})
 
-	if info := p.Info(); info.Name != "catalog-filter" || info.Version != "1.0.0" ||
-		!reflect.DeepEqual(info.Capabilities, []plugins.Capability{plugins.CapabilityTopicFilter}) {
+	if info := p.Info(); info.Name != "catalog-filter" || info.Version != "1.1.0" ||
+		!reflect.DeepEqual(info.Capabilities, []plugins.Capability{plugins.CapabilityTopicFilter, plugins.CapabilityGroupFilter}) {
 		t.Errorf("Info = %+v", info)
 	}
 	f, ok := p.TopicFilter()
 	if !ok {
 		t.Fatal("catalog-filter has no TopicFilter")
 	}
-	if _, ok := p.GroupFilter(); ok {
-		t.Error("catalog-filter has a GroupFilter")
+	gf, ok := p.GroupFilter()
+	if !ok {
+		t.Fatal("catalog-filter has no GroupFilter")
 	}
 	if _, ok := p.TopicListener(); ok {
 		t.Error("catalog-filter has a TopicListener")
@@ -145,11 +146,41 @@ func TestCatalogFilterPlugin(t *testing.T) {
 		t.Errorf("property catalog selects %v, want %v", got, want)
 	}
 
+	// Groups: a catalog without a "groups" key leaves them alone.
+	groupCands := []filters.Group{{Name: "orders-app", Topics: []string{"orders"}}, {Name: "billing-app", Topics: []string{"invoices"}}, {Name: "adhoc"}}
+	filterGroups := func(props map[string]string) []string {
+		t.Helper()
+		names, err := gf.FilterGroups(ctx, filters.GroupRequest{Mirror: "east-to-west", Properties: props, Groups: groupCands})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sorted(names)
+	}
+	if got, want := filterGroups(nil), []string{"adhoc", "billing-app", "orders-app"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("a catalog without groups selects the groups %v, want every candidate %v", got, want)
+	}
+	// With "groups", exactly those (of the property's team).
+	writeCatalog(t, catalog, `{"topics": ["orders"], "groups": ["orders-app", {"name": "billing-app", "team": "billing"}, "gone"]}`, t0.Add(90*time.Second))
+	if got, want := filterGroups(nil), []string{"billing-app", "orders-app"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("catalog groups select %v, want %v", got, want)
+	}
+	if got, want := filterGroups(map[string]string{"team": "billing"}), []string{"billing-app"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("team=billing selects the groups %v, want %v", got, want)
+	}
+	writeCatalog(t, catalog, `{"topics": ["orders"], "groups": []}`, t0.Add(100*time.Second))
+	if got := filterGroups(nil); len(got) != 0 {
+		t.Errorf(`"groups": [] selects %v, want no group`, got)
+	}
+
 	// A broken catalog is an error (no answer), never an empty selection.
 	writeCatalog(t, catalog, `{"topics": [`, t0.Add(2*time.Minute))
 	names, err := f.FilterTopics(ctx, filters.TopicRequest{Topics: candidates})
 	if err == nil || errors.Is(err, plugins.ErrPluginShutdown) || !strings.Contains(err.Error(), `plugin "catalog": FilterTopics: catalog `) {
 		t.Errorf("broken catalog: %v, %v; want the plugin's error", names, err)
+	}
+	names, err = gf.FilterGroups(ctx, filters.GroupRequest{Groups: groupCands})
+	if err == nil || errors.Is(err, plugins.ErrPluginShutdown) || !strings.Contains(err.Error(), `plugin "catalog": FilterGroups: catalog `) {
+		t.Errorf("broken catalog: groups %v, %v; want the plugin's error", names, err)
 	}
 
 	// The plugin's own log reached ours, with its level, fields and name.

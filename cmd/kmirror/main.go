@@ -47,9 +47,10 @@ Usage:
   kmirror plan --config FILE       print what one pass would create or change; change nothing
                                    (exit 0: nothing to do, 2: changes pending, 1: error)
   kmirror topics --config FILE     list the mirrored topics with their metadata
-  kmirror translate --config FILE --group G [--apply]
+  kmirror translate --config FILE --group G [--apply [--allow-rewind]]
                                    a group's target offsets for a failover (exact);
-                                   --apply commits them to the target group
+                                   --apply commits them to the target group, never
+                                   moving it backwards unless --allow-rewind
   kmirror demo [--duration D]      mirror between two embedded clusters, no setup
   kmirror version                  print the version
 
@@ -138,7 +139,7 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 }
 
 func cmdRun(args []string, stderr io.Writer) int {
-	fs := newFlagSet("run", "Runs every mirror in the config until SIGINT or SIGTERM, then stops fetching,\nflushes the producer, persists progress and exits 0.", stderr)
+	fs := newFlagSet("run", "Runs every mirror in the config until SIGINT or SIGTERM, then stops fetching,\nflushes the producer, persists progress and exits 0. Records the target has not\nacknowledged within shutdown_timeout are abandoned (copied again after a restart)\nand the exit status is 1. A second signal exits at once.", stderr)
 	path := fs.String("config", "kmirror.yaml", "config file")
 	if code := parse(fs, args); code >= 0 {
 		return code
@@ -151,7 +152,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 	log := newLogger(stderr, cfg.Log)
 	// Signals are turned into a context here and nowhere else, so the app
 	// package stays embeddable.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := shutdownContext(log, time.Duration(cfg.ShutdownTimeout))
 	defer stop()
 	a, err := app.New(app.Options{Config: cfg, Logger: log, Version: getVersion(), ConfigFile: *path})
 	if err != nil {
@@ -181,6 +182,37 @@ func cmdRun(args []string, stderr io.Writer) int {
 	}
 	log.Info("kmirror stopped", "uptime", time.Since(start).Round(time.Millisecond))
 	return 0
+}
+
+// shutdownContext returns a context cancelled by the first SIGINT or
+// SIGTERM: kmirror then stops within shutdown_timeout. A second signal
+// exits at once, with status 1, without waiting for records in flight
+// (their progress is not written, so a restart copies them again).
+func shutdownContext(log *slog.Logger, timeout time.Duration) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-sigs:
+			log.Info("shutting down; a second signal exits at once", "signal", sig.String(), "shutdown_timeout", timeout)
+			cancel()
+		case <-done:
+			return
+		}
+		select {
+		case sig := <-sigs:
+			log.Error("second signal: exiting now; records in flight will be copied again after a restart", "signal", sig.String())
+			os.Exit(1)
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel()
+	}
 }
 
 func cmdDemo(args []string, stdout, stderr io.Writer) int {
@@ -406,11 +438,12 @@ func cmdTopics(args []string, stdout, stderr io.Writer) int {
 }
 
 func cmdTranslate(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("translate", "Prints, for a failover, the target offset of every partition a source consumer group\ncommitted on: the target offset of the first mirrored record at or after its committed\nsource offset, read from the offset index kmirror keeps on the target. A consumer that\nstarts there reads exactly the records it had not read on the source. With --apply the\noffsets are committed to the group on the target (refused while it has active members).", stderr)
+	fs := newFlagSet("translate", "Prints, for a failover, the target offset of every partition a source consumer group\ncommitted on: the target offset of the first mirrored record at or after its committed\nsource offset, read from the offset index kmirror keeps on the target. A consumer that\nstarts there reads exactly the records it had not read on the source. A partition whose\noffset cannot be translated exactly (older than the offset index, nothing copied yet) is\nprinted as untranslatable with the reason and never applied.\nWith --apply the offsets are committed to the group on the target: refused while it has\nactive members there, when its current offsets there cannot be read, and when it would\nmove a partition backwards (unless --allow-rewind).", stderr)
 	path := fs.String("config", "kmirror.yaml", "config file")
 	group := fs.String("group", "", "the consumer group (required)")
 	mirror := fs.String("mirror", "", "the mirror (required when the config has several)")
 	apply := fs.Bool("apply", false, "commit the translated offsets to the target group")
+	allowRewind := fs.Bool("allow-rewind", false, "with --apply: commit even where that moves the target group backwards")
 	output := fs.String("o", "table", "output format: table or json")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
 	if code := parse(fs, args); code >= 0 {
@@ -419,6 +452,10 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 	if *group == "" {
 		fmt.Fprintln(stderr, "--group is required")
 		fs.Usage()
+		return 2
+	}
+	if *allowRewind && !*apply {
+		fmt.Fprintln(stderr, "--allow-rewind only applies with --apply")
 		return 2
 	}
 	if !oneOf(stderr, "-o", *output, "table", "json") {
@@ -450,7 +487,7 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 	var st connector.GroupStatus
 	for _, m := range a.Mirrors() {
 		if m.Name() == name {
-			st, err = m.Translate(ctx, *group, *apply)
+			st, err = m.Translate(ctx, *group, connector.TranslateOptions{Apply: *apply, AllowRewind: *allowRewind})
 		}
 	}
 	if *output == "json" {
@@ -461,20 +498,35 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "SOURCE TOPIC\tPARTITION\tSOURCE OFFSET\tTARGET TOPIC\tTARGET OFFSET\tNOTE")
 		for _, p := range st.Partitions {
-			note := "exact"
-			if p.Behind {
+			note, target := "exact", fmt.Sprint(p.TargetOffset)
+			switch {
+			case p.Untranslatable:
+				note, target = "untranslatable: "+p.Reason, "-"
+			case p.Behind:
 				note = "behind: records before the source offset are not mirrored yet"
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%s\n", p.SourceTopic, p.Partition, p.SourceOffset, p.TargetTopic, p.TargetOffset, note)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", p.SourceTopic, p.Partition, p.SourceOffset, p.TargetTopic, target, note)
 		}
 		_ = tw.Flush()
 	}
+	untranslatable := 0
+	for _, p := range st.Partitions {
+		if p.Untranslatable {
+			untranslatable++
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "translate: %v\n", err)
+		if _, ok := errors.AsType[*connector.RewindError](err); ok {
+			fmt.Fprintln(stderr, "translate: pass --allow-rewind to apply anyway")
+		}
 		return 1
 	}
+	if untranslatable > 0 {
+		fmt.Fprintf(stderr, "%d of %d partitions cannot be translated exactly (see NOTE) and are never applied\n", untranslatable, len(st.Partitions))
+	}
 	if *apply {
-		fmt.Fprintf(stderr, "committed %d partitions to group %s on the target\n", len(st.Partitions), *group)
+		fmt.Fprintf(stderr, "committed %d partitions to group %s on the target\n", len(st.Partitions)-untranslatable, *group)
 	}
 	return 0
 }

@@ -94,6 +94,24 @@ func Find() (*Runtime, error) {
 	return &Runtime{Home: home, Java: java}, nil
 }
 
+// FindCached is Find for tests that start brokers only where that needs no
+// download: java is found and the jars are already cached (make
+// kafka-jars). It writes the log4j2 configs (Ensure) and fetches nothing.
+// The error wraps ErrUnavailable when java or the jars are missing.
+func FindCached() (*Runtime, error) {
+	rt, err := Find()
+	if err != nil {
+		return nil, err
+	}
+	if !rt.Ready() {
+		return nil, fmt.Errorf("%w: the Kafka jars are not in %s (make kafka-jars)", ErrUnavailable, rt.Home)
+	}
+	if err := rt.Ensure(context.Background(), io.Discard); err != nil {
+		return nil, err
+	}
+	return rt, nil
+}
+
 // lookJDKTool finds java or javac in $JAVA_HOME/bin, then on PATH.
 func lookJDKTool(name string) (string, error) {
 	if jh := os.Getenv("JAVA_HOME"); jh != "" {

@@ -54,6 +54,7 @@ type App struct {
 	opts       Options
 	mirrors    []*connector.Mirror
 	host       *plugins.Host
+	lookup     pluginLookup // filter plugins, in host
 	coalescer  *coalescer
 	extMetrics *extensionMetrics
 	// listenerImpls are the configured listeners, one instance each,
@@ -154,6 +155,7 @@ func New(opts Options) (*App, error) {
 		return nil, err
 	}
 	a.host = host
+	a.lookup = hostLookup(host)
 	cfg := opts.Config
 	if err := a.buildListeners(context.Background(), cfg); err != nil {
 		a.closeExtensions()
@@ -186,7 +188,8 @@ func (a *App) StartPlugins(ctx context.Context) error {
 	if err := a.startPlugins(ctx, cfg); err != nil {
 		return fmt.Errorf("plugins: %w", err)
 	}
-	return nil
+	// Its errors name the config field; they need no prefix.
+	return a.checkFilterPlugins(cfg)
 }
 
 // Close stops the plugins and closes the listeners; after Run it is done
@@ -252,6 +255,13 @@ func (a *App) Reload(ctx context.Context) error {
 	if err := a.startPlugins(ctx, cfg); err != nil {
 		a.extMetrics.reloadOK.Set(0)
 		a.opts.Logger.Error("config reload: plugins failed to start", "err", err)
+		return err
+	}
+	if err := a.checkFilterPlugins(cfg); err != nil {
+		// The plugins now run as cfg says, but the mirrors keep
+		// their previous selection, as when a plugin fails to start.
+		a.extMetrics.reloadOK.Set(0)
+		a.opts.Logger.Error("config reload rejected; the running selection stays", "err", err)
 		return err
 	}
 	a.mu.Lock()
@@ -322,6 +332,9 @@ func newMirror(cfg *config.Config, mc *config.Mirror, log *slog.Logger, metrics 
 		ProgressInterval:    time.Duration(mc.ProgressInterval),
 		ReplicationFactor:   int16(mc.ReplicationFactor),
 		Linger:              time.Duration(mc.Producer.Linger),
+		DeliveryTimeout:     time.Duration(mc.Producer.DeliveryTimeout),
+		ShutdownTimeout:     time.Duration(cfg.ShutdownTimeout),
+		DeadLetterTopic:     deadLetterTopic(mc),
 		BatchMaxBytes:       int32(mc.Producer.BatchMaxBytes),
 		Compression:         codec,
 		OffsetCodec:         offsetCodec,
@@ -336,6 +349,13 @@ func labels(ls []*config.Label) []connector.Label {
 		out = append(out, connector.Label{Match: l.Regexp(), Set: l.Set})
 	}
 	return out
+}
+
+func deadLetterTopic(mc *config.Mirror) string {
+	if mc.DeadLetter == nil {
+		return ""
+	}
+	return mc.DeadLetter.Topic
 }
 
 // enabledInterval is the connector's convention for an optional periodic
@@ -397,6 +417,10 @@ func (a *App) Run(ctx context.Context) error {
 	// so /metrics stays scrapeable through a shutdown.
 	mirrorsCtx, stopMirrors := context.WithCancel(ctx)
 	mirrorsDone := make(chan struct{})
+	// The group returns the first actor's error, which at a shutdown is
+	// the signal's (none): the mirrors' own (records abandoned at the
+	// shutdown timeout) is kept here.
+	var mirrorsErr error
 	g.Add(func() error {
 		defer close(mirrorsDone)
 		errs := make(chan error, len(a.mirrors))
@@ -410,7 +434,8 @@ func (a *App) Run(ctx context.Context) error {
 				stopMirrors()
 			}
 		}
-		return errors.Join(all...)
+		mirrorsErr = errors.Join(all...)
+		return mirrorsErr
 	}, func(error) { stopMirrors() })
 	g.Add(func() error {
 		err := srv.Serve(ln)
@@ -429,5 +454,10 @@ func (a *App) Run(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}, func(error) {})
-	return g.Run()
+	err = g.Run()
+	<-mirrorsDone
+	if err == nil {
+		err = mirrorsErr
+	}
+	return err
 }

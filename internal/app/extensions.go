@@ -31,41 +31,174 @@ const filterTimeout = 30 * time.Second
 // pluginName of a listener plugin: kept apart from filter plugins' names.
 func listenerPluginName(listener string) string { return "listener." + listener }
 
+// filterPlugin is what the filter wiring needs of a running plugin
+// (*plugins.Plugin): an interface so unit tests can stand in for a
+// process.
+type filterPlugin interface {
+	Info() plugins.Info
+	TopicFilter() (filters.TopicFilter, bool)
+	GroupFilter() (filters.GroupFilter, bool)
+}
+
+// pluginLookup finds a running filter plugin by its name in the config.
+type pluginLookup func(name string) (filterPlugin, bool)
+
+// hostLookup looks plugins up in h. A plugin whose process died is still
+// found (its calls fail until the restart), so its capabilities stay
+// known.
+func hostLookup(h *plugins.Host) pluginLookup {
+	return func(name string) (filterPlugin, bool) {
+		p, ok := h.Get(name)
+		if !ok {
+			return nil, false
+		}
+		return p, true
+	}
+}
+
+// A plugin in mirrors[].filters filters what its capabilities say: topics
+// with topic_filter, groups with group_filter, both with both. Each entry
+// becomes a pluginTopicFilter in the topic chain and a pluginGroupFilter in
+// the group chain; the one whose capability the plugin lacks keeps every
+// candidate. Capabilities are read per call, not when the chain is built,
+// because the chain is built before the plugins start and a reload may
+// replace a plugin by one with other capabilities.
+
+// errNoFilterCapability is the answer for a plugin that filters neither
+// topics nor groups (startup and reloads refuse such a config; see
+// checkFilterPlugins).
+func errNoFilterCapability(name string, p filterPlugin) error {
+	return fmt.Errorf("plugin %s filters neither topics nor groups (capabilities: %v)", name, p.Info().Capabilities)
+}
+
 // pluginTopicFilter calls the named filter plugin with a mirror's context
 // properties. It looks the plugin up on every call, so a restarted plugin
 // is used as soon as it is back.
 type pluginTopicFilter struct {
-	host  *plugins.Host
-	name  string
-	props map[string]string
-	cache *coalescer
+	lookup pluginLookup
+	name   string
+	props  map[string]string
+	cache  *coalescer
 }
 
 // ReadsConfigs implements filters.ConfigReader: a plugin may judge topics
-// by their configs, and the protocol carries them.
-func (f *pluginTopicFilter) ReadsConfigs() bool { return true }
+// by their configs, and the protocol carries them. A plugin that only
+// filters groups does not, so a mirror whose only plugin filters groups
+// asks for no topic configs. When the plugin is not running, its
+// capabilities are unknown: it might be a topic filter by the time it is
+// called, so the configs are read.
+func (f *pluginTopicFilter) ReadsConfigs() bool {
+	p, ok := f.lookup(f.name)
+	if !ok {
+		return true
+	}
+	_, topics := p.TopicFilter()
+	return topics
+}
 
 func (f *pluginTopicFilter) FilterTopics(ctx context.Context, req filters.TopicRequest) ([]string, error) {
+	p, ok := f.lookup(f.name)
+	if !ok {
+		return nil, fmt.Errorf("filter plugin %s is not running", f.name)
+	}
+	tf, ok := p.TopicFilter()
+	if !ok {
+		if _, groups := p.GroupFilter(); groups {
+			// A group filter only: it leaves the topics alone.
+			names := make([]string, len(req.Topics))
+			for i, t := range req.Topics {
+				names[i] = t.Name
+			}
+			return names, nil
+		}
+		return nil, errNoFilterCapability(f.name, p)
+	}
 	req.Properties = f.props
-	return f.cache.do(ctx, f.name, req, func(ctx context.Context) ([]string, error) {
-		p, ok := f.host.Get(f.name)
-		if !ok {
-			return nil, fmt.Errorf("filter plugin %s is not running", f.name)
-		}
-		tf, ok := p.TopicFilter()
-		if !ok {
-			return nil, fmt.Errorf("plugin %s does not filter topics (capabilities: %v)", f.name, p.Info().Capabilities)
-		}
+	return f.cache.do(ctx, topicCoalesceKey(f.name, req), func(ctx context.Context) ([]string, error) {
 		ctx, cancel := context.WithTimeout(ctx, filterTimeout)
 		defer cancel()
 		return tf.FilterTopics(ctx, req)
 	})
 }
 
+// pluginGroupFilter is pluginTopicFilter for consumer groups: it calls the
+// named plugin's GroupFilter, looked up on every call, bounded by
+// filterTimeout and coalesced like topic calls. Its error (plugin down,
+// timeout, the plugin's own error) aborts the mirror's group sync, which
+// keeps the previous group set: a failing filter never looks like "no
+// groups".
+type pluginGroupFilter struct {
+	lookup pluginLookup
+	name   string
+	props  map[string]string
+	cache  *coalescer
+}
+
+func (f *pluginGroupFilter) FilterGroups(ctx context.Context, req filters.GroupRequest) ([]string, error) {
+	if len(req.Groups) == 0 {
+		return nil, nil // nothing to choose from: the answer needs no plugin
+	}
+	p, ok := f.lookup(f.name)
+	if !ok {
+		return nil, fmt.Errorf("filter plugin %s is not running", f.name)
+	}
+	gf, ok := p.GroupFilter()
+	if !ok {
+		if _, topics := p.TopicFilter(); topics {
+			// A topic filter only: it leaves the groups alone.
+			names := make([]string, len(req.Groups))
+			for i, g := range req.Groups {
+				names[i] = g.Name
+			}
+			return names, nil
+		}
+		return nil, errNoFilterCapability(f.name, p)
+	}
+	req.Properties = f.props
+	return f.cache.do(ctx, groupCoalesceKey(f.name, req), func(ctx context.Context) ([]string, error) {
+		ctx, cancel := context.WithTimeout(ctx, filterTimeout)
+		defer cancel()
+		return gf.FilterGroups(ctx, req)
+	})
+}
+
+// checkFilterPlugins refuses a config that lists, in mirrors[].filters, a
+// running plugin that filters neither topics nor groups (a listener
+// plugin, say): without it, every pass would fail on it. It also logs what
+// each filter plugin filters. Plugins that are not running were reported
+// by startPlugins.
+func (a *App) checkFilterPlugins(cfg *config.Config) error {
+	var errs []error
+	for i, mc := range cfg.Mirrors {
+		for j, f := range mc.Filters {
+			if f.Plugin == "" {
+				continue
+			}
+			p, ok := a.lookup(f.Plugin)
+			if !ok {
+				continue
+			}
+			info := p.Info()
+			topics, groups := info.Has(plugins.CapabilityTopicFilter), info.Has(plugins.CapabilityGroupFilter)
+			if !topics && !groups {
+				field := fmt.Sprintf("mirrors[%d].filters[%d].plugin", i, j)
+				if a.opts.ConfigFile != "" {
+					field = a.opts.ConfigFile + ": " + field
+				}
+				errs = append(errs, fmt.Errorf("%s: plugin %q (%s) is neither a topic_filter nor a group_filter (its capabilities: %v); a listener plugin belongs in listeners with type: plugin",
+					field, f.Plugin, cfg.Plugins[f.Plugin].Path, info.Capabilities))
+				continue
+			}
+			a.opts.Logger.Info("filter plugin wired", "mirror", mc.Name, "plugin", f.Plugin, "filters_topics", topics, "filters_groups", groups)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // coalescer caches filter plugin answers per pass and shares concurrent
 // identical calls: several mirrors reading the same source with the same
 // properties ask the plugin once. The key is the plugin, the sorted
-// properties and the candidates; an answer lives for ttl, shorter than a
+// properties and the candidates (topics or groups); an answer lives for ttl, shorter than a
 // pass, so an edited catalog is seen on the next pass.
 type coalescer struct {
 	ttl time.Duration
@@ -85,13 +218,12 @@ func newCoalescer(ttl time.Duration) *coalescer {
 	return &coalescer{ttl: ttl, entries: make(map[string]*coalesced)}
 }
 
-func coalesceKey(plugin string, req filters.TopicRequest) string {
+// topicCoalesceKey and groupCoalesceKey are the coalescer's keys of a
+// topic and a group filter call; their prefixes keep the two apart.
+func topicCoalesceKey(plugin string, req filters.TopicRequest) string {
 	var b strings.Builder
-	b.WriteString(plugin)
-	for _, k := range slices.Sorted(maps.Keys(req.Properties)) {
-		fmt.Fprintf(&b, "\x00%s=%s", k, req.Properties[k])
-	}
-	b.WriteString("\x01")
+	b.WriteString("topics\x00")
+	writeCoalesceHead(&b, plugin, req.Properties)
 	for _, t := range req.Topics {
 		fmt.Fprintf(&b, "%s/%d", t.Name, t.Partitions)
 		for _, k := range slices.Sorted(maps.Keys(t.Configs)) {
@@ -105,8 +237,31 @@ func coalesceKey(plugin string, req filters.TopicRequest) string {
 	return b.String()
 }
 
-func (c *coalescer) do(ctx context.Context, plugin string, req filters.TopicRequest, call func(context.Context) ([]string, error)) ([]string, error) {
-	key := coalesceKey(plugin, req)
+func groupCoalesceKey(plugin string, req filters.GroupRequest) string {
+	var b strings.Builder
+	b.WriteString("groups\x00")
+	writeCoalesceHead(&b, plugin, req.Properties)
+	for _, g := range req.Groups {
+		b.WriteString(g.Name)
+		for _, t := range g.Topics {
+			fmt.Fprintf(&b, ",%s", t)
+		}
+		b.WriteByte('\x00')
+	}
+	return b.String()
+}
+
+func writeCoalesceHead(b *strings.Builder, plugin string, props map[string]string) {
+	b.WriteString(plugin)
+	for _, k := range slices.Sorted(maps.Keys(props)) {
+		fmt.Fprintf(b, "\x00%s=%s", k, props[k])
+	}
+	b.WriteString("\x01")
+}
+
+// do answers the call named key: from a live cached answer, by waiting for
+// the same call in flight, or by making it.
+func (c *coalescer) do(ctx context.Context, key string, call func(context.Context) ([]string, error)) ([]string, error) {
 	c.mu.Lock()
 	for k, e := range c.entries { // drop what expired
 		select {
@@ -274,7 +429,7 @@ func (a *App) selection(mc *config.Mirror) (sel selectionParts, err error) {
 	sel.filters = []filters.TopicFilter{filters.Regex{Include: mc.Topics.IncludeRegexps(), Exclude: mc.Topics.ExcludeRegexps()}}
 	for i, f := range mc.Filters {
 		if f.Plugin != "" {
-			sel.filters = append(sel.filters, &pluginTopicFilter{host: a.host, name: f.Plugin, props: f.Properties, cache: a.coalescer})
+			sel.filters = append(sel.filters, &pluginTopicFilter{lookup: a.lookup, name: f.Plugin, props: f.Properties, cache: a.coalescer})
 			continue
 		}
 		conds := make([]filters.Condition, 0, len(f.Property.Conditions))
@@ -295,7 +450,15 @@ func (a *App) selection(mc *config.Mirror) (sel selectionParts, err error) {
 		Include: mc.Sync.TopicConfigs.IncludeRegexps(),
 		Exclude: mc.Sync.TopicConfigs.ExcludeRegexps(),
 	}}
+	// Groups: the regex first, then the plugins in config order. Each
+	// filter sees only what the previous kept and cannot add a name, so no
+	// plugin re-adds a group the regex excluded.
 	sel.groupFilters = []filters.GroupFilter{filters.Regex{Include: mc.Groups.IncludeRegexps(), Exclude: mc.Groups.ExcludeRegexps()}}
+	for _, f := range mc.Filters {
+		if f.Plugin != "" {
+			sel.groupFilters = append(sel.groupFilters, &pluginGroupFilter{lookup: a.lookup, name: f.Plugin, props: f.Properties, cache: a.coalescer})
+		}
+	}
 	sel.labels = labels(mc.Labels)
 	return sel, nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"reflect"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -141,6 +142,68 @@ func TestServeLifecycle(t *testing.T) {
 	stop()
 	if n := b.closed.Load(); n != 1 {
 		t.Errorf("Close called %d times, want 1", n)
+	}
+}
+
+// teamGroups is a GroupFilter keeping the groups that read the topic named
+// by the property "topic"; it fails when the property "fail" is set.
+type teamGroups struct{ seen atomic.Value }
+
+func (f *teamGroups) FilterGroups(_ context.Context, r filters.GroupRequest) ([]string, error) {
+	f.seen.Store(r)
+	if msg := r.Properties["fail"]; msg != "" {
+		return nil, errors.New(msg)
+	}
+	var out []string
+	for _, g := range r.Groups {
+		for _, t := range g.Topics {
+			if t == r.Properties["topic"] {
+				out = append(out, g.Name)
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// TestServeGroupFilter: a plugin served WithGroupFilter only says so in
+// PluginInfo, gets the whole request (mirror, properties, groups with
+// their topics) and its answer or its error reaches the host; it filters
+// no topics.
+func TestServeGroupFilter(t *testing.T) {
+	t.Parallel()
+	f := &teamGroups{}
+	c, _ := serveInProcess(t, WithInfo("groups", "1.0.0"), WithGroupFilter(f))
+	ctx := context.Background()
+	info, err := c.PluginInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(info.Capabilities, []v1.Capability{v1.CapabilityGroupFilter}) {
+		t.Errorf("capabilities = %v, want [group_filter]", info.Capabilities)
+	}
+	req := filters.GroupRequest{
+		Mirror:     "east-to-west",
+		Properties: map[string]string{"topic": "orders"},
+		Groups: []filters.Group{
+			{Name: "billing", Topics: []string{"invoices", "orders"}},
+			{Name: "audit", Topics: []string{"invoices"}},
+			{Name: "shop", Topics: []string{"orders"}},
+		},
+	}
+	names, err := c.FilterGroups(ctx, req)
+	if err != nil || !reflect.DeepEqual(names, []string{"billing", "shop"}) {
+		t.Errorf("FilterGroups = %v, %v; want [billing shop]", names, err)
+	}
+	if got := f.seen.Load(); !reflect.DeepEqual(got, req) {
+		t.Errorf("the plugin got %+v, want %+v", got, req)
+	}
+	req.Properties = map[string]string{"fail": "catalog unreadable"}
+	if names, err := c.FilterGroups(ctx, req); err == nil || !strings.Contains(err.Error(), "catalog unreadable") {
+		t.Errorf("a failing GroupFilter: %v, %v; want its error", names, err)
+	}
+	if _, err := c.FilterTopics(ctx, filters.TopicRequest{}); err == nil {
+		t.Error("FilterTopics on a plugin without a TopicFilter succeeded")
 	}
 }
 

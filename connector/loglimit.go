@@ -1,0 +1,69 @@
+package connector
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// logLimiter rate-limits log lines per key: a fault that lasts (a broker
+// down, a topic listed with an error) is logged when it starts and then at
+// most once per interval, not on every pass or poll. Counters say how often
+// it happened.
+type logLimiter struct {
+	every time.Duration
+
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+// maxLimiterKeys bounds the limiter's memory: past it, keys are forgotten
+// (their lines may then repeat once early).
+const maxLimiterKeys = 10_000
+
+func newLogLimiter(every time.Duration) *logLimiter {
+	return &logLimiter{every: every, last: make(map[string]time.Time)}
+}
+
+// allow reports whether a line for key may be logged now, and if so
+// records it.
+func (l *logLimiter) allow(key string) bool {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t, ok := l.last[key]; ok && now.Sub(t) < l.every {
+		return false
+	}
+	if len(l.last) >= maxLimiterKeys {
+		for k, t := range l.last {
+			if now.Sub(t) >= l.every {
+				delete(l.last, k) // would be let through anyway
+			}
+		}
+		if len(l.last) >= maxLimiterKeys {
+			clear(l.last)
+		}
+	}
+	l.last[key] = now
+	return true
+}
+
+// forget lets the next line for key through at once (the fault it was
+// about is over).
+func (l *logLimiter) forget(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.last, key)
+}
+
+func (l *logLimiter) warn(log *slog.Logger, key, msg string, args ...any) {
+	if l.allow(key) {
+		log.Warn(msg, args...)
+	}
+}
+
+func (l *logLimiter) error(log *slog.Logger, key, msg string, args ...any) {
+	if l.allow(key) {
+		log.Error(msg, args...)
+	}
+}
