@@ -470,7 +470,7 @@ func TestCatalogGroupFilter(t *testing.T) {
 		}
 
 		// 1. Exactly the catalog's groups.
-		e.waitGroupSet(addr, cfg.Name, 30*time.Second, expect(gA, gB))
+		e.waitGroupSet(addr, cfg.Name, 45*time.Second, expect(gA, gB))
 		// (A group that does not exist is GROUP_ID_NOT_FOUND on kfake,
 		// empty on Kafka.)
 		if got, err := kmCommitted(ctxTimeout(t, 15*time.Second), e.dstAdm, gC); (err != nil && !errors.Is(err, kerr.GroupIDNotFound)) || len(got) != 0 {
@@ -479,7 +479,7 @@ func TestCatalogGroupFilter(t *testing.T) {
 
 		// 2. Editing the catalog changes the set.
 		writeCatalogGroups(t, catalog, topics, catalogNames(gB, gC))
-		e.waitGroupSet(addr, cfg.Name, 15*time.Second, expect(gB, gC))
+		e.waitGroupSet(addr, cfg.Name, 45*time.Second, expect(gB, gC))
 		if v := mustScrapeMetric(t, addr, "kmirror_filter_errors_total", mirrorLabel); v != 0 {
 			t.Errorf("kmirror_filter_errors_total = %v before any failure, want 0", v)
 		}
@@ -491,7 +491,7 @@ func TestCatalogGroupFilter(t *testing.T) {
 		failed0 := w.countLog(kept)
 		errs0 := mustScrapeMetric(t, addr, "kmirror_filter_errors_total", mirrorLabel)
 		writeFileAtomic(t, catalog, []byte(`{"topics": ["`+orders+`"], "groups": [`))
-		e.waitFor(15*time.Second, fmt.Sprintf("two group syncs to fail on the broken catalog (log lines with %q)", kept), func() (bool, string) {
+		e.waitFor(30*time.Second, fmt.Sprintf("two group syncs to fail on the broken catalog (log lines with %q)", kept), func() (bool, string) {
 			n := w.countLog(kept)
 			return n >= failed0+2, fmt.Sprintf("%d such lines", n-failed0)
 		})
@@ -503,7 +503,7 @@ func TestCatalogGroupFilter(t *testing.T) {
 		}
 		watch.check(t, "while the catalog plugin returned errors")
 		writeCatalogGroups(t, catalog, topics, catalogNames(gB, gC))
-		e.waitGroupSet(addr, cfg.Name, 15*time.Second, expect(gB, gC))
+		e.waitGroupSet(addr, cfg.Name, 45*time.Second, expect(gB, gC))
 
 		// 4. The plugin is killed with SIGKILL. A group sync that finds it
 		// down fails; kill it again after every restart (the restart
@@ -512,13 +512,13 @@ func TestCatalogGroupFilter(t *testing.T) {
 		watch = watchGroups(t, addr, cfg.Name, gB, gC)
 		cat := plugin(t, "catalog-filter")
 		failed1 := w.countLog(kept)
-		pid := e.waitPluginPid(w, cat, 0, 10*time.Second)
+		pid := e.waitPluginPid(w, cat, 0, 30*time.Second)
 		kills := 0
 		for kills < 6 && w.countLog(kept) == failed1 {
 			kill9(t, pid)
 			kills++
 			t.Logf("kill -9 %d (catalog-filter, kill %d)", pid, kills)
-			pid = e.waitPluginPid(w, cat, pid, 15*time.Second)
+			pid = e.waitPluginPid(w, cat, pid, 60*time.Second)
 			// Give a group sync the chance to run after the restart too.
 			deadline := time.Now().Add(1500 * time.Millisecond)
 			for time.Now().Before(deadline) && w.countLog(kept) == failed1 {
@@ -537,12 +537,12 @@ func TestCatalogGroupFilter(t *testing.T) {
 		if restarts < float64(kills) {
 			t.Errorf("kmirror_plugin_restarts_total{plugin=\"catalog\"} = %v after %d kills, want >= %d", restarts, kills, kills)
 		}
-		e.waitMetric(addr, "kmirror_plugin_up", map[string]string{"plugin": "catalog"}, 10*time.Second, "== 1", func(v float64) bool { return v == 1 })
+		e.waitMetric(addr, "kmirror_plugin_up", map[string]string{"plugin": "catalog"}, 30*time.Second, "== 1", func(v float64) bool { return v == 1 })
 		watch.check(t, "while the catalog plugin was being killed")
 
 		// The restarted plugin's answers are used: gA only.
 		writeCatalogGroups(t, catalog, topics, catalogNames(gA))
-		e.waitGroupSet(addr, cfg.Name, 15*time.Second, expect(gA))
+		e.waitGroupSet(addr, cfg.Name, 45*time.Second, expect(gA))
 
 		// 5. A reload pointing the filter at another catalog (gC only)
 		// changes the set; SIGHUP back to the first config restores it.
@@ -554,9 +554,9 @@ func TestCatalogGroupFilter(t *testing.T) {
 		if code, body := postReload(t, addr); code != 200 {
 			t.Fatalf("POST /api/v1/reload = %d %s, want 200", code, body)
 		}
-		e.waitGroupSet(addr, cfg.Name, 15*time.Second, expect(gC))
+		e.waitGroupSet(addr, cfg.Name, 45*time.Second, expect(gC))
 		e.writeExtConfig(path, cfg, x)
 		w.sighup(t)
-		e.waitGroupSet(addr, cfg.Name, 15*time.Second, expect(gA))
+		e.waitGroupSet(addr, cfg.Name, 45*time.Second, expect(gA))
 	})
 }
