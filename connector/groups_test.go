@@ -49,14 +49,17 @@ func sourceRecords(t *testing.T, addrs []string, topic string, partition int32) 
 // last stable offset.
 func consumeFrom(t *testing.T, addrs []string, topic string, partition int32, from int64) map[int64]string {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	// Control records (transaction markers) are kept, so that the reader
+	// reaches the end even when the partition ends with a marker; they are
+	// not returned.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(from)}}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	ends, err := adm.ListCommittedOffsets(ctx, topic)
 	if err != nil {
@@ -64,17 +67,17 @@ func consumeFrom(t *testing.T, addrs []string, topic string, partition int32, fr
 	}
 	end, _ := ends.Lookup(topic, partition)
 	out := map[int64]string{}
-	// The last record sits below the end minus any trailing markers;
-	// polling until the end is unreachable then, so stop on an idle poll.
-	for from < end.Offset {
-		pollCtx, cancel := context.WithTimeout(ctx, time.Second)
-		fs := cl.PollFetches(pollCtx)
-		cancel()
-		n := 0
-		fs.EachRecord(func(r *kgo.Record) { out[r.Offset] = string(r.Value); n++ })
-		if n == 0 || lastPos(out)+1 >= end.Offset {
-			break
+	for next := from; next < end.Offset; {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("reading %s/%d from %d: only up to %d of %d within 60s", topic, partition, from, next, end.Offset)
 		}
+		fs.EachRecord(func(r *kgo.Record) {
+			next = max(next, r.Offset+1)
+			if !r.Attrs.IsControl() {
+				out[r.Offset] = string(r.Value)
+			}
+		})
 	}
 	return out
 }

@@ -436,8 +436,13 @@ func TestGroupSyncCheckpointWriteRetried(t *testing.T) {
 		t.Errorf("the failing checkpoint write was logged %d times, want once (rate-limited):\n%s", n, h.logs)
 	}
 	fault.Remove()
+	// The write that sync started may have been refused before the fault
+	// was removed (it is sent after the producer's linger, while this
+	// goroutine may be descheduled): the next syncs, as the mirror's sync
+	// ticker would run them, write it again until it lands.
 	want := checkpointValue{SourceOffset: 50, TargetTopic: hTarget, TargetOffset: hShift + 50}
 	waitFor(t, func() bool {
+		h.sync(t)
 		h.m.mu.Lock()
 		defer h.m.mu.Unlock()
 		return h.m.groups[hGroup].checkpointed[topicPartition{hTopic, 0}] == want

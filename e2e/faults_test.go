@@ -3,9 +3,11 @@
 package e2e
 
 import (
+	"context"
 	"crypto/rand"
 	"fmt"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,7 +30,7 @@ func (e *env) reload(w *worker, path string, cfg mirrorConfig, x extConfig) {
 	before := w.countLog("config reloaded")
 	e.writeExtConfig(path, cfg, x)
 	w.signal(syscall.SIGHUP)
-	e.waitFor(20*time.Second, "kmirror to log `config reloaded` after SIGHUP", func() (bool, string) {
+	e.waitFor(30*time.Second, "kmirror to log `config reloaded` after SIGHUP", func() (bool, string) {
 		return w.countLog("config reloaded") > before, "not yet"
 	})
 }
@@ -54,7 +56,7 @@ func TestReselectedTopicNotCopiedTwice(t *testing.T) {
 		excluded := cfg
 		excluded.Exclude = []string{orders}
 		e.reload(w, path, excluded, extConfig{})
-		e.waitFor(20*time.Second, orders+" to leave the mirror", func() (bool, string) {
+		e.waitFor(30*time.Second, orders+" to leave the mirror", func() (bool, string) {
 			doc, _, err := getStatus(addr)
 			if err != nil {
 				return false, err.Error()
@@ -69,11 +71,11 @@ func TestReselectedTopicNotCopiedTwice(t *testing.T) {
 		all := appendWant(want, wantMore)
 		e.waitTargetValues(45*time.Second, "src."+orders, all)
 		// Settled (nothing in flight), and still exactly once.
-		e.waitFor(20*time.Second, "no lag", func() (bool, string) {
+		e.waitFor(30*time.Second, "no lag", func() (bool, string) {
 			v, err := metricSum(addr, "kmirror_replication_lag_records", cfg.Name)
 			return err == nil && v == 0, fmt.Sprintf("lag %v (%v)", v, err)
 		})
-		e.waitTargetValues(5*time.Second, "src."+orders, all)
+		e.waitTargetValues(30*time.Second, "src."+orders, all)
 		if ls := w.logLines("from its start", orders); len(ls) > 0 {
 			t.Errorf("kmirror restarted the copy: %s", ls[0])
 		}
@@ -83,12 +85,40 @@ func TestReselectedTopicNotCopiedTwice(t *testing.T) {
 // refuseWrites makes the target refuse every write from kmirror with
 // NOT_ENOUGH_REPLICAS (a retriable refusal: the producer keeps retrying and
 // its buffer fills) until the returned func is called, through the fault
-// proxy on both backends. Call it before building the config.
-func (e *env) refuseWrites() (recover func()) {
+// proxy on both backends. Call it before building the config. refused
+// counts the refused Produce requests that carried records of a topic.
+func (e *env) refuseWrites() (refused func(topic string) int64, recover func()) {
 	e.t.Helper()
 	p := e.proxyTarget()
-	p.SetAnswer(kmsg.Produce, faultproxy.ProduceError(kerr.NotEnoughReplicas.Code))
-	return func() { p.SetAnswer(kmsg.Produce, nil) }
+	var mu sync.Mutex
+	byName, byID := map[string]int64{}, map[[16]byte]int64{} // Produce v13+ names topics by ID
+	refuse := faultproxy.ProduceError(kerr.NotEnoughReplicas.Code)
+	p.SetAnswer(kmsg.Produce, func(req kmsg.Request, resp kmsg.Response) faultproxy.Action {
+		if pr, ok := req.(*kmsg.ProduceRequest); ok {
+			mu.Lock()
+			for _, t := range pr.Topics {
+				if t.Topic != "" {
+					byName[t.Topic]++
+				} else {
+					byID[t.TopicID]++
+				}
+			}
+			mu.Unlock()
+		}
+		return refuse(req, resp)
+	})
+	refused = func(topic string) int64 {
+		var id [16]byte
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if tds, err := e.dstAdm.ListTopics(ctx, topic); err == nil {
+			id = tds[topic].ID
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return byName[topic] + byID[id]
+	}
+	return refused, func() { p.SetAnswer(kmsg.Produce, nil) }
 }
 
 // TestShutdownBoundedWhileTargetRefuses: with the target refusing every
@@ -112,7 +142,7 @@ func TestShutdownBoundedWhileTargetRefuses(t *testing.T) {
 			want[0] = append(want[0], v)
 		}
 		produce(t, e.srcCl, recs...)
-		recover := e.refuseWrites()
+		refused, recover := e.refuseWrites()
 
 		const timeout = 3 * time.Second
 		cfg := e.defaultConfig()
@@ -122,6 +152,13 @@ func TestShutdownBoundedWhileTargetRefuses(t *testing.T) {
 		e.waitFor(45*time.Second, "kmirror to be copying "+orders, func() (bool, string) {
 			v, err := metricSum(addr, "kmirror_replication_lag_records", cfg.Name)
 			return err == nil && v >= n, fmt.Sprintf("lag %v (%v)", v, err)
+		})
+		// Records of the topic are in flight (the producer retries them)
+		// once a write of theirs was refused: the shutdown must abandon
+		// them, however slow the machine.
+		e.waitFor(45*time.Second, "a write of src."+orders+" refused by the target", func() (bool, string) {
+			n := refused("src." + orders)
+			return n > 0, fmt.Sprintf("%d refused", n)
 		})
 		// Let the copier fill the producer's buffer (it blocks then).
 		time.Sleep(3 * time.Second)
@@ -231,7 +268,7 @@ func TestRecordTargetNeverAccepts(t *testing.T) {
 		if v, err := metricSum(addr, "kmirror_dead_letter_records_total", cfg.Name); err != nil || v != 1 {
 			t.Errorf("kmirror_dead_letter_records_total = %v (%v), want 1", v, err)
 		}
-		e.waitFor(20*time.Second, orders+" mirroring again", func() (bool, string) {
+		e.waitFor(30*time.Second, orders+" mirroring again", func() (bool, string) {
 			doc, _, err := getStatus(addr)
 			if err != nil {
 				return false, err.Error()

@@ -150,7 +150,7 @@ func ctxTimeout(t testing.TB, d time.Duration) context.Context {
 // default replication factor and waits until its metadata is visible.
 func createTopic(t testing.TB, cl *kgo.Client, topic string, partitions int, configs map[string]*string) {
 	t.Helper()
-	ctx := ctxTimeout(t, 15*time.Second)
+	ctx := ctxTimeout(t, 60*time.Second)
 	resp, err := kadm.NewClient(cl).CreateTopic(ctx, int32(partitions), -1, configs, topic)
 	if err == nil {
 		err = resp.Err
@@ -158,7 +158,7 @@ func createTopic(t testing.TB, cl *kgo.Client, topic string, partitions int, con
 	if err != nil {
 		t.Fatalf("create topic %q: %v", topic, err)
 	}
-	waitFor(t, 10*time.Second, fmt.Sprintf("topic %q to show up in metadata", topic), func() (bool, string) {
+	waitFor(t, 30*time.Second, fmt.Sprintf("topic %q to show up in metadata", topic), func() (bool, string) {
 		n, err := partitionCount(ctx, cl, topic)
 		if err != nil {
 			return false, err.Error()
@@ -308,20 +308,25 @@ func readTopic(ctx context.Context, addrs []string, topic string) (map[int32][]*
 		return out, nil
 	}
 
+	// Control records (transaction markers) are fetched too, so that a
+	// partition whose log ends with a marker is read to its end; they are
+	// not returned.
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(addrs...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: want}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
 	)
 	if err != nil {
 		return nil, err
 	}
 	defer cl.Close()
 
-	// A partition is done when a record at or past its end-1 arrived. If
-	// the log ends in control records (transaction markers) that never
-	// happens, so we also stop after a quiet period.
-	const quiet = 2 * time.Second
+	// A partition is done when a record (or marker) at or past its end-1
+	// arrived. The quiet period only guards against a layout that never
+	// gets there: long enough that a slow fetch on a loaded machine does
+	// not end the read early with records missing.
+	const quiet = 15 * time.Second
 	lastProgress := time.Now()
 	for len(endOf) > 0 {
 		if err := ctx.Err(); err != nil {
@@ -337,7 +342,9 @@ func readTopic(ctx context.Context, addrs []string, topic string) (map[int32][]*
 			return nil, fmt.Errorf("fetch %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			out[r.Partition] = append(out[r.Partition], r)
+			if !r.Attrs.IsControl() {
+				out[r.Partition] = append(out[r.Partition], r)
+			}
 			lastProgress = time.Now()
 			if end, ok := endOf[r.Partition]; ok && r.Offset >= end-1 {
 				delete(endOf, r.Partition)
@@ -576,9 +583,13 @@ func (o *outputFile) String() string {
 	return string(b)
 }
 
+// stopWait is how long a worker gets to exit after SIGTERM or SIGINT:
+// kmirror's shutdown_timeout (10s by default) plus a margin.
+const stopWait = 30 * time.Second
+
 // startWorker runs `kmirror run --config cfgPath`. When the test ends the
-// worker gets SIGTERM (SIGKILL after 10s), and if the test failed its stderr
-// is logged.
+// worker gets SIGTERM (SIGKILL after stopWait), and if the test failed its
+// stderr is logged.
 func (e *env) startWorker(cfgPath string) *worker {
 	e.t.Helper()
 	return e.startWorkerEnv(cfgPath)
@@ -617,8 +628,8 @@ func (e *env) startWorkerEnv(cfgPath string, extraEnv ...string) *worker {
 			w.signal(syscall.SIGTERM)
 			select {
 			case <-w.done:
-			case <-time.After(10 * time.Second):
-				t.Errorf("kmirror #%d did not exit within 10s of SIGTERM at the end of the test; killing it", w.id)
+			case <-time.After(stopWait):
+				t.Errorf("kmirror #%d did not exit within %v of SIGTERM at the end of the test; killing it", w.id, stopWait)
 				_ = w.cmd.Process.Kill()
 				<-w.done
 			}
@@ -651,18 +662,19 @@ func (w *worker) exitCode() int {
 	return w.cmd.ProcessState.ExitCode()
 }
 
-// stop sends sig and waits up to 10s for the process to exit. It returns the
-// exit code and how long the exit took; the test fails if it took longer.
+// stop sends sig and waits up to stopWait for the process to exit. It
+// returns the exit code and how long the exit took; the test fails if it
+// took longer.
 func (w *worker) stop(t testing.TB, sig os.Signal) (int, time.Duration) {
 	t.Helper()
 	begin := time.Now()
 	w.signal(sig)
 	select {
 	case <-w.done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(stopWait):
 		_ = w.cmd.Process.Kill()
 		<-w.done
-		t.Fatalf("kmirror #%d did not exit within 10s of %v", w.id, sig)
+		t.Fatalf("kmirror #%d did not exit within %v of %v", w.id, stopWait, sig)
 	}
 	return w.exitCode(), time.Since(begin)
 }
@@ -673,8 +685,8 @@ func (w *worker) kill(t testing.TB) {
 	w.signal(syscall.SIGKILL)
 	select {
 	case <-w.done:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("kmirror #%d still running 10s after SIGKILL", w.id)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("kmirror #%d still running 30s after SIGKILL", w.id)
 	}
 }
 
@@ -730,7 +742,7 @@ var httpAddrRe = regexp.MustCompile(`msg="http server listening".*?\baddr="?([0-
 func (w *worker) httpAddr(t testing.TB) string {
 	t.Helper()
 	var addr string
-	waitFor(t, 20*time.Second, fmt.Sprintf("kmirror #%d to log `msg=\"http server listening\" addr=...`", w.id), func() (bool, string) {
+	waitFor(t, 60*time.Second, fmt.Sprintf("kmirror #%d to log `msg=\"http server listening\" addr=...`", w.id), func() (bool, string) {
 		w.checkAlive(t)
 		if m := httpAddrRe.FindStringSubmatch(w.log.String()); m != nil {
 			addr = m[1]
@@ -803,7 +815,7 @@ func (e *env) targetSnapshot(ctx context.Context, topic string, min int64) (int,
 // HTTP
 // ---------------------------------------------------------------------------
 
-var httpClient = &http.Client{Timeout: 5 * time.Second}
+var httpClient = &http.Client{Timeout: 15 * time.Second}
 
 // httpGet returns status code and body of GET http://addr/path.
 func httpGet(addr, path string) (int, []byte, error) {

@@ -341,10 +341,10 @@ func kmPartitionOffsets(ps []kmGroupPartition) map[kmTP][2]int64 {
 
 // kmCommitted returns a group's committed offsets on a cluster (empty when
 // the group has none). Retriable errors (a coordinator still loading, or
-// __consumer_offsets not created yet) are retried for up to 10s.
+// __consumer_offsets not created yet) are retried for up to 30s.
 func kmCommitted(ctx context.Context, adm *kadm.Client, group string) (map[kmTP]int64, error) {
 	var resp kadm.OffsetResponses
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var err error
 		resp, err = adm.FetchOffsets(ctx, group)

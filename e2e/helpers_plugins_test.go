@@ -553,6 +553,48 @@ func (e *env) waitMetric(addr, name string, labels map[string]string, timeout ti
 	return v
 }
 
+// controlPasses returns kmirror_control_passes_total of mirror: the control
+// passes started so far (a pass is counted when it starts).
+func controlPasses(t testing.TB, addr, mirror string) float64 {
+	t.Helper()
+	n, err := metricSum(addr, "kmirror_control_passes_total", mirror)
+	if err != nil {
+		t.Fatalf("reading kmirror_control_passes_total: %v", err)
+	}
+	return n
+}
+
+// waitPasses waits until n control passes of mirror started after the call
+// have ended (the next one has started): for checks that something did not
+// change "over a few passes", counted in passes rather than slept.
+func (e *env) waitPasses(addr, mirror string, n int) {
+	e.t.Helper()
+	p0 := controlPasses(e.t, addr, mirror)
+	e.waitFor(60*time.Second, fmt.Sprintf("%d more control passes of %s", n, mirror), func() (bool, string) {
+		p := controlPasses(e.t, addr, mirror)
+		return p >= p0+float64(n)+1, fmt.Sprintf("%v passes since", p-p0)
+	})
+}
+
+// maxPassesToSee bounds how many control passes may start between a change
+// the passes act on (p0 read right after the change) and the moment the
+// test sees its effect (p1 read right after): the first pass started after
+// the change acts on it; its effect may show only at its end or after a
+// listener call; the test's polling and reading may take up to two more.
+const maxPassesToSee = 4
+
+// checkSeenWithinPasses fails the test if the effect of a change took more
+// than maxPassesToSee control passes to be seen. "Within two refresh
+// intervals" is counted in passes, not seconds: a loaded machine slows the
+// passes as much as anything else, and which pass acts is what matters.
+func checkSeenWithinPasses(t testing.TB, what string, p0, p1 float64) {
+	t.Helper()
+	t.Logf("%s: seen %v control passes after the change (at most %d allowed)", what, p1-p0, maxPassesToSee)
+	if p1-p0 > maxPassesToSee {
+		t.Errorf("%s: seen only %v control passes after the change; want at most %d (the first pass after a change acts on it)", what, p1-p0, maxPassesToSee)
+	}
+}
+
 // postReload is POST /api/v1/reload.
 func postReload(t testing.TB, addr string) (int, string) {
 	t.Helper()
@@ -828,7 +870,7 @@ func startAlertmanager(t testing.TB) string {
 		go func() { _ = cmd.Wait(); close(exited) }()
 		stop := func() { _ = cmd.Process.Kill(); <-exited }
 		ready := false
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !ready; time.Sleep(50 * time.Millisecond) {
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && !ready; time.Sleep(50 * time.Millisecond) {
 			select {
 			case <-exited:
 				lastErr = fmt.Errorf("alertmanager exited at start:\n%s", out.String())
@@ -852,7 +894,7 @@ func startAlertmanager(t testing.TB) string {
 		}
 		stop()
 		if lastErr == nil {
-			lastErr = fmt.Errorf("alertmanager not ready on %s within 10s:\n%s", base, out.String())
+			lastErr = fmt.Errorf("alertmanager not ready on %s within 30s:\n%s", base, out.String())
 		}
 	}
 	t.Fatal(lastErr)

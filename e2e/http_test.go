@@ -47,7 +47,7 @@ func TestHTTPEndpoints(t *testing.T) {
 		addr := w.httpAddr(t)
 		t.Logf("kmirror HTTP server at %s", addr)
 
-		e.waitFor(10*time.Second, "/healthz to answer 200", func() (bool, string) {
+		e.waitFor(30*time.Second, "/healthz to answer 200", func() (bool, string) {
 			code, body, err := httpGet(addr, "/healthz")
 			if err != nil {
 				return false, err.Error()
@@ -57,7 +57,7 @@ func TestHTTPEndpoints(t *testing.T) {
 
 		e.waitTargetValues(45*time.Second, "src."+orders, want)
 
-		e.waitFor(15*time.Second, "/readyz to answer 200", func() (bool, string) {
+		e.waitFor(30*time.Second, "/readyz to answer 200", func() (bool, string) {
 			code, body, err := httpGet(addr, "/readyz")
 			if err != nil {
 				return false, err.Error()
@@ -65,7 +65,7 @@ func TestHTTPEndpoints(t *testing.T) {
 			return code == 200, fmt.Sprintf("status %d: %s", code, body)
 		})
 
-		e.waitFor(15*time.Second, "/api/v1/status to show "+cfg.Name+" ready, mirroring src."+orders+" with 3 partitions and lag 0", func() (bool, string) {
+		e.waitFor(30*time.Second, "/api/v1/status to show "+cfg.Name+" ready, mirroring src."+orders+" with 3 partitions and lag 0", func() (bool, string) {
 			code, body, err := httpGet(addr, "/api/v1/status")
 			if err != nil {
 				return false, err.Error()
@@ -96,7 +96,7 @@ func TestHTTPEndpoints(t *testing.T) {
 			return false, fmt.Sprintf("topic %s not listed: %s", orders, body)
 		})
 
-		e.waitFor(15*time.Second, `/metrics kmirror_replication_records_total{mirror="`+cfg.Name+`"} >= 60`, func() (bool, string) {
+		e.waitFor(30*time.Second, `/metrics kmirror_replication_records_total{mirror="`+cfg.Name+`"} >= 60`, func() (bool, string) {
 			code, body, err := httpGet(addr, "/metrics")
 			if err != nil {
 				return false, err.Error()

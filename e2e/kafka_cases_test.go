@@ -70,6 +70,21 @@ func metricSum(addr, metric, mirror string) (float64, error) {
 	return sum, nil
 }
 
+// firstLogAt returns the time (kmirror's, from the line's time= field) and
+// text of the worker's first log line at or after since that contains
+// every one of subs.
+func (w *worker) firstLogAt(since time.Time, subs ...string) (time.Time, string, bool) {
+	since = since.Truncate(time.Millisecond) // the log's precision
+	for _, l := range w.logLines(subs...) {
+		f, _, _ := strings.Cut(strings.TrimPrefix(l, "time="), " ")
+		at, err := time.Parse(time.RFC3339Nano, f)
+		if err == nil && !at.Before(since) {
+			return at, l, true
+		}
+	}
+	return time.Time{}, "", false
+}
+
 // logLines returns the worker's log lines that contain every one of subs.
 func (w *worker) logLines(subs ...string) []string {
 	var out []string
@@ -133,7 +148,7 @@ func TestKafkaCreateRefusedTopic(t *testing.T) {
 
 	// The others are created (in the same first batch) and mirrored.
 	e.waitTargetValues(45*time.Second, "src."+good1, want[good1])
-	e.waitTargetValues(15*time.Second, "src."+good2, want[good2])
+	e.waitTargetValues(30*time.Second, "src."+good2, want[good2])
 	if rcs, err := e.dstAdm.DescribeTopicConfigs(ctxTimeout(t, 10*time.Second), "src."+good1); err != nil {
 		t.Errorf("describe target topic src.%s: %v", good1, err)
 	} else if rc, err := rcs.On("src."+good1, nil); err != nil {
@@ -151,7 +166,7 @@ func TestKafkaCreateRefusedTopic(t *testing.T) {
 	}
 
 	// The refused one: failed in the status, with the broker's reason.
-	e.waitFor(20*time.Second, fmt.Sprintf("/api/v1/status to show %s failed with the policy's error", refused), func() (bool, string) {
+	e.waitFor(45*time.Second, fmt.Sprintf("/api/v1/status to show %s failed with the policy's error", refused), func() (bool, string) {
 		doc, body, err := getStatus(addr)
 		if err != nil {
 			return false, err.Error()
@@ -164,7 +179,7 @@ func TestKafkaCreateRefusedTopic(t *testing.T) {
 			fmt.Sprintf("state %q, error %q", state, msg)
 	})
 	// Logged, and retried on later passes (refresh_interval 1s).
-	e.waitFor(20*time.Second, "at least 3 log lines about the refused creation (one per pass)", func() (bool, string) {
+	e.waitFor(45*time.Second, "at least 3 log lines about the refused creation (one per pass)", func() (bool, string) {
 		n := len(w.logLines(refused, "refused by this cluster's create topic policy"))
 		return n >= 3, fmt.Sprintf("%d lines", n)
 	})
@@ -188,7 +203,7 @@ func TestKafkaCreateRefusedTopic(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitTargetValues(30*time.Second, "src."+refused, want[refused])
-	e.waitFor(15*time.Second, "/api/v1/status to show "+refused+" mirroring without error", func() (bool, string) {
+	e.waitFor(30*time.Second, "/api/v1/status to show "+refused+" mirroring without error", func() (bool, string) {
 		doc, _, err := getStatus(addr)
 		if err != nil {
 			return false, err.Error()
@@ -196,7 +211,7 @@ func TestKafkaCreateRefusedTopic(t *testing.T) {
 		state, msg, _ := topicStatus(doc, cfg.Name, refused)
 		return state == "mirroring" && msg == "", fmt.Sprintf("state %q, error %q", state, msg)
 	})
-	e.waitFor(15*time.Second, "/readyz to answer 200", func() (bool, string) {
+	e.waitFor(30*time.Second, "/readyz to answer 200", func() (bool, string) {
 		code, body, err := httpGet(addr, "/readyz")
 		if err != nil {
 			return false, err.Error()
@@ -374,7 +389,7 @@ func TestKafkaSourceTopicRecreated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.waitFor(10*time.Second, "the next control pass", func() (bool, string) {
+	e.waitFor(30*time.Second, "the next control pass", func() (bool, string) {
 		n, err := metricSum(addr, "kmirror_control_passes_total", cfg.Name)
 		if err != nil {
 			return false, err.Error()
@@ -390,11 +405,11 @@ func TestKafkaSourceTopicRecreated(t *testing.T) {
 	if err != nil {
 		t.Fatalf("delete source topic %s: %v", topic, err)
 	}
-	waitFor(t, 10*time.Second, "the deleted topic to leave the source metadata", func() (bool, string) {
+	waitFor(t, 30*time.Second, "the deleted topic to leave the source metadata", func() (bool, string) {
 		_, err := partitionCount(ctx, e.srcCl, topic)
 		return errors.Is(err, errUnknownTopic), fmt.Sprint(err)
 	})
-	waitFor(t, 15*time.Second, "the topic to be created again", func() (bool, string) {
+	waitFor(t, 30*time.Second, "the topic to be created again", func() (bool, string) {
 		resp, err := e.srcAdm.CreateTopic(ctx, 2, -1, nil, topic)
 		if err == nil {
 			err = resp.Err
@@ -406,7 +421,7 @@ func TestKafkaSourceTopicRecreated(t *testing.T) {
 
 	// A fresh producer: the new topic has a new ID.
 	prod := newClient(t, e.src.Addrs())
-	waitFor(t, 10*time.Second, "the new topic in the source metadata", func() (bool, string) {
+	waitFor(t, 30*time.Second, "the new topic in the source metadata", func() (bool, string) {
 		n, err := partitionCount(ctx, e.srcCl, topic)
 		return n == 2, fmt.Sprintf("%d partitions, %v", n, err)
 	})
@@ -472,7 +487,7 @@ func TestKafkaSourceTopicRecreated(t *testing.T) {
 		t.Fatalf("delete target topic src.%s: %v", topic, err)
 	}
 	e.waitTargetValues(60*time.Second, "src."+topic, wantNew)
-	e.waitFor(15*time.Second, "/api/v1/status to show "+topic+" mirroring again", func() (bool, string) {
+	e.waitFor(30*time.Second, "/api/v1/status to show "+topic+" mirroring again", func() (bool, string) {
 		doc, _, err := getStatus(addr)
 		if err != nil {
 			return false, err.Error()

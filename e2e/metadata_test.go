@@ -27,8 +27,10 @@ import (
 // runs on both backends with the same assertions.
 
 // TestTopicConfigSync: a config change at the source (incremental alter)
-// reaches the target within one sync interval (2s): a changed key is set, a
-// key the source stops setting is removed. Keys excluded from the sync
+// is applied by kmirror within one sync interval (2s, against the 30s
+// default; measured on kmirror's own log line, so that the test's polling
+// on a loaded machine does not count): a changed key is set, a key the
+// source stops setting is removed. Keys excluded from the sync
 // (MirrorMaker 2's default list: min.insync.replicas; a user exclude list,
 // which replaces the default) and settings made on the target itself are
 // left alone.
@@ -58,7 +60,7 @@ func TestTopicConfigSync(t *testing.T) {
 		addr := w.httpAddr(t)
 		ta, tb := "src."+a, "src_"+bt
 		e.kmWaitMirroring(addr, m1.Name, 45*time.Second, a)
-		e.kmWaitMirroring(addr, m2.Name, 15*time.Second, bt)
+		e.kmWaitMirroring(addr, m2.Name, 45*time.Second, bt)
 
 		ctx := ctxTimeout(t, 90*time.Second)
 		// want describes what a target topic must show: a value set on
@@ -84,7 +86,7 @@ func TestTopicConfigSync(t *testing.T) {
 			return ""
 		}
 		// Created with the source's configs, minus the excluded keys.
-		e.waitFor(10*time.Second, "the target topics to be created with the source configs minus the excluded keys", func() (bool, string) {
+		e.waitFor(30*time.Second, "the target topics to be created with the source configs minus the excluded keys", func() (bool, string) {
 			if d := check(ta, map[string]string{"retention.ms": "3600000", "retention.bytes": "1073741824", "min.insync.replicas": ""}); d != "" {
 				return false, d
 			}
@@ -101,10 +103,10 @@ func TestTopicConfigSync(t *testing.T) {
 
 		// The source changes: one key changed, one removed, one excluded
 		// key changed.
+		changed := time.Now()
 		kmAlterTopic(t, e.srcAdm, a, map[string]*string{"retention.ms": s("7200000"), "retention.bytes": nil, "min.insync.replicas": s("2")})
 		kmAlterTopic(t, e.srcAdm, bt, map[string]*string{"retention.ms": s("7200000"), "retention.bytes": s("2147483648")})
-		changed := time.Now()
-		e.waitFor(10*time.Second, "the source config changes to reach the target", func() (bool, string) {
+		e.waitFor(30*time.Second, "the source config changes to reach the target", func() (bool, string) {
 			if d := check(ta, map[string]string{"retention.ms": "7200000", "retention.bytes": ""}); d != "" {
 				return false, d
 			}
@@ -113,11 +115,22 @@ func TestTopicConfigSync(t *testing.T) {
 			}
 			return true, ""
 		})
-		took := time.Since(changed)
-		allowed := interval + 1500*time.Millisecond
-		t.Logf("source config changes reached the target after %v (sync interval %v, allowed %v)", took.Round(10*time.Millisecond), interval, allowed)
-		if took > allowed {
-			t.Errorf("a source config change took %v to reach the target; want at most one sync interval plus a margin = %v", took.Round(10*time.Millisecond), allowed)
+		t.Logf("source config changes seen on the target %v after the change", time.Since(changed).Round(10*time.Millisecond))
+		// When kmirror applied them, by its log: the next sync (at most one
+		// interval later) plus its round trips to both clusters, with a
+		// margin for a loaded machine.
+		allowed := interval + 3*time.Second
+		for _, tp := range []struct{ mirror, topic string }{{m1.Name, a}, {m2.Name, bt}} {
+			at, line, ok := w.firstLogAt(changed, `msg="synced topic configs"`, "mirror="+tp.mirror+" ", "topic="+tp.topic+" ")
+			if !ok {
+				t.Errorf("kmirror logged no `synced topic configs` line for %s since the change", tp.topic)
+				continue
+			}
+			took := at.Sub(changed)
+			t.Logf("kmirror synced the configs of %s %v after the change (sync interval %v, allowed %v): %s", tp.topic, took.Round(time.Millisecond), interval, allowed, line)
+			if took > allowed {
+				t.Errorf("kmirror applied the config change of %s %v after it was made; want at most one sync interval plus a margin = %v", tp.topic, took.Round(time.Millisecond), allowed)
+			}
 		}
 
 		// Two more syncs: the excluded keys and target-only settings are
@@ -294,7 +307,7 @@ func TestPlan(t *testing.T) {
 		w := e.startWorker(path)
 		addr := w.httpAddr(t)
 		e.kmWaitMirroring(addr, mirror, 45*time.Second, p1, p2, p3)
-		e.waitFor(15*time.Second, "kmirror topics to show the three stored topics", func() (bool, string) {
+		e.waitFor(45*time.Second, "kmirror topics to show the three stored topics", func() (bool, string) {
 			tms, err := kmTopicsCLI(t, path)
 			if err != nil {
 				return false, err.Error()
@@ -323,7 +336,7 @@ func TestPlan(t *testing.T) {
 		if resp, err := e.srcAdm.UpdatePartitions(ctx, 2, p2); err != nil || resp.Error() != nil {
 			t.Fatalf("grow %s to 2 partitions: %v %v", p2, err, resp.Error())
 		}
-		e.kmWaitTopic(e.srcCl, 10*time.Second, p2, 2)
+		e.kmWaitTopic(e.srcCl, 30*time.Second, p2, 2)
 		code, stdout, stderr = runCLI(t, "plan", "--config", path)
 		if code != 2 {
 			t.Errorf("kmirror plan after source changes: exit %d, want 2", code)
@@ -493,7 +506,7 @@ func TestTopicMetadataLabels(t *testing.T) {
 		w := e.startWorker(path)
 		addr := w.httpAddr(t)
 		e.kmWaitMirroring(addr, m.Name, 45*time.Second, orders, eu, misc)
-		stored := wantLabels(addr, 15*time.Second, labelsV1)
+		stored := wantLabels(addr, 45*time.Second, labelsV1)
 		created := map[string]string{}
 		for target, tm := range stored {
 			created[target] = tm.Metadata["kmirror.created_at"]
@@ -571,7 +584,7 @@ func TestTopicMetadataLabels(t *testing.T) {
 		w = e.startWorker(path)
 		addr = w.httpAddr(t)
 		e.kmWaitMirroring(addr, m.Name, 45*time.Second, orders, eu, misc)
-		time.Sleep(1500 * time.Millisecond) // a pass or two, which would rewrite the metadata
+		e.waitPasses(addr, m.Name, 2) // which would rewrite the metadata
 		checkCreated := func(when string) {
 			t.Helper()
 			api, err := kmTopicsHTTP(addr, "")
@@ -592,7 +605,7 @@ func TestTopicMetadataLabels(t *testing.T) {
 			}
 		}
 		checkCreated("after a restart")
-		wantLabels(addr, 10*time.Second, labelsV1)
+		wantLabels(addr, 45*time.Second, labelsV1)
 
 		// SIGHUP: team changes, region is dropped, misc gets a label.
 		setLabels(
@@ -609,7 +622,7 @@ func TestTopicMetadataLabels(t *testing.T) {
 			"src." + eu:     {"team": "billing", "tier": "0"},
 			"src." + misc:   {"team": "ops"},
 		}
-		wantLabels(addr, 15*time.Second, labelsV2)
+		wantLabels(addr, 45*time.Second, labelsV2)
 
 		// POST /api/v1/reload: tier changes.
 		setLabels(
@@ -627,7 +640,7 @@ func TestTopicMetadataLabels(t *testing.T) {
 			"src." + eu:     {"team": "billing", "tier": "0"},
 			"src." + misc:   {"team": "ops"},
 		}
-		wantLabels(addr, 15*time.Second, labelsV3)
+		wantLabels(addr, 45*time.Second, labelsV3)
 
 		// A broken config (an invalid regexp, and a label change that must
 		// not be applied) is rejected with its file:line error.
@@ -656,15 +669,15 @@ func TestTopicMetadataLabels(t *testing.T) {
 		if err := w.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
-		e.waitFor(10*time.Second, "the SIGHUP with the broken config to be logged as rejected", func() (bool, string) {
+		e.waitFor(30*time.Second, "the SIGHUP with the broken config to be logged as rejected", func() (bool, string) {
 			n := len(w.logLines("config reload rejected"))
 			return n >= 2, fmt.Sprintf("%d lines with \"config reload rejected\" (one from the POST, one from SIGHUP)", n)
 		})
 		if ls := w.logLines("config reload rejected", fmt.Sprintf("%s:%d", path, line)); len(ls) == 0 {
 			t.Errorf("the rejected reload is logged without the file:line error %s:%d", path, line)
 		}
-		time.Sleep(2500 * time.Millisecond) // two more passes
-		wantLabels(addr, 5*time.Second, labelsV3)
+		e.waitPasses(addr, m.Name, 2)
+		wantLabels(addr, 45*time.Second, labelsV3)
 		checkCreated("after the reloads")
 	})
 }
@@ -747,14 +760,14 @@ func TestTopicMetadataChain(t *testing.T) {
 				return true, ""
 			}
 		}
-		e.waitFor(20*time.Second, "C's copy to carry A's labels and origin", check("payments"))
+		e.waitFor(45*time.Second, "C's copy to carry A's labels and origin", check("payments"))
 
 		ab.Labels[0].Set["team"] = "billing"
 		kmRewriteConfig(t, path, cfg.yaml(t))
 		if err := w.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
-		e.waitFor(20*time.Second, "a label change on A -> B to reach C's copy", check("billing"))
+		e.waitFor(45*time.Second, "a label change on A -> B to reach C's copy", check("billing"))
 	})
 }
 
@@ -860,7 +873,7 @@ func TestACLSync(t *testing.T) {
 				return true, ""
 			}
 		}
-		e.waitFor(15*time.Second, "the target to have exactly the expected ACLs", exactly(want))
+		e.waitFor(45*time.Second, "the target to have exactly the expected ACLs", exactly(want))
 		// Some more syncs add nothing.
 		time.Sleep(2500 * time.Millisecond)
 		if ok, why := exactly(want)(); !ok {
@@ -873,9 +886,15 @@ func TestACLSync(t *testing.T) {
 			kmACL{topicRes, secured, lit, "User:dave", "*", write, allow},
 		)
 		want = append(want, kmACL{topicRes, target, lit, "User:dave", "*", read, allow})
-		e.waitFor(10*time.Second, "the ACL added at the source to be copied", exactly(want))
-		if n, err := metricSum(addr, "kmirror_acls_created_total", m.Name); err != nil || n != float64(len(want)) {
-			t.Errorf("kmirror_acls_created_total = %v (err %v), want %d", n, err, len(want))
-		}
+		e.waitFor(30*time.Second, "the ACL added at the source to be copied", exactly(want))
+		// kmirror counts the ACL once the target answered, which may be
+		// after the test sees it there: wait for the count.
+		e.waitFor(30*time.Second, fmt.Sprintf("kmirror_acls_created_total == %d", len(want)), func() (bool, string) {
+			n, err := metricSum(addr, "kmirror_acls_created_total", m.Name)
+			if err != nil {
+				return false, err.Error()
+			}
+			return n == float64(len(want)), fmt.Sprintf("%v", n)
+		})
 	})
 }

@@ -18,6 +18,7 @@ type recorder struct {
 	topics []listeners.TopicsChange
 	groups []listeners.GroupsChange
 	fail   int           // fail this many calls first
+	failed int           // calls failed so far
 	block  chan struct{} // when set, calls wait on it (ignoring ctx)
 	closed bool
 }
@@ -30,6 +31,7 @@ func (r *recorder) TopicsChanged(_ context.Context, c listeners.TopicsChange) er
 	defer r.mu.Unlock()
 	if r.fail > 0 {
 		r.fail--
+		r.failed++
 		return errors.New("listener down")
 	}
 	r.topics = append(r.topics, c)
@@ -56,9 +58,30 @@ func (r *recorder) calls() []listeners.TopicsChange {
 	return append([]listeners.TopicsChange(nil), r.topics...)
 }
 
+func (r *recorder) groupCalls() []listeners.GroupsChange {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]listeners.GroupsChange(nil), r.groups...)
+}
+
+// setFail makes the next n calls fail; failures returns how many failed.
+func (r *recorder) setFail(n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fail = n
+}
+
+func (r *recorder) failures() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failed
+}
+
+// waitFor polls cond for up to 30s: the dispatcher's goroutines may be
+// slow to run on a loaded machine, never wrong.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -113,9 +136,14 @@ func TestDispatcherInitialStateThenDiffs(t *testing.T) {
 // it missed.
 func TestDispatcherCoalescesWhileFailing(t *testing.T) {
 	t.Parallel()
-	r := &recorder{fail: 3}
+	r := &recorder{fail: 1 << 30} // down until the test says otherwise
 	var mu sync.Mutex
 	results := map[string]int{}
+	observed := func() (errs, oks int) {
+		mu.Lock()
+		defer mu.Unlock()
+		return results["error"], results["ok"]
+	}
 	d := listeners.NewDispatcher(listeners.DispatcherOptions{Mirror: "m", MinBackoff: 20 * time.Millisecond, MaxBackoff: 40 * time.Millisecond,
 		OnCall: func(_, _ string, err error, _ time.Duration) {
 			mu.Lock()
@@ -129,49 +157,71 @@ func TestDispatcherCoalescesWhileFailing(t *testing.T) {
 	d.Add("rec", r, nil)
 	d.Start()
 	defer d.Close()
+	// Every set is published while the listener fails, and a retry sees
+	// the first two: the listener misses them all.
 	d.SetTopics([]listeners.Topic{topic("a", 1)})
+	waitFor(t, "a failed call", func() bool { errs, _ := observed(); return errs >= 1 })
 	d.SetTopics([]listeners.Topic{topic("a", 1), topic("b", 1)})
+	n := r.failures()
+	waitFor(t, "a failed retry", func() bool { return r.failures() > n })
 	d.SetTopics([]listeners.Topic{topic("b", 1), topic("c", 1)})
+	// The second failure from now was a call made after the first one
+	// returned, so after the last SetTopics: from then on every call
+	// carries the last set, also one in flight when the listener recovers.
+	n = r.failures()
+	waitFor(t, "two more failed retries", func() bool { return r.failures() >= n+2 })
+	r.setFail(0)
 	waitFor(t, "delivery after the failures", func() bool { return len(r.calls()) == 1 })
 	c := r.calls()[0]
 	if c.Sequence != 1 || !reflect.DeepEqual(names(c.Topics), []string{"b", "c"}) || !reflect.DeepEqual(names(c.Added), []string{"b", "c"}) || len(c.Removed) != 0 {
 		t.Fatalf("coalesced call = %+v", c)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if results["error"] != 3 || results["ok"] != 1 {
-		t.Fatalf("observed %v, want 3 errors and 1 ok", results)
+	// OnCall runs after the listener returned: wait for the ok.
+	waitFor(t, "OnCall to see the delivery", func() bool { _, oks := observed(); return oks == 1 })
+	if errs, oks := observed(); errs != r.failures() || oks != 1 {
+		t.Fatalf("observed %d errors and %d ok, want %d errors (the listener's failures) and 1 ok", errs, oks, r.failures())
+	}
+	// Nothing is left to deliver: no second call.
+	time.Sleep(100 * time.Millisecond)
+	if n := len(r.calls()); n != 1 {
+		t.Fatalf("%d calls, want the one coalesced call", n)
 	}
 }
 
 // TestDispatcherSlowListenerNeverBlocks: publishing never waits for a
 // listener, a call is cut at the timeout, and Close does not wait for a
-// listener that ignores its context.
+// listener that ignores its context. The slow listener blocks until the
+// test ends, so a publish or a Close that waited for it would never return:
+// the bounds below are far above any scheduling delay, not timings.
 func TestDispatcherSlowListenerNeverBlocks(t *testing.T) {
 	t.Parallel()
 	slow := &recorder{block: make(chan struct{})}
+	defer close(slow.block)
 	fast := &recorder{}
 	d := listeners.NewDispatcher(listeners.DispatcherOptions{Mirror: "m", Timeout: 50 * time.Millisecond, MinBackoff: 10 * time.Millisecond})
 	d.Add("slow", slow, nil)
 	d.Add("fast", fast, nil)
 	d.Start()
-	start := time.Now()
-	for i := range 1000 {
-		d.SetTopics([]listeners.Topic{topic("a", int32(i+1))})
+	returns := func(what string, fn func()) {
+		t.Helper()
+		done := make(chan struct{})
+		go func() { defer close(done); fn() }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s is still waiting for the blocked listener after 30s", what)
+		}
 	}
-	if took := time.Since(start); took > 100*time.Millisecond {
-		t.Fatalf("publishing 1000 sets took %v", took)
-	}
+	returns("publishing 1000 sets", func() {
+		for i := range 1000 {
+			d.SetTopics([]listeners.Topic{topic("a", int32(i+1))})
+		}
+	})
 	waitFor(t, "the fast listener to see the last set", func() bool {
 		cs := fast.calls()
 		return len(cs) > 0 && cs[len(cs)-1].Topics[0].Partitions == 1000
 	})
-	start = time.Now()
-	d.Close()
-	if took := time.Since(start); took > time.Second {
-		t.Fatalf("Close waited %v for a blocked listener", took)
-	}
-	close(slow.block)
+	returns("Close", d.Close)
 }
 
 func TestDispatcherResync(t *testing.T) {
@@ -183,17 +233,17 @@ func TestDispatcherResync(t *testing.T) {
 	defer d.Close()
 	d.SetTopics([]listeners.Topic{topic("a", 1), topic("b", 1)})
 	d.SetGroups([]listeners.Group{{Name: "g1"}})
-	waitFor(t, "first call", func() bool { return len(r.calls()) == 1 })
+	// Both first calls, so that the resync is what makes the next ones.
+	waitFor(t, "the first topics and groups calls", func() bool { return len(r.calls()) == 1 && len(r.groupCalls()) == 1 })
 	d.Resync("rec")
-	waitFor(t, "resync", func() bool { return len(r.calls()) == 2 })
+	// One delivery makes the topics call, then the groups call.
+	waitFor(t, "resync", func() bool { return len(r.calls()) == 2 && len(r.groupCalls()) == 2 })
 	c := r.calls()[1]
 	if c.Sequence != 2 || !reflect.DeepEqual(names(c.Added), []string{"a", "b"}) {
 		t.Fatalf("resync call = %+v: want the full state as added, sequence going on", c)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.groups) < 2 || len(r.groups[len(r.groups)-1].Added) != 1 {
-		t.Fatalf("group calls = %+v", r.groups)
+	if g := r.groupCalls()[1]; g.Sequence != 2 || len(g.Added) != 1 || g.Added[0].Name != "g1" {
+		t.Fatalf("resync groups call = %+v: want the full state as added, sequence going on", g)
 	}
 }
 

@@ -57,7 +57,7 @@ func runTestHost() {
 		var sum string
 		if sum, err = sha256File(bin); err == nil {
 			var h *plugins.Host
-			if h, err = plugins.NewHost(plugins.HostOptions{}); err == nil {
+			if h, err = plugins.NewHost(plugins.HostOptions{StartTimeout: time.Minute}); err == nil {
 				var p *plugins.Plugin
 				if p, err = h.Start(context.Background(), plugins.Spec{Name: "orphan", Path: bin, SHA256: sum}); err == nil {
 					fmt.Println(p.Pid())
@@ -269,10 +269,10 @@ func (r *records) find(msg string) (record, bool) {
 	return record{}, false
 }
 
-// await is find, retried for up to 5s: plugin log lines arrive
+// await is find, retried for up to 30s: plugin log lines arrive
 // asynchronously.
 func (r *records) await(msg string) (record, bool) {
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		rec, ok := r.find(msg)
 		if ok || time.Now().After(deadline) {

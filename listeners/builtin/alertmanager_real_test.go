@@ -99,13 +99,14 @@ func runAlertmanager(bin, cfg, storage string, port int) (base string, stop func
 		_ = cmd.Process.Kill()
 		<-exited
 	}
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(25 * time.Millisecond) {
+	// A process start on a loaded machine: a generous deadline.
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(25 * time.Millisecond) {
 		select {
 		case <-exited:
 			return "", nil, fmt.Errorf("alertmanager exited: %v\n%s", waitErr, out.String())
 		default:
 		}
-		if resp, err := http.Get(base + "/-/ready"); err == nil {
+		if resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(base + "/-/ready"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return base, stop, nil
@@ -113,7 +114,7 @@ func runAlertmanager(bin, cfg, storage string, port int) (base string, stop func
 		}
 	}
 	stop()
-	return "", nil, fmt.Errorf("alertmanager not ready on %s within 5s\n%s", base, out.String())
+	return "", nil, fmt.Errorf("alertmanager not ready on %s within 30s\n%s", base, out.String())
 }
 
 type gettableAlert struct {
@@ -130,7 +131,7 @@ type gettableAlert struct {
 // Alertmanager and reads the alerts back from its v2 API.
 func TestAlertmanagerReal(t *testing.T) {
 	base := startAlertmanager(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
 	a, err := New(ctx, KindAlertmanager, map[string]string{

@@ -138,18 +138,21 @@ func TestFileAtomic(t *testing.T) {
 	}
 
 	stop := make(chan struct{})
-	var readers sync.WaitGroup
+	var readers, reading sync.WaitGroup
 	var reads, bad int
 	var mu sync.Mutex
 	for range 2 {
 		readers.Add(1)
+		reading.Add(1)
 		go func() {
 			defer readers.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
+			for first := true; ; first = false {
+				if !first {
+					select {
+					case <-stop:
+						return
+					default:
+					}
 				}
 				data, err := os.ReadFile(path)
 				var d fileDocForTest
@@ -160,9 +163,15 @@ func TestFileAtomic(t *testing.T) {
 					bad++
 				}
 				mu.Unlock()
+				if first {
+					reading.Done()
+				}
 			}
 		}()
 	}
+	// The writers start once both readers are reading, however late the
+	// scheduler runs them.
+	reading.Wait()
 	var writers sync.WaitGroup
 	for w := range 4 {
 		writers.Add(1)

@@ -65,7 +65,7 @@ func serveInProcess(t *testing.T, opts ...Option) (c *v1.Client, stop func()) {
 	var rc *plugin.ReattachConfig
 	select {
 	case rc = <-reattach:
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the plugin did not start serving")
 	}
 	client := plugin.NewClient(&plugin.ClientConfig{
@@ -96,7 +96,7 @@ func serveInProcess(t *testing.T, opts ...Option) (c *v1.Client, stop func()) {
 		defer cancel()
 		select {
 		case <-served:
-		case <-time.After(10 * time.Second):
+		case <-time.After(30 * time.Second):
 			t.Error("Serve did not return")
 		}
 	}

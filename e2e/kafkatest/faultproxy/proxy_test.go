@@ -421,7 +421,7 @@ func exercise(t *testing.T, upstream []string, brokers int) {
 	}
 	// Close waited for them; a goroutine past its last wg.Done may still
 	// be on its way out for a moment.
-	waitFor(t, 5*time.Second, "no goroutine of the proxy left after Close", func() (bool, string) {
+	waitFor(t, 30*time.Second, "no goroutine of the proxy left after Close", func() (bool, string) {
 		s := proxyGoroutines()
 		return s == "", s
 	})
