@@ -292,7 +292,7 @@ func TestDeliveryTimeout(t *testing.T) {
 		createTopic(t, e.srcCl, orders, 1, nil)
 		recs, want := seqRecords(orders, "a", 1, 200)
 		produce(t, e.srcCl, recs...)
-		recover := e.refuseWrites()
+		_, recover := e.refuseWrites()
 
 		cfg := e.defaultConfig()
 		path := e.writeExtConfig("", cfg, extConfig{MirrorRaw: "    producer: {delivery_timeout: 1s}"})
