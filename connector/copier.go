@@ -60,7 +60,7 @@ type copier struct {
 	// expireDeliveries).
 	deliveryTimeout time.Duration
 	expiredAt       time.Time // when expireDeliveries last ran
-	logEvery   *logLimiter
+	logEvery        *logLimiter
 	// cancelPoll ends the poll in progress early (wake): a partition
 	// isolating its records must not wait a whole poll timeout per record.
 	cancelPoll atomic.Pointer[context.CancelFunc]
@@ -270,14 +270,14 @@ func newCopier(log *slog.Logger, m *mirrorMetrics, dst *kgo.Client, produceCtx c
 	return &copier{
 		deadLetter:      opts.deadLetter,
 		deliveryTimeout: opts.deliveryTimeout,
-		logEvery:       newLogLimiter(time.Minute),
-		log:            log,
-		metrics:        m,
-		dst:            dst,
-		produceCtx:     produceCtx,
-		parts:          make(map[topicPartition]*partitionState),
-		parked:         make(map[topicPartition]*partitionState),
-		fetchErrLogged: make(map[topicPartition]time.Time),
+		logEvery:        newLogLimiter(time.Minute),
+		log:             log,
+		metrics:         m,
+		dst:             dst,
+		produceCtx:      produceCtx,
+		parts:           make(map[topicPartition]*partitionState),
+		parked:          make(map[topicPartition]*partitionState),
+		fetchErrLogged:  make(map[topicPartition]time.Time),
 	}
 }
 
