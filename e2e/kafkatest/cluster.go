@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -166,8 +167,13 @@ func newClusterID() string {
 	}
 }
 
-// freePorts returns n distinct free loopback ports: each is bound to
-// 127.0.0.1:0 (all n at once, so they differ) and released.
+// freePorts returns n distinct free loopback ports below the kernel's
+// ephemeral range. A broker keeps its ports across a restart (Stop, then
+// Start); while it is down, a port from the ephemeral range could be taken
+// by any outgoing connection or by another listener on port 0, and the
+// broker would fail to start again. Ports below the range are only ever
+// taken by a listener that names them. Each is bound (all n at once, so
+// they differ) and released.
 func freePorts(n int) ([]int, error) {
 	var lns []net.Listener
 	defer func() {
@@ -175,16 +181,35 @@ func freePorts(n int) ([]int, error) {
 			ln.Close()
 		}
 	}()
+	lo, hi := portRange()
 	ports := make([]int, 0, n)
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ports) < n; tries++ {
+		if tries >= 1000 {
+			return nil, fmt.Errorf("kafkatest: no free loopback port in %d-%d after %d tries", lo, hi, tries)
+		}
+		port := lo + mrand.IntN(hi-lo)
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
-			return nil, fmt.Errorf("kafkatest: picking a free port: %w", err)
+			continue // taken: try another
 		}
 		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, port)
 	}
 	return ports, nil
+}
+
+// portRange is where freePorts picks: from 10000 up to the start of the
+// ephemeral range (/proc/sys/net/ipv4/ip_local_port_range; 32768 when it
+// cannot be read).
+func portRange() (lo, hi int) {
+	lo, hi = 10000, 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		var first, last int
+		if _, err := fmt.Sscan(string(b), &first, &last); err == nil && first > lo+1000 {
+			hi = first
+		}
+	}
+	return lo, hi
 }
 
 func (c *Cluster) propertiesPath() string { return filepath.Join(c.cfg.Dir, "server.properties") }
