@@ -34,6 +34,10 @@ const (
 	defaultCompression       = "none"
 	defaultHTTPListen        = "127.0.0.1:9644"
 	defaultShutdownTimeout   = Duration(10 * time.Second)
+	defaultSlots             = 16
+	maxSlots                 = 1000
+	defaultSessionTimeout    = Duration(10 * time.Second)
+	defaultCommitInterval    = Duration(100 * time.Millisecond)
 	defaultLogLevel          = "info"
 	defaultLogFormat         = "text"
 	maxReplicationFactor     = 32767 // Kafka stores it as an int16
@@ -235,6 +239,16 @@ type Mirror struct {
 	// accept (too large, invalid, refused by a policy) so that their
 	// partition moves on; without it such a partition stops, failed.
 	DeadLetter *DeadLetter `yaml:"dead_letter,omitempty"`
+	// Cluster, when set, lets several kmirror processes with this config
+	// share the mirror (docs/cluster.md): they join one group on the
+	// target cluster, which hands out task slots; each slot writes through
+	// a transactional producer that fences its previous owner, and
+	// commits its records, progress and offset index together.
+	Cluster *MirrorCluster `yaml:"cluster,omitempty"`
+	// ExactlyOnce turns cluster mode on (with its defaults when cluster is
+	// not set): every source record reaches a read_committed consumer of
+	// the target exactly once, across crashes and takeovers.
+	ExactlyOnce bool `yaml:"exactly_once"`
 	// Sync keeps topic configs and ACLs of mirrored topics in step.
 	Sync Sync `yaml:"sync"`
 	// Labels add user metadata to mirrored topics, per topic pattern.
@@ -398,6 +412,30 @@ type Producer struct {
 	// offset) instead of retrying it forever. Default 0: no limit; must
 	// not be negative.
 	DeliveryTimeout Duration `yaml:"delivery_timeout"`
+}
+
+// MirrorCluster configures a mirror shared by several workers.
+type MirrorCluster struct {
+	// Slots is the number of task slots, the partitions of the control
+	// topic kmirror.<mirror>.slots.internal. Fixed when the topic is
+	// created (a later change is ignored, with a warning); it bounds how
+	// many workers can share the mirror. Default 16; 1 to 1000.
+	Slots int `yaml:"slots"`
+	// SessionTimeout is how long a worker may be silent before the group
+	// gives its slots to the others. Default 10s; the target brokers'
+	// group.min.session.timeout.ms and group.max.session.timeout.ms
+	// bound it (6s and 30m by default).
+	SessionTimeout Duration `yaml:"session_timeout"`
+	// CommitInterval is how often a slot commits its transaction: records
+	// become visible to read_committed consumers then. Default 100ms;
+	// greater than 0.
+	CommitInterval Duration `yaml:"commit_interval"`
+}
+
+func (c *MirrorCluster) setDefaults() {
+	c.Slots = defaultSlots
+	c.SessionTimeout = defaultSessionTimeout
+	c.CommitInterval = defaultCommitInterval
 }
 
 // DeadLetter is a topic on the target cluster for records the target will

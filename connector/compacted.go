@@ -36,7 +36,9 @@ func ensureTopic(ctx context.Context, adm *kadm.Client, topic string, rf int16, 
 // the call starts, calling fn for every record in order (value nil for a
 // tombstone). It stops at the first error fn returns, and is bounded by ctx.
 func readCompacted(ctx context.Context, opts []kgo.Opt, adm *kadm.Client, topic string, fn func(key, value []byte) error) error {
-	ends, err := adm.ListEndOffsets(ctx, topic)
+	// Committed records only (cluster mode writes progress in
+	// transactions): read up to the last stable offset.
+	ends, err := adm.ListCommittedOffsets(ctx, topic)
 	if err != nil {
 		return fmt.Errorf("list end offsets of %s: %w", topic, err)
 	}
@@ -56,8 +58,11 @@ func readCompacted(ctx context.Context, opts []kgo.Opt, adm *kadm.Client, topic 
 	}
 	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), opts...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: start}),
-		// kmirror writes these topics without transactions.
-		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
+		// Slots write progress and index in transactions: records of
+		// an aborted (or still open) one do not count. Markers are
+		// returned so that a log ending in one is read to its end.
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
 	)...)
 	if err != nil {
 		return err
@@ -80,6 +85,9 @@ func readCompacted(ctx context.Context, opts []kgo.Opt, adm *kadm.Client, topic 
 		fetches.EachRecord(func(r *kgo.Record) {
 			if r.Offset+1 >= want[r.Partition] {
 				delete(want, r.Partition)
+			}
+			if r.Attrs.IsControl() {
+				return
 			}
 			if firstErr == nil {
 				if err := fn(r.Key, r.Value); err != nil {

@@ -120,6 +120,9 @@ type Config struct {
 	// DeadLetterTopic, when set, receives the records the target will
 	// never accept, so that their partition moves on.
 	DeadLetterTopic string
+	// Cluster, when set, shares the mirror among the workers that run it
+	// (cluster.go); nil: this worker copies everything.
+	Cluster *ClusterConfig
 
 	// Notifier, when set, receives the topic and group sets.
 	Notifier Notifier

@@ -18,7 +18,7 @@ import (
 
 // pass is one control-plane round: discover, select, create, assign. It
 // reports whether it created the source consumer (the copier can start).
-func (m *Mirror) pass(ctx context.Context, c *clients, cp *copier) (bool, error) {
+func (m *Mirror) pass(ctx context.Context, c *clients, cp dataPlane) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, max(m.cfg.RefreshInterval, 30*time.Second))
 	defer cancel()
 	m.metrics.incPasses()
@@ -33,7 +33,7 @@ func (m *Mirror) pass(ctx context.Context, c *clients, cp *copier) (bool, error)
 		m.metrics.passSucceeded()
 	}
 	m.updateTopicMetrics()
-	if err == nil && !m.dryRun() {
+	if err == nil && !m.dryRun() && m.ownsControl() {
 		m.publishTopics()
 	}
 	return started, err
@@ -42,7 +42,7 @@ func (m *Mirror) pass(ctx context.Context, c *clients, cp *copier) (bool, error)
 // dryRun reports whether this pass only plans (kmirror plan).
 func (m *Mirror) dryRun() bool { return m.plan != nil }
 
-func (m *Mirror) doPass(ctx context.Context, c *clients, cp *copier) (bool, error) {
+func (m *Mirror) doPass(ctx context.Context, c *clients, cp dataPlane) (bool, error) {
 	// 1. Discover, with the metadata upstream mirrors left on the source.
 	disc, err := m.discover(ctx, c)
 	if err != nil {
@@ -64,8 +64,12 @@ func (m *Mirror) doPass(ctx context.Context, c *clients, cp *copier) (bool, erro
 	if !m.dryRun() {
 		m.applyUnassigns(c.dst, cp, rec)
 	}
-	// 5. Create missing topics (one batched request) and grow partitions.
+	// 5. Create missing topics (one batched request) and grow partitions:
+	// in cluster mode only the control plane's worker does.
 	var passErrs []error
+	if !m.ownsControl() {
+		rec.creates, rec.grows = nil, nil
+	}
 	if len(rec.creates) > 0 {
 		if err := m.createMissing(ctx, c, rec.creates, tl.partitions); err != nil {
 			passErrs = append(passErrs, err)
@@ -85,7 +89,9 @@ func (m *Mirror) doPass(ctx context.Context, c *clients, cp *copier) (bool, erro
 		return false, fmt.Errorf("source consumer: %w", err)
 	}
 	// 7. Record what changed, and refresh source ends for lag.
-	m.writeMetadata(c.dst, rec.removed)
+	if m.ownsControl() {
+		m.writeMetadata(c.dst, rec.removed)
+	}
 	m.refreshEnds(ctx, c.srcAdm, cp)
 	return started, errors.Join(passErrs...)
 }
@@ -415,7 +421,7 @@ func partitionsOf(topic string, n int32) []topicPartition {
 // start over keep only their stored index chunks' numbers (the assignment
 // deletes them); partitions of deleted source topics are forgotten, in
 // memory and in the progress topic.
-func (m *Mirror) applyUnassigns(dst *kgo.Client, cp *copier, rec reconciled) {
+func (m *Mirror) applyUnassigns(dst *kgo.Client, cp dataPlane, rec reconciled) {
 	cp.unassign(rec.unassign)
 	restarted := cp.dropParked(rec.restart)
 	forgotten := cp.dropParked(rec.forget)
@@ -429,8 +435,10 @@ func (m *Mirror) applyUnassigns(dst *kgo.Client, cp *copier, rec reconciled) {
 		delete(m.progress, tp)
 	}
 	m.mu.Unlock()
-	for _, tp := range rec.forget {
-		m.deleteStoredProgress(dst, tp, forgotten[tp])
+	if m.ownsControl() {
+		for _, tp := range rec.forget {
+			m.deleteStoredProgress(dst, tp, forgotten[tp])
+		}
 	}
 }
 
@@ -438,7 +446,7 @@ func (m *Mirror) applyUnassigns(dst *kgo.Client, cp *copier, rec reconciled) {
 // that exists on both sides and is not copied yet, from its live position
 // when the copier still has it (a topic selected again), else from the
 // stored progress. The caller must not hold m.mu.
-func (m *Mirror) assignments(selected []filters.Topic, tl targetListing, cp *copier) []assignment {
+func (m *Mirror) assignments(selected []filters.Topic, tl targetListing, cp dataPlane) []assignment {
 	var assigns []assignment
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -720,7 +728,7 @@ func (m *Mirror) adminFailed(request, topic string, err error) {
 	m.logEvery.warn(m.log, "admin:"+request+":"+topic, "source request failed; the state it would update is kept as it was", "request", request, "topic", topic, "err", err)
 }
 
-func (m *Mirror) refreshEnds(ctx context.Context, srcAdm *kadm.Client, cp *copier) {
+func (m *Mirror) refreshEnds(ctx context.Context, srcAdm *kadm.Client, cp dataPlane) {
 	m.mu.Lock()
 	names := make([]string, 0, len(m.topics))
 	for name := range m.topics {

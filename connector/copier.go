@@ -61,6 +61,10 @@ type copier struct {
 	deliveryTimeout time.Duration
 	expiredAt       time.Time // when expireDeliveries last ran
 	logEvery        *logLimiter
+	// txn, when set, makes the copier transactional (cluster mode; see
+	// txn.go): the producer has a transactional ID, and records,
+	// progress and index commit together.
+	txn *txnCycle
 	// cancelPoll ends the poll in progress early (wake): a partition
 	// isolating its records must not wait a whole poll timeout per record.
 	cancelPoll atomic.Pointer[context.CancelFunc]
@@ -101,6 +105,13 @@ type partitionState struct {
 	acked int64
 	// persisted is the acked value last written to the progress topic.
 	persisted int64
+	// committed is, in a transactional copier, the acked value at the
+	// last commit: where the partition goes back to when a transaction
+	// aborts (-1: nothing committed, and nothing read yet).
+	committed int64
+	// lastAbort is why the last transaction aborted (shown in status
+	// until a commit).
+	lastAbort error
 	// end is the source's last stable offset as last seen, for lag.
 	end int64
 	// failed holds the target's refusal while the partition is rewinding.
@@ -315,7 +326,7 @@ func (c *copier) assign(as []assignment, srcOpts []kgo.Opt) (started bool, err e
 			a.next = ps.acked
 			ps.mu.Unlock()
 		} else {
-			ps = &partitionState{tp: a.tp, target: a.target, topicID: a.topicID, acked: a.next, persisted: a.next, end: -1, metrics: c.metrics, index: a.index, isolateUntil: -1}
+			ps = &partitionState{tp: a.tp, target: a.target, topicID: a.topicID, acked: a.next, persisted: a.next, committed: a.next, end: -1, metrics: c.metrics, index: a.index, isolateUntil: -1}
 			if ps.index == nil {
 				ps.index = newPartitionIndex()
 			}
@@ -490,6 +501,15 @@ const pollTimeout = 500 * time.Millisecond
 // records will be produced; the caller then flushes the producer.
 func (c *copier) run(ctx context.Context) {
 	for ctx.Err() == nil {
+		if c.txn != nil {
+			if !c.txnStep(ctx) {
+				return // fenced
+			}
+			if !c.txn.open {
+				c.txnWait(ctx) // after an abort: read nothing outside a transaction
+				continue
+			}
+		}
 		pollCtx, cancel := context.WithTimeout(ctx, pollTimeout)
 		c.cancelPoll.Store(&cancel)
 		if c.woken.Swap(false) {
@@ -525,6 +545,14 @@ func (c *copier) run(ctx context.Context) {
 		fetches.EachPartition(c.producePartition)
 		c.expireDeliveries()
 		if c.attention.Load() {
+			if c.txn != nil {
+				// A refusal dooms the transaction: end it now (it
+				// aborts, and every partition goes back to its
+				// committed position).
+				c.attention.Store(false)
+				c.txnEnd(ctx)
+				continue
+			}
 			c.rewindFailed()
 		}
 	}
@@ -549,6 +577,9 @@ func (c *copier) producePartition(fp kgo.FetchTopicPartition) {
 		// Nothing was acked before: everything below the first record
 		// this partition ever returned is not there to copy.
 		ps.acked = fp.Records[0].Offset
+	}
+	if ps.committed < 0 {
+		ps.committed = ps.acked // where an aborted first transaction goes back to
 	}
 	if fp.LastStableOffset > ps.end {
 		ps.end = fp.LastStableOffset
@@ -579,6 +610,9 @@ func (c *copier) producePartition(fp kgo.FetchTopicPartition) {
 	}
 	ctx := ps.ctx
 	ps.mu.Unlock()
+	if c.txn != nil {
+		c.txn.produced = true // the poll loop's goroutine owns the cycle
+	}
 	for _, r := range records {
 		out := &kgo.Record{
 			Topic:     ps.target,
@@ -796,8 +830,11 @@ func (c *copier) inFlight() int {
 func (p *partitionState) status() (acked, end int64, failed error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.stuck != nil {
+	switch {
+	case p.stuck != nil:
 		return p.acked, p.end, p.stuck
+	case p.failed == nil && p.lastAbort != nil && p.committed < p.end:
+		return p.acked, p.end, fmt.Errorf("transaction aborted: %w", p.lastAbort)
 	}
 	return p.acked, p.end, p.failed
 }

@@ -296,7 +296,7 @@ func (m *Mirror) selectGroups(ctx context.Context, cands []filters.Group) ([]fil
 // pass could not run at all (the source listed no group, a filter
 // failed); what fails for one group is that group's status, counted,
 // and logged at most once a minute while it lasts.
-func (m *Mirror) syncGroups(ctx context.Context, c *clients, cp *copier) error {
+func (m *Mirror) syncGroups(ctx context.Context, c *clients, cp dataPlane) error {
 	mirrored := make(map[string]string) // source topic -> target topic
 	m.mu.Lock()
 	for _, ts := range m.topics {
@@ -466,7 +466,7 @@ func targetFetchErr(fetched kadm.FetchOffsetsResponses, group string) error {
 // itself moved back and FollowSourceRewinds is set) with the source offset
 // each comes from, and the checkpoints that changed. Partitions that cannot be translated exactly are in the
 // status, and neither committed nor checkpointed.
-func (m *Mirror) translateGroup(group string, gs *groupState, offs kadm.OffsetResponses, mirrored map[string]string, cp *copier, target kadm.FetchOffsetsResponse, problems *problemLog) (GroupStatus, kadm.Offsets, map[topicPartition]int64, []pendingCheckpoint) {
+func (m *Mirror) translateGroup(group string, gs *groupState, offs kadm.OffsetResponses, mirrored map[string]string, cp dataPlane, target kadm.FetchOffsetsResponse, problems *problemLog) (GroupStatus, kadm.Offsets, map[topicPartition]int64, []pendingCheckpoint) {
 	st := GroupStatus{Mirror: m.cfg.Name, Group: group, State: GroupSynced}
 	commit := make(kadm.Offsets)
 	sources := make(map[topicPartition]int64)

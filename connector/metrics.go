@@ -1,6 +1,8 @@
 package connector
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -32,6 +34,12 @@ type Metrics struct {
 	untranslatable  *prometheus.GaugeVec
 	failedParts     *prometheus.GaugeVec
 	deadLetters     *prometheus.CounterVec
+	slotsOwned      *prometheus.GaugeVec
+	slotsTaken      *prometheus.CounterVec
+	controlPlane    *prometheus.GaugeVec
+	slotsTotal      *prometheus.GaugeVec
+	txns            *prometheus.CounterVec
+	commitLatency   *prometheus.HistogramVec
 }
 
 // Kinds of kmirror's own records on the target, for
@@ -149,10 +157,36 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "kmirror_dead_letter_records_total",
 			Help: "Records the target will never accept that were written to the mirror's dead-letter topic instead.",
 		}, []string{"mirror"}),
+		slotsOwned: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kmirror_cluster_slots_owned",
+			Help: "Task slots this worker owns (cluster mode).",
+		}, []string{"mirror"}),
+		slotsTaken: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kmirror_cluster_slot_changes_total",
+			Help: "Slots this worker took over (kind=assigned) or gave up (revoked, lost) in rebalances (cluster mode).",
+		}, []string{"mirror", "kind"}),
+		slotsTotal: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kmirror_cluster_slots",
+			Help: "The mirror's slot count: the partitions of its control topic (cluster mode).",
+		}, []string{"mirror"}),
+		txns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kmirror_transactions_total",
+			Help: "Slot transactions ended, by result: commit, abort (cluster mode).",
+		}, []string{"mirror", "result"}),
+		commitLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "kmirror_transaction_commit_seconds",
+			Help:    "Time to commit a slot's transaction: flushing its records, writing its progress and ending it (cluster mode).",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"mirror"}),
+		controlPlane: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kmirror_cluster_control_plane",
+			Help: "1 while this worker runs the mirror's control plane (owns slot 0), else 0 (cluster mode).",
+		}, []string{"mirror"}),
 	}
 	reg.MustRegister(m.records, m.bytes, m.latency, m.lag, m.topics, m.createErrors,
 		m.produceErrors, m.recreations, m.configChanges, m.configSyncErrs, m.aclsCreated, m.groupOffsets, m.groupSyncErrs, m.setChanges, m.filterErrors, m.passes, m.passErrors, m.lastPassSuccess,
-		m.internalWrites, m.adminErrors, m.untranslatable, m.failedParts, m.deadLetters)
+		m.internalWrites, m.adminErrors, m.untranslatable, m.failedParts, m.deadLetters,
+		m.slotsOwned, m.slotsTaken, m.controlPlane, m.slotsTotal, m.txns, m.commitLatency)
 	return m
 }
 
@@ -169,6 +203,9 @@ type mirrorMetrics struct {
 	internalWrites, adminErrors                                                  *prometheus.CounterVec
 	untranslatable, failedParts                                                  prometheus.Gauge
 	deadLetters                                                                  prometheus.Counter
+	slotsOwned, controlPlane, slotsTotal                                         prometheus.Gauge
+	slotsTaken, txns                                                             *prometheus.CounterVec
+	commitLatency                                                                prometheus.Observer
 }
 
 func (m *Metrics) forMirror(name string) *mirrorMetrics {
@@ -190,6 +227,12 @@ func (m *Metrics) forMirror(name string) *mirrorMetrics {
 		untranslatable:   m.untranslatable.WithLabelValues(name),
 		failedParts:      m.failedParts.WithLabelValues(name),
 		deadLetters:      m.deadLetters.WithLabelValues(name),
+		slotsOwned:       m.slotsOwned.WithLabelValues(name),
+		controlPlane:     m.controlPlane.WithLabelValues(name),
+		slotsTaken:       m.slotsTaken.MustCurryWith(prometheus.Labels{"mirror": name}),
+		slotsTotal:       m.slotsTotal.WithLabelValues(name),
+		txns:             m.txns.MustCurryWith(prometheus.Labels{"mirror": name}),
+		commitLatency:    m.commitLatency.WithLabelValues(name),
 		setChanges:       m.setChanges.MustCurryWith(prometheus.Labels{"mirror": name}),
 		filterErrors:     m.filterErrors.WithLabelValues(name),
 		records:          m.records.WithLabelValues(name),
@@ -315,5 +358,40 @@ func (mm *mirrorMetrics) setFailedPartitions(n int) {
 func (mm *mirrorMetrics) incDeadLetters() {
 	if mm != nil {
 		mm.deadLetters.Inc()
+	}
+}
+
+// slotOwned counts a slot this worker took over (owned) or gave up.
+func (mm *mirrorMetrics) slotOwned(slot int32, owned bool, kind string) {
+	if mm == nil {
+		return
+	}
+	if owned {
+		mm.slotsOwned.Inc()
+	} else {
+		mm.slotsOwned.Dec()
+	}
+	if slot == controlSlot {
+		mm.controlPlane.Set(map[bool]float64{true: 1, false: 0}[owned])
+	}
+	mm.slotsTaken.WithLabelValues(kind).Inc()
+}
+
+func (mm *mirrorMetrics) setSlots(n int32) {
+	if mm != nil {
+		mm.slotsTotal.Set(float64(n))
+	}
+}
+
+// txnEnded counts a slot transaction's end; took is the commit's duration.
+func (mm *mirrorMetrics) txnEnded(commit bool, took time.Duration) {
+	if mm == nil {
+		return
+	}
+	if commit {
+		mm.txns.WithLabelValues("commit").Inc()
+		mm.commitLatency.Observe(took.Seconds())
+	} else {
+		mm.txns.WithLabelValues("abort").Inc()
 	}
 }

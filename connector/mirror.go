@@ -43,6 +43,20 @@ type Status struct {
 	LastPassError string        `json:"last_pass_error"`
 	Lag           int64         `json:"lag"`
 	Topics        []TopicStatus `json:"topics"`
+	// Cluster is this worker's part of a mirror in cluster mode.
+	Cluster *ClusterStatus `json:"cluster,omitempty"`
+}
+
+// ClusterStatus is a worker's membership in a mirror's cluster.
+type ClusterStatus struct {
+	// Member is this worker's member ID in the group kmirror.<mirror>.
+	Member string `json:"member"`
+	// Slots is the mirror's slot count; Owned the slots this worker
+	// copies.
+	Slots int32   `json:"slots"`
+	Owned []int32 `json:"owned"`
+	// ControlPlane is true while this worker runs the control plane.
+	ControlPlane bool `json:"control_plane"`
 }
 
 // TopicStatus is one selected topic.
@@ -124,7 +138,9 @@ type Mirror struct {
 	lastPassAt    time.Time
 	lastPassErr   error
 	started       bool // the startup sequence (internal topics, loads) finished
-	copier        *copier
+	copier        dataPlane
+	// slots is the data plane in cluster mode (nil otherwise).
+	slots *slotPlane
 	// plan collects what a dry-run pass would do; nil outside Plan.
 	plan           *Plan
 	groups         map[string]*groupState // the translated groups, by name
@@ -161,6 +177,9 @@ func New(cfg Config) (*Mirror, error) {
 		metaPersisted:       make(map[string]map[string]string),
 	}
 	m.sel.Store(&Selection{Filters: cfg.Filters, ConfigFilters: cfg.ConfigFilters, GroupFilters: cfg.GroupFilters, Labels: cfg.Labels})
+	if cfg.Cluster != nil {
+		m.slots = newSlotPlane(m)
+	}
 	return m, nil
 }
 
@@ -262,8 +281,25 @@ func (m *Mirror) Run(ctx context.Context) error {
 		return nil // ctx was cancelled during startup: nothing to flush
 	}
 
-	cp := newCopier(m.log, m.metrics, c.dst, m.produceCtx, copierOpts{deadLetter: m.cfg.DeadLetterTopic, deliveryTimeout: m.cfg.DeliveryTimeout})
-	defer cp.close()
+	// The data plane: one copier for the whole mirror, or in cluster mode
+	// a copier per slot this worker owns (cluster.go).
+	var cp dataPlane
+	var single *copier
+	var writer *progressWriter
+	if m.slots != nil {
+		if err := m.slots.join(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("mirror %s: join the cluster: %w", m.cfg.Name, err)
+		}
+		cp = m.slots
+	} else {
+		single = newCopier(m.log, m.metrics, c.dst, m.produceCtx, copierOpts{deadLetter: m.cfg.DeadLetterTopic, deliveryTimeout: m.cfg.DeliveryTimeout})
+		defer single.close()
+		cp = single
+		writer = &progressWriter{topic: m.progressTopic, dst: c.dst, c: single, sealer: m.sealer, failed: m.internalWriteFailed}
+	}
 	m.mu.Lock()
 	m.copier = cp
 	m.mu.Unlock()
@@ -274,12 +310,13 @@ func (m *Mirror) Run(ctx context.Context) error {
 	copyStarted := false
 
 	var bg sync.WaitGroup
-	writer := &progressWriter{topic: m.progressTopic, dst: c.dst, c: cp, sealer: m.sealer, failed: m.internalWriteFailed}
-	bg.Go(func() {
-		every(copyCtx, progressTick(m.cfg.ProgressInterval), func() {
-			writer.writeAsync(m.produceCtx)
+	if writer != nil {
+		bg.Go(func() {
+			every(copyCtx, progressTick(m.cfg.ProgressInterval), func() {
+				writer.writeAsync(m.produceCtx)
+			})
 		})
-	})
+	}
 	// Metrics on a ticker of their own: the writer can block on a full
 	// producer buffer, and that is when the lag matters most.
 	bg.Go(func() {
@@ -288,6 +325,9 @@ func (m *Mirror) Run(ctx context.Context) error {
 	if m.cfg.ConfigSyncInterval > 0 {
 		bg.Go(func() {
 			every(copyCtx, m.cfg.ConfigSyncInterval, func() {
+				if !m.ownsControl() {
+					return
+				}
 				if err := m.syncConfigs(copyCtx, c); err != nil && copyCtx.Err() == nil {
 					m.log.Error("topic config sync failed; retrying on the next interval", "err", err)
 				}
@@ -297,7 +337,14 @@ func (m *Mirror) Run(ctx context.Context) error {
 	if m.cfg.GroupSyncInterval > 0 {
 		bg.Go(func() {
 			every(copyCtx, m.cfg.GroupSyncInterval, func() {
-				if err := m.syncGroups(copyCtx, c, cp); err != nil && copyCtx.Err() == nil {
+				if !m.ownsControl() {
+					return
+				}
+				view, err := m.translationView(copyCtx, c, cp)
+				if err == nil {
+					err = m.syncGroups(copyCtx, c, view)
+				}
+				if err != nil && copyCtx.Err() == nil {
 					m.log.Error("group offset sync failed; retrying on the next interval", "err", err)
 				}
 			})
@@ -306,6 +353,9 @@ func (m *Mirror) Run(ctx context.Context) error {
 	if m.cfg.ACLSyncInterval > 0 {
 		bg.Go(func() {
 			every(copyCtx, m.cfg.ACLSyncInterval, func() {
+				if !m.ownsControl() {
+					return
+				}
 				if err := m.syncACLs(copyCtx, c); err != nil && copyCtx.Err() == nil {
 					m.log.Error("ACL sync failed; retrying on the next interval", "err", err)
 				}
@@ -323,11 +373,11 @@ loop:
 		case <-refresh.C:
 		}
 		started, err := m.pass(ctx, c, cp)
-		if started && !copyStarted {
+		if started && !copyStarted && single != nil {
 			copyStarted = true
 			go func() {
 				defer close(copyDone)
-				cp.run(copyCtx)
+				single.run(copyCtx)
 			}()
 		}
 		if err != nil && ctx.Err() == nil {
@@ -336,7 +386,29 @@ loop:
 		refresh.Reset(m.cfg.RefreshInterval)
 	}
 
-	return m.shutdown(c, cp, writer, stopCopy, copyStarted, copyDone, &bg)
+	if m.slots != nil {
+		stopCopy()
+		bg.Wait()
+		sctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
+		defer cancel()
+		err := m.slots.shutdown(sctx)
+		if ferr := c.dst.Flush(sctx); ferr != nil {
+			m.log.Warn("metadata or checkpoints still in flight at shutdown; written again by the next control plane", "err", ferr)
+		}
+		m.updateMetrics()
+		if err != nil {
+			return fmt.Errorf("mirror %s: %w", m.cfg.Name, err)
+		}
+		m.log.Info("stopped; every slot committed and released")
+		return nil
+	}
+	return m.shutdown(c, single, writer, stopCopy, copyStarted, copyDone, &bg)
+}
+
+// ownsControl reports whether this worker runs the control plane's writes:
+// always, unless in cluster mode, where the owner of slot 0 does.
+func (m *Mirror) ownsControl() bool {
+	return m.slots == nil || m.slots.ownsControl()
 }
 
 // shutdown stops fetching, lets the records in flight settle and persists
@@ -344,7 +416,7 @@ loop:
 // progress write). Records the target has not acknowledged by then are
 // abandoned: progress never moved past them, so a restart copies them
 // again. It returns an error naming how many were abandoned.
-func (m *Mirror) shutdown(c *clients, cp *copier, writer *progressWriter, stopCopy func(), copyStarted bool, copyDone <-chan struct{}, bg *sync.WaitGroup) error {
+func (m *Mirror) shutdown(c *clients, cp dataPlane, writer *progressWriter, stopCopy func(), copyStarted bool, copyDone <-chan struct{}, bg *sync.WaitGroup) error {
 	flushCtx, cancelFlush := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
 	defer cancelFlush()
 	// A Produce blocked on a full buffer (a target refusing writes) only
@@ -449,9 +521,12 @@ func (m *Mirror) start(ctx context.Context, c *clients) error {
 
 // load reads the progress and metadata topics.
 func (m *Mirror) load(ctx context.Context, dstAdm *kadm.Client) error {
-	ld, err := loadProgress(ctx, m.cfg.TargetOpts, dstAdm, m.progressTopic)
-	if err != nil {
-		return err
+	ld := loaded{positions: make(map[topicPartition]position), indexes: make(map[topicPartition]*partitionIndex)}
+	if m.slots == nil { // in cluster mode each slot reads its own when taken over
+		var err error
+		if ld, err = loadProgress(ctx, m.cfg.TargetOpts, dstAdm, m.progressTopic); err != nil {
+			return err
+		}
 	}
 	md, err := loadMetadata(ctx, m.cfg.TargetOpts, dstAdm, m.metadataTopic)
 	if err != nil {
@@ -525,6 +600,12 @@ func (m *Mirror) Status() Status {
 		}
 	}
 	sort.Slice(st.Topics, func(i, j int) bool { return st.Topics[i].SourceTopic < st.Topics[j].SourceTopic })
+	if m.slots != nil {
+		st.Cluster = m.slots.status()
+		if st.Cluster.Member == "" {
+			ready = false // not in the group yet
+		}
+	}
 	st.Ready = ready
 	return st
 }

@@ -231,8 +231,10 @@ type chunkWrite struct {
 // failed write is retried on the next tick. It blocks while the producer's
 // buffer is full (TryProduce could fail a chunk and then take the progress
 // after it, putting progress ahead of the index); a shutdown unblocks it by
-// cancelling ctx.
-func (w *progressWriter) writeAsync(ctx context.Context) {
+// cancelling ctx. It returns what it produced, for a transaction that
+// aborts to write it again (see txn.go).
+func (w *progressWriter) writeAsync(ctx context.Context) []partitionWrites {
+	var out []partitionWrites
 	for _, ps := range w.c.persistable() {
 		ps.mu.Lock()
 		acked, persisted := ps.acked, ps.persisted
@@ -252,6 +254,9 @@ func (w *progressWriter) writeAsync(ctx context.Context) {
 			}
 		}
 		ps.mu.Unlock()
+		if len(writes) > 0 {
+			out = append(out, partitionWrites{ps, writes})
+		}
 		for _, cw := range writes {
 			var value []byte
 			if cw.runs != nil {
@@ -262,13 +267,7 @@ func (w *progressWriter) writeAsync(ctx context.Context) {
 					return
 				}
 				w.fail(writeIndex, ps.tp, err)
-				ps.mu.Lock()
-				if cw.runs == nil {
-					ps.index.dropped = append(ps.index.dropped, cw.chunk)
-				} else {
-					ps.index.markDirty(cw.chunk * indexChunkRuns)
-				}
-				ps.mu.Unlock()
+				ps.unwrite(cw)
 			})
 		}
 		if acked < 0 || acked == persisted {
@@ -286,6 +285,25 @@ func (w *progressWriter) writeAsync(ctx context.Context) {
 			}
 			ps.mu.Unlock()
 		})
+	}
+	return out
+}
+
+// partitionWrites are the index writes produced for one partition.
+type partitionWrites struct {
+	ps     *partitionState
+	writes []chunkWrite
+}
+
+// unwrite makes an index write that did not reach the target (refused, or
+// in a transaction that aborted) pending again.
+func (ps *partitionState) unwrite(cw chunkWrite) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if cw.runs == nil {
+		ps.index.dropped = append(ps.index.dropped, cw.chunk)
+	} else {
+		ps.index.markDirty(cw.chunk * indexChunkRuns)
 	}
 }
 

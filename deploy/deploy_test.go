@@ -53,6 +53,14 @@ var knownMetrics = []string{
 	"kmirror_group_untranslatable_partitions",
 	"kmirror_failed_partitions",
 	"kmirror_dead_letter_records_total",
+	"kmirror_cluster_slots",
+	"kmirror_cluster_slots_owned",
+	"kmirror_cluster_slot_changes_total",
+	"kmirror_cluster_control_plane",
+	"kmirror_transactions_total",
+	"kmirror_transaction_commit_seconds_bucket",
+	"kmirror_transaction_commit_seconds_sum",
+	"kmirror_transaction_commit_seconds_count",
 }
 
 var metricName = regexp.MustCompile(`\bkmirror_[a-z0-9_]+`)
@@ -144,7 +152,8 @@ func TestRulesContent(t *testing.T) {
 	}
 	want := []string{"KmirrorReplicatedSetChanged", "KmirrorTopicFailed", "KmirrorReplicationLagHigh",
 		"KmirrorControlLoopStale", "KmirrorListenerFailing", "KmirrorPluginRestarting",
-		"KmirrorPartitionFailed", "KmirrorInternalWritesFailing", "KmirrorGroupOffsetsUntranslatable"}
+		"KmirrorPartitionFailed", "KmirrorInternalWritesFailing", "KmirrorGroupOffsetsUntranslatable",
+		"KmirrorClusterSlotsUnowned", "KmirrorClusterRebalancing"}
 	var got []string
 	for _, r := range rules {
 		got = append(got, r.name)
@@ -162,7 +171,7 @@ func TestRulesContent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range []string{"KmirrorTopicFailed", "KmirrorListenerFailing", "KmirrorPartitionFailed"} {
+	for _, a := range []string{"KmirrorTopicFailed", "KmirrorListenerFailing", "KmirrorPartitionFailed", "KmirrorClusterSlotsUnowned"} {
 		if !strings.Contains(string(tests), "alertname: "+a) {
 			t.Errorf("%s has no unit test in %s", a, rulesTestFile)
 		}

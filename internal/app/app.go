@@ -335,6 +335,7 @@ func newMirror(cfg *config.Config, mc *config.Mirror, log *slog.Logger, metrics 
 		DeliveryTimeout:     time.Duration(mc.Producer.DeliveryTimeout),
 		ShutdownTimeout:     time.Duration(cfg.ShutdownTimeout),
 		DeadLetterTopic:     deadLetterTopic(mc),
+		Cluster:             clusterConfig(mc),
 		BatchMaxBytes:       int32(mc.Producer.BatchMaxBytes),
 		Compression:         codec,
 		OffsetCodec:         offsetCodec,
@@ -349,6 +350,19 @@ func labels(ls []*config.Label) []connector.Label {
 		out = append(out, connector.Label{Match: l.Regexp(), Set: l.Set})
 	}
 	return out
+}
+
+// clusterConfig is the mirror's cluster mode, nil when it has none
+// (exactly_once sets one up: config.Load fills it in).
+func clusterConfig(mc *config.Mirror) *connector.ClusterConfig {
+	if mc.Cluster == nil {
+		return nil
+	}
+	return &connector.ClusterConfig{
+		Slots:          int32(mc.Cluster.Slots),
+		SessionTimeout: time.Duration(mc.Cluster.SessionTimeout),
+		CommitInterval: time.Duration(mc.Cluster.CommitInterval),
+	}
 }
 
 func deadLetterTopic(mc *config.Mirror) string {

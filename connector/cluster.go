@@ -1,0 +1,491 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/connector/policy"
+	"github.com/kmirror/kmirror/connector/slots"
+)
+
+// Cluster mode (docs/cluster.md). Every worker with the same config joins
+// the group kmirror.<mirror> on the target cluster; the partitions of the
+// control topic kmirror.<mirror>.slots.internal are the task slots, and the
+// group coordinator hands them out (connector/slots). Each source partition
+// belongs to one slot forever (slots.SlotOf). A worker copies the
+// partitions of the slots it owns, each slot with a copier of its own that
+// writes through a transactional producer (txn.go): taking a slot over
+// fences its previous owner, and records, progress and index commit
+// together. The owner of slot 0 also runs the control plane's writes
+// (creating and growing topics, metadata, config, ACL and group sync,
+// listeners); every worker discovers and selects, so each knows what to
+// copy.
+
+// ClusterConfig is a mirror's cluster mode.
+type ClusterConfig struct {
+	// Slots is the slot count when the control topic is created.
+	Slots int32
+	// SessionTimeout is the group session timeout.
+	SessionTimeout time.Duration
+	// CommitInterval is how often each slot commits.
+	CommitInterval time.Duration
+}
+
+// controlSlot is the slot whose owner runs the control plane.
+const controlSlot = 0
+
+// slotPlane is the data plane of a worker in cluster mode.
+type slotPlane struct {
+	m *Mirror
+
+	mu    sync.Mutex
+	n     int32 // slots: the control topic's partition count
+	owned map[int32]*slotWorker
+	// member is the worker's membership in the group, nil until joined.
+	member *slots.Member
+	// pending are slots assigned while Join had not returned yet: the
+	// slot count (needed to know a slot's partitions) is known only
+	// then. join takes them over.
+	pending []int32
+}
+
+// slotWorker is one owned slot: its transactional copier and what it found
+// in the progress topic when it took the slot over.
+type slotWorker struct {
+	slot   int32
+	cp     *copier
+	dst    *kgo.Client // transactional (kmirror.<mirror>.slot-<n>)
+	loaded loaded      // committed progress and indexes of the slot's partitions
+
+	stop          context.CancelFunc // ends the poll loop
+	cancelProduce context.CancelFunc
+	done          chan struct{}
+	running       bool
+}
+
+func newSlotPlane(m *Mirror) *slotPlane {
+	return &slotPlane{m: m, owned: make(map[int32]*slotWorker)}
+}
+
+func (p *slotPlane) transactionalID(slot int32) string {
+	return policy.InternalTopicPrefix + p.m.cfg.Name + ".slot-" + fmt.Sprint(slot)
+}
+
+// join joins the group and returns once the worker is a member; slots are
+// handed to takeOver and release from the group's goroutine.
+func (p *slotPlane) join(ctx context.Context) error {
+	cc := p.m.cfg.Cluster
+	member, err := slots.Join(ctx, slots.Config{
+		Group:             policy.InternalTopicPrefix + p.m.cfg.Name,
+		Topic:             policy.InternalTopic(p.m.cfg.Name, "slots"),
+		Slots:             cc.Slots,
+		ReplicationFactor: p.m.cfg.ReplicationFactor,
+		SessionTimeout:    cc.SessionTimeout,
+		ClientOpts:        p.m.cfg.TargetOpts,
+		Logger:            p.m.log,
+		OnAssigned:        p.takeOver,
+		OnRevoked:         func(ctx context.Context, ss []int32) { p.release(ctx, ss, true) },
+		OnLost:            func(ctx context.Context, ss []int32) { p.release(ctx, ss, false) },
+	})
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.member = member
+	p.n = member.Slots()
+	p.m.metrics.setSlots(p.n)
+	pending := p.pending
+	p.pending = nil
+	p.mu.Unlock()
+	if len(pending) > 0 {
+		p.takeOver(ctx, pending)
+	}
+	return nil
+}
+
+// slotOf is the slot of a source partition (0 before the slot count is
+// known).
+func (p *slotPlane) slotOf(tp topicPartition) int32 {
+	p.mu.Lock()
+	n := p.n
+	p.mu.Unlock()
+	if n <= 0 {
+		return 0
+	}
+	return slots.SlotOf(tp.topic, tp.partition, n)
+}
+
+// ownsControl reports whether this worker runs the control plane.
+func (p *slotPlane) ownsControl() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.owned[controlSlot]
+	return ok
+}
+
+// takeOver starts the slots the group handed this worker: for each, fence
+// the previous owner (InitProducerID with the slot's transactional ID),
+// then read the slot's committed progress, then copy its partitions from
+// there. A slot that cannot start is logged and retried on the next
+// assignment or pass.
+func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
+	p.mu.Lock()
+	if p.n <= 0 {
+		p.pending = append(p.pending, ss...)
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
+	for _, slot := range ss {
+		begin := time.Now()
+		w, err := p.startSlot(ctx, slot)
+		if err != nil {
+			p.m.log.Error("cannot take the slot over; it stays without a copier until the next rebalance", "slot", slot, "err", err)
+			continue
+		}
+		p.mu.Lock()
+		p.owned[slot] = w
+		p.mu.Unlock()
+		p.m.metrics.slotOwned(slot, true, "assigned")
+		p.m.log.Info("slot taken over", "slot", slot, "partitions_stored", len(w.loaded.positions), "took", time.Since(begin).Round(time.Millisecond))
+	}
+	// Partitions of topics already mirrored start now, not at the next
+	// pass.
+	p.assignKnown(ss)
+}
+
+func (p *slotPlane) startSlot(ctx context.Context, slot int32) (*slotWorker, error) {
+	cfg := p.m.cfg
+	opts := append(append([]kgo.Opt(nil), cfg.TargetOpts...),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.TransactionalID(p.transactionalID(slot)),
+		kgo.TransactionTimeout(max(time.Minute, 10*cfg.Cluster.CommitInterval)),
+		kgo.UnknownTopicRetries(20),
+		kgo.MaxBufferedBytes(p.m.producerBufferBytes),
+	)
+	if cfg.Linger > 0 {
+		opts = append(opts, kgo.ProducerLinger(cfg.Linger))
+	}
+	if cfg.BatchMaxBytes > 0 {
+		opts = append(opts, kgo.ProducerBatchMaxBytes(cfg.BatchMaxBytes))
+	}
+	if len(cfg.Compression) > 0 {
+		opts = append(opts, kgo.ProducerBatchCompression(cfg.Compression...))
+	}
+	dst, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	fctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := fence(fctx, dst); err != nil {
+		dst.Close()
+		return nil, err
+	}
+	ld, err := loadProgress(fctx, cfg.TargetOpts, kadm.NewClient(dst), p.m.progressTopic)
+	if err != nil {
+		dst.Close()
+		return nil, fmt.Errorf("read the slot's progress in %s: %w", p.m.progressTopic, err)
+	}
+	// Keep only this slot's partitions.
+	for tp := range ld.positions {
+		if p.slotOf(tp) != slot {
+			delete(ld.positions, tp)
+		}
+	}
+	for tp := range ld.indexes {
+		if p.slotOf(tp) != slot {
+			delete(ld.indexes, tp)
+		}
+	}
+	produceCtx, cancelProduce := context.WithCancel(context.Background())
+	cp := newCopier(p.m.log.With("slot", slot), p.m.metrics, dst, produceCtx, copierOpts{deliveryTimeout: cfg.DeliveryTimeout})
+	cp.txn = &txnCycle{every: cfg.Cluster.CommitInterval, writer: &progressWriter{topic: p.m.progressTopic, dst: dst, c: cp, sealer: p.m.sealer, failed: p.m.internalWriteFailed}}
+	return &slotWorker{slot: slot, cp: cp, dst: dst, loaded: ld, cancelProduce: cancelProduce, done: make(chan struct{})}, nil
+}
+
+// release stops slots that leave this worker. Revoked (a rebalance): the
+// open transaction is committed first, so the next owner continues where
+// this one stopped. Lost (the session expired): nothing more is written;
+// the next owner's fence aborts what is open.
+func (p *slotPlane) release(ctx context.Context, ss []int32, commit bool) {
+	for _, slot := range ss {
+		p.mu.Lock()
+		w := p.owned[slot]
+		delete(p.owned, slot)
+		p.pending = slices.DeleteFunc(p.pending, func(s int32) bool { return s == slot })
+		p.mu.Unlock()
+		if w == nil {
+			continue
+		}
+		p.stopSlot(ctx, w, commit)
+		p.m.metrics.slotOwned(slot, false, map[bool]string{true: "revoked", false: "lost"}[commit])
+		p.m.log.Info("slot released", "slot", slot, "committed", commit)
+	}
+}
+
+// stopSlot ends a slot's copier: its poll loop, then (commit) its last
+// transaction, within the shutdown timeout.
+func (p *slotPlane) stopSlot(ctx context.Context, w *slotWorker, commit bool) error {
+	p.mu.Lock()
+	stop, running := w.stop, w.running
+	p.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	if running {
+		<-w.done
+	}
+	var err error
+	if commit {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.m.cfg.ShutdownTimeout)
+		stopUnblocking := context.AfterFunc(cctx, w.cancelProduce)
+		err = w.cp.txnEnd(cctx)
+		stopUnblocking()
+		cancel()
+	}
+	w.cancelProduce()
+	w.cp.close()
+	w.dst.Close()
+	return err
+}
+
+// assignKnown assigns the partitions of the given slots that belong to
+// topics the control plane already handed out.
+func (p *slotPlane) assignKnown(ss []int32) {
+	want := make(map[int32]bool, len(ss))
+	for _, s := range ss {
+		want[s] = true
+	}
+	m := p.m
+	var as []assignment
+	m.mu.Lock()
+	for _, ts := range m.topics {
+		if ts.fatal != nil {
+			continue
+		}
+		for part := range ts.assigned {
+			tp := topicPartition{ts.source, part}
+			if want[p.slotOf(tp)] {
+				as = append(as, assignment{tp: tp, target: ts.target, topicID: ts.id, next: -1})
+			}
+		}
+	}
+	m.mu.Unlock()
+	if _, err := p.assign(as, m.cfg.SourceOpts); err != nil {
+		m.log.Error("cannot start copying the slots' partitions; retrying on the next pass", "err", err)
+	}
+}
+
+// assign routes each assignment to the copier of its slot, from the
+// position that slot found committed when it was taken over; partitions of
+// slots owned elsewhere are skipped.
+func (p *slotPlane) assign(as []assignment, srcOpts []kgo.Opt) (bool, error) {
+	bySlot := make(map[*slotWorker][]assignment)
+	p.mu.Lock()
+	for _, a := range as {
+		w := p.owned[p.slotOfLocked(a.tp)]
+		if w == nil {
+			continue
+		}
+		// The slot's committed position, read when it was taken over,
+		// is where the partition resumes (the control plane has no
+		// positions in cluster mode); one of an earlier topic of the
+		// same name, or an index without a position, starts over.
+		pos, ok := w.loaded.positions[a.tp]
+		switch ix := w.loaded.indexes[a.tp]; {
+		case ok && (pos.topicID == "" || a.topicID == "" || pos.topicID == a.topicID):
+			a.next, a.index = pos.next, ix
+		case ix != nil && a.index == nil:
+			a.next, a.index = -1, ix.replacement()
+		}
+		delete(w.loaded.positions, a.tp)
+		delete(w.loaded.indexes, a.tp)
+		bySlot[w] = append(bySlot[w], a)
+	}
+	p.mu.Unlock()
+	var errs []error
+	for w, as := range bySlot {
+		started, err := w.cp.assign(as, srcOpts)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("slot %d: %w", w.slot, err))
+			continue
+		}
+		if started {
+			p.run(w)
+		}
+	}
+	return false, errors.Join(errs...)
+}
+
+func (p *slotPlane) slotOfLocked(tp topicPartition) int32 {
+	if p.n <= 0 {
+		return 0
+	}
+	return slots.SlotOf(tp.topic, tp.partition, p.n)
+}
+
+// run starts a slot's poll loop.
+func (p *slotPlane) run(w *slotWorker) {
+	ctx, stop := context.WithCancel(context.Background())
+	p.mu.Lock()
+	w.stop, w.running = stop, true
+	p.mu.Unlock()
+	p.m.log.Debug("slot copying", "slot", w.slot)
+	go func() {
+		defer close(w.done)
+		w.cp.run(ctx)
+		if w.cp.txnFenced() {
+			p.m.log.Warn("slot fenced by another worker: it stops here", "slot", w.slot)
+		}
+	}()
+}
+
+func (p *slotPlane) each(fn func(*slotWorker)) {
+	p.mu.Lock()
+	ws := slices.Collect(maps.Values(p.owned))
+	p.mu.Unlock()
+	sort.Slice(ws, func(i, j int) bool { return ws[i].slot < ws[j].slot })
+	for _, w := range ws {
+		fn(w)
+	}
+}
+
+func (p *slotPlane) worker(tp topicPartition) *slotWorker {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.owned[p.slotOfLocked(tp)]
+}
+
+func (p *slotPlane) unassign(tps []topicPartition) {
+	by := make(map[*slotWorker][]topicPartition)
+	for _, tp := range tps {
+		if w := p.worker(tp); w != nil {
+			by[w] = append(by[w], tp)
+		}
+	}
+	for w, tps := range by {
+		w.cp.unassign(tps)
+	}
+}
+
+func (p *slotPlane) parkedState(tp topicPartition) (*partitionState, bool) {
+	if w := p.worker(tp); w != nil {
+		return w.cp.parkedState(tp)
+	}
+	return nil, false
+}
+
+func (p *slotPlane) dropParked(tps []topicPartition) map[topicPartition]*partitionIndex {
+	out := make(map[topicPartition]*partitionIndex)
+	for _, tp := range tps {
+		if w := p.worker(tp); w != nil {
+			maps.Copy(out, w.cp.dropParked([]topicPartition{tp}))
+		}
+	}
+	return out
+}
+
+func (p *slotPlane) partition(tp topicPartition) *partitionState {
+	if w := p.worker(tp); w != nil {
+		return w.cp.partition(tp)
+	}
+	return nil
+}
+
+func (p *slotPlane) snapshot() []*partitionState {
+	var out []*partitionState
+	p.each(func(w *slotWorker) { out = append(out, w.cp.snapshot()...) })
+	return out
+}
+
+func (p *slotPlane) inFlight() int {
+	n := 0
+	p.each(func(w *slotWorker) { n += w.cp.inFlight() })
+	return n
+}
+
+// shutdown commits and stops every slot, then leaves the group so that the
+// others take the slots over at once. It returns an error when a slot's
+// last transaction did not commit (its records are copied again by the
+// next owner).
+func (p *slotPlane) shutdown(ctx context.Context) error {
+	var errs []error
+	p.each(func(w *slotWorker) {
+		if err := p.stopSlot(ctx, w, true); err != nil {
+			errs = append(errs, fmt.Errorf("slot %d: last transaction not committed (%w); the next owner copies its records again", w.slot, err))
+		}
+	})
+	p.mu.Lock()
+	clear(p.owned)
+	member := p.member
+	p.mu.Unlock()
+	if member != nil {
+		member.Close()
+	}
+	return errors.Join(errs...)
+}
+
+var _ dataPlane = (*slotPlane)(nil)
+
+// translationView is what the group sync translates through. A single
+// worker has every partition's index in memory; in cluster mode the
+// control plane reads the committed indexes of the partitions whose slots
+// other workers own from the progress topic (read_committed), and uses its
+// own slots' live ones.
+func (m *Mirror) translationView(ctx context.Context, c *clients, dp dataPlane) (dataPlane, error) {
+	if m.slots == nil {
+		return dp, nil
+	}
+	ld, err := loadProgress(ctx, m.cfg.TargetOpts, c.dstAdm, m.progressTopic)
+	if err != nil {
+		return nil, fmt.Errorf("read the committed offset indexes in %s: %w", m.progressTopic, err)
+	}
+	return storedView{dataPlane: dp, ld: ld}, nil
+}
+
+// storedView answers partition() from the live data plane when the
+// partition is copied here, else from the committed progress and index.
+type storedView struct {
+	dataPlane
+	ld loaded
+}
+
+func (v storedView) partition(tp topicPartition) *partitionState {
+	if ps := v.dataPlane.partition(tp); ps != nil {
+		return ps
+	}
+	pos, ok := v.ld.positions[tp]
+	if !ok {
+		return nil
+	}
+	ix := v.ld.indexes[tp]
+	if ix == nil {
+		ix = newPartitionIndex()
+	}
+	return &partitionState{tp: tp, acked: pos.next, persisted: pos.next, committed: pos.next, index: ix, end: -1}
+}
+
+// status is this worker's part of the cluster.
+func (p *slotPlane) status() *ClusterStatus {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := &ClusterStatus{Slots: p.n, Owned: slices.Sorted(maps.Keys(p.owned))}
+	if st.Owned == nil {
+		st.Owned = []int32{}
+	}
+	_, st.ControlPlane = p.owned[controlSlot]
+	if p.member != nil {
+		st.Member = p.member.ID()
+	}
+	return st
+}

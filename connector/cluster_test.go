@@ -1,0 +1,155 @@
+package connector
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/filters"
+)
+
+// clusterWorker is one in-process kmirror worker of a mirror in cluster
+// mode.
+type clusterWorker struct {
+	m    *Mirror
+	stop context.CancelFunc
+	done chan error
+}
+
+func startClusterWorker(t *testing.T, src, dst *kfake.Cluster, slots int32) *clusterWorker {
+	t.Helper()
+	m, err := New(Config{
+		Name: "m", SourceAlias: "src", TargetAlias: "dst",
+		SourceOpts:       []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)},
+		TargetOpts:       []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)},
+		Filters:          []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll("orders")}},
+		RefreshInterval:  200 * time.Millisecond,
+		ShutdownTimeout:  10 * time.Second,
+		Cluster:          &ClusterConfig{Slots: slots, SessionTimeout: 6 * time.Second, CommitInterval: 50 * time.Millisecond},
+		Logger:           discardLogger(),
+		ProgressInterval: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	w := &clusterWorker{m: m, stop: stop, done: make(chan error, 1)}
+	go func() { w.done <- m.Run(ctx) }()
+	t.Cleanup(func() { w.shutdown(t) })
+	return w
+}
+
+func (w *clusterWorker) shutdown(t *testing.T) {
+	t.Helper()
+	if w.stop == nil {
+		return
+	}
+	w.stop()
+	w.stop = nil
+	select {
+	case err := <-w.done:
+		if err != nil {
+			t.Errorf("worker stopped with %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("worker did not stop within 30s")
+	}
+}
+
+func (w *clusterWorker) owned() []int32 {
+	if w.m.slots == nil {
+		return nil
+	}
+	w.m.slots.mu.Lock()
+	defer w.m.slots.mu.Unlock()
+	var out []int32
+	for s := range w.m.slots.owned {
+		out = append(out, s)
+	}
+	return out
+}
+
+// readCommitted returns the values of a target partition, read_committed.
+func readCommitted(t *testing.T, c *kfake.Cluster, topic string, p int32) []string {
+	t.Helper()
+	got := consumeFrom(t, c.ListenAddrs(), topic, p, 0)
+	var out []string
+	for off := range lastPos(got) + 1 {
+		if v, ok := got[off]; ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// TestClusterWorkersShareAndHandOver: two workers share a mirror's slots;
+// together they copy every record exactly once (read_committed). When one
+// stops, the other takes its slots over and goes on from the committed
+// progress: still exactly once.
+func TestClusterWorkersShareAndHandOver(t *testing.T) {
+	t.Parallel()
+	src, dst := testClusters(t)
+	ctx := context.Background()
+	srcCl := newClient(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if _, err := kadm.NewClient(srcCl).CreateTopic(ctx, 8, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	produce := func(prefix string, n int) {
+		t.Helper()
+		var recs []*kgo.Record
+		for i := range n {
+			for p := range int32(8) {
+				recs = append(recs, &kgo.Record{Topic: "orders", Partition: p, Value: fmt.Appendf(nil, "%s-%d-%d", prefix, p, i)})
+			}
+		}
+		if err := srcCl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := func(parts ...struct {
+		s string
+		n int
+	}) func(p int32) []string {
+		return func(p int32) []string {
+			var out []string
+			for _, pr := range parts {
+				for i := range pr.n {
+					out = append(out, fmt.Sprintf("%s-%d-%d", pr.s, p, i))
+				}
+			}
+			return out
+		}
+	}
+	type part = struct {
+		s string
+		n int
+	}
+	exactly := func(desc string, w func(p int32) []string) {
+		t.Helper()
+		for p := range int32(8) {
+			exp := w(p)
+			waitFor(t, func() bool { return len(readCommitted(t, dst, "src.orders", p)) >= len(exp) }, fmt.Sprintf("%s: partition %d copied", desc, p))
+			got := readCommitted(t, dst, "src.orders", p)
+			if fmt.Sprint(got) != fmt.Sprint(exp) {
+				t.Fatalf("%s: partition %d holds %d records, want exactly the %d source records in order", desc, p, len(got), len(exp))
+			}
+		}
+	}
+
+	produce("a", 100)
+	w1 := startClusterWorker(t, src, dst, 4)
+	w2 := startClusterWorker(t, src, dst, 4)
+	waitFor(t, func() bool { return len(w1.owned()) > 0 && len(w2.owned()) > 0 && len(w1.owned())+len(w2.owned()) == 4 }, "the two workers to share the 4 slots")
+	exactly("two workers", want(part{"a", 100}))
+
+	produce("b", 50)
+	w1.shutdown(t)
+	waitFor(t, func() bool { return len(w2.owned()) == 4 }, "the remaining worker to own every slot")
+	produce("c", 50)
+	exactly("after the hand-over", want(part{"a", 100}, part{"b", 50}, part{"c", 50}))
+}

@@ -1,0 +1,25 @@
+package connector
+
+import "github.com/twmb/franz-go/pkg/kgo"
+
+// dataPlane is what the control plane drives: the partitions being copied,
+// parked or assigned. A single worker has one copier for the whole mirror;
+// in cluster mode (cluster.go) a slotPlane routes each partition to the
+// copier of the slot that owns it, and knows nothing of partitions whose
+// slot another worker owns.
+type dataPlane interface {
+	// assign starts copying partitions; started reports that the single
+	// copier's poll loop may start (a slotPlane runs its own loops).
+	assign(as []assignment, srcOpts []kgo.Opt) (started bool, err error)
+	unassign(tps []topicPartition)
+	parkedState(tp topicPartition) (ps *partitionState, settled bool)
+	dropParked(tps []topicPartition) map[topicPartition]*partitionIndex
+	// partition is the state of a partition copied here, nil otherwise.
+	partition(tp topicPartition) *partitionState
+	// snapshot is every partition copied here.
+	snapshot() []*partitionState
+	// inFlight counts records produced and not yet acknowledged.
+	inFlight() int
+}
+
+var _ dataPlane = (*copier)(nil)

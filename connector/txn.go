@@ -1,0 +1,252 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Transactions (cluster mode). A slot's copier writes through a producer
+// with a fixed transactional ID (kmirror.<mirror>.slot-<n>), and everything
+// it writes (records, progress, index chunks) goes into transactions that it
+// commits every commitInterval:
+//
+//   - Fencing: the slot's next owner calls InitProducerID with the same ID
+//     (fence, in cluster.go) before it reads the slot's progress. The broker
+//     bumps the producer epoch and aborts the old owner's open transaction;
+//     the old owner can never commit again (PRODUCER_FENCED or
+//     INVALID_PRODUCER_EPOCH), whatever it still has in flight.
+//   - Exactly once: records, the progress that says they were copied and
+//     the index entries that translate them commit together or not at all.
+//     A read_committed consumer of the target sees every source record once;
+//     a restart (or the next owner) resumes from the committed progress,
+//     read with read_committed.
+//
+// Inside a transaction the copier works as it does without one: promises
+// move each partition's acked position and index. A commit first flushes
+// (every record acknowledged or failed), then writes the progress and index
+// records, flushes again and ends the transaction. The committed position
+// of each partition is what acked was at the commit. Any failure (a refused
+// record, a failed commit) aborts the transaction: every partition goes back
+// to its committed position, its index is cut there, its progress and index
+// writes become pending again, and the source is read again from there.
+type txnCycle struct {
+	every  time.Duration
+	writer *progressWriter
+
+	open  bool
+	began time.Time
+	// produced is set once the open transaction has a record: an empty
+	// one is not ended (nothing to commit), only extended.
+	produced bool
+	// After an abort the copier waits until retryAt (backoff doubling
+	// from minRetryBackoff to maxRetryBackoff) before it reads again.
+	retryAt time.Time
+	backoff time.Duration
+	// fenced is set once another owner took the slot over: the copier
+	// stops and writes nothing more.
+	fenced error
+}
+
+// defaultCommitInterval is how often a slot commits when nothing else
+// says: short enough for a low end-to-end latency (records are visible to
+// read_committed consumers only once committed), long enough that commit
+// round trips cost little.
+const defaultCommitInterval = 100 * time.Millisecond
+
+// isFenced reports an error that means another producer took the
+// transactional ID over.
+func isFenced(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
+		errors.Is(err, kerr.TransactionalIDAuthorizationFailed)
+}
+
+// txnStep is called once per poll loop iteration of a transactional copier:
+// it opens a transaction when none is, and commits the open one once it is
+// commitInterval old. It reports false once the copier is fenced.
+func (c *copier) txnStep(ctx context.Context) bool {
+	t := c.txn
+	if t.fenced != nil {
+		return false
+	}
+	if t.open && t.produced && time.Since(t.began) >= t.every {
+		c.txnEnd(ctx)
+	}
+	if t.fenced != nil {
+		return false
+	}
+	if !t.open && !time.Now().Before(t.retryAt) {
+		if err := c.dst.BeginTransaction(); err != nil {
+			c.log.Error("cannot begin a transaction", "err", err)
+			t.retryAt = time.Now().Add(minRetryBackoff)
+			return true
+		}
+		t.open, t.began, t.produced = true, time.Now(), false
+	}
+	return true
+}
+
+// txnWait waits, bounded by ctx, until a transaction can be opened again.
+func (c *copier) txnWait(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Until(c.txn.retryAt)):
+	}
+}
+
+// txnEnd flushes, writes the progress and index into the open transaction
+// and commits it; on any failure it aborts instead and rewinds.
+func (c *copier) txnEnd(ctx context.Context) error {
+	t := c.txn
+	if !t.open {
+		return nil
+	}
+	if !t.produced {
+		return nil // nothing was written in it: nothing to commit; it stays open
+	}
+	t.open, t.produced = false, false
+	begin := time.Now()
+	// A commit must not be cut short by the copy's context: an unknown
+	// outcome aborts it. Flushes are bounded by the produce context.
+	err := c.dst.Flush(c.produceCtx)
+	if err == nil {
+		err = c.failedSinceCommit()
+	}
+	var written []partitionWrites
+	if err == nil {
+		written = t.writer.writeAsync(c.produceCtx)
+		if err = c.dst.Flush(c.produceCtx); err == nil {
+			err = c.failedSinceCommit()
+		}
+	}
+	if err == nil {
+		endCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		err = c.dst.EndTransaction(endCtx, kgo.TryCommit)
+		cancel()
+		if err == nil {
+			c.committed()
+			t.backoff = 0
+			c.metrics.txnEnded(true, time.Since(begin))
+			return nil
+		}
+	}
+	c.metrics.txnEnded(false, 0)
+	c.txnAbort(ctx, written, err)
+	return err
+}
+
+// failedSinceCommit returns the refusal of a partition in this
+// transaction, if any: the transaction cannot commit.
+func (c *copier) failedSinceCommit() error {
+	for _, ps := range c.snapshot() {
+		ps.mu.Lock()
+		err := ps.failed
+		ps.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("%s/%d: %w", ps.tp.topic, ps.tp.partition, err)
+		}
+	}
+	if err := c.txn.writer.failures.Load(); err > 0 {
+		c.txn.writer.failures.Store(0)
+		return fmt.Errorf("%d progress or index writes refused", err)
+	}
+	return nil
+}
+
+// committed moves every partition's committed position to where it was
+// acknowledged.
+func (c *copier) committed() {
+	for _, ps := range c.persistable() {
+		ps.mu.Lock()
+		ps.committed = ps.acked
+		ps.persisted = ps.acked
+		ps.lastAbort = nil
+		ps.mu.Unlock()
+	}
+}
+
+// txnAbort aborts the open transaction and sends every partition back to
+// its committed position. A fenced copier stops for good.
+func (c *copier) txnAbort(ctx context.Context, written []partitionWrites, why error) {
+	t := c.txn
+	if isFenced(why) {
+		t.fenced = why
+		c.log.Warn("fenced: another worker took the slot over; this one writes nothing more", "err", why)
+		return
+	}
+	endCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := c.dst.AbortBufferedRecords(endCtx); err != nil {
+		c.log.Warn("aborting buffered records", "err", err)
+	}
+	if err := c.dst.EndTransaction(endCtx, kgo.TryAbort); err != nil {
+		if isFenced(err) {
+			t.fenced = err
+			c.log.Warn("fenced: another worker took the slot over; this one writes nothing more", "err", err)
+			return
+		}
+		c.log.Error("cannot abort the transaction; retrying with a new one", "err", err)
+	}
+	if t.backoff == 0 {
+		t.backoff = minRetryBackoff
+	} else {
+		t.backoff = min(2*t.backoff, maxRetryBackoff)
+	}
+	t.retryAt = time.Now().Add(t.backoff)
+	c.log.Warn("transaction aborted: partitions go back to their committed positions", "retry_in", t.backoff, "err", why)
+	for _, pw := range written {
+		for _, cw := range pw.writes {
+			pw.ps.unwrite(cw)
+		}
+	}
+	rewind := make(map[string]map[int32]kgo.EpochOffset)
+	resume := make(map[string][]int32)
+	for _, ps := range c.persistable() {
+		ps.mu.Lock()
+		ps.acked, ps.persisted = ps.committed, ps.committed
+		if ps.committed >= 0 {
+			// Entries for records of the aborted transaction: their
+			// target offsets hold nothing a consumer will ever see.
+			ps.index.truncate(ps.committed)
+		}
+		ps.inflight, ps.head = ps.inflight[:0], 0
+		if ps.failed != nil {
+			ps.failures++
+		}
+		ps.failed, ps.paused, ps.refusalLogged = nil, false, false
+		ps.lastAbort = why
+		ps.mu.Unlock()
+	}
+	for _, ps := range c.snapshot() { // parked partitions are not read
+		ps.mu.Lock()
+		if at := ps.committed; at >= 0 {
+			if rewind[ps.tp.topic] == nil {
+				rewind[ps.tp.topic] = make(map[int32]kgo.EpochOffset)
+			}
+			rewind[ps.tp.topic][ps.tp.partition] = kgo.EpochOffset{Epoch: -1, Offset: at}
+			resume[ps.tp.topic] = append(resume[ps.tp.topic], ps.tp.partition)
+		}
+		ps.mu.Unlock()
+	}
+	if c.src != nil && len(rewind) > 0 {
+		c.src.SetOffsets(rewind)
+		c.src.ResumeFetchPartitions(resume)
+	}
+}
+
+// fence takes a transactional ID over: InitProducerID bumps the epoch and
+// aborts whatever the previous owner left open, so that it can never write
+// again. Call it before reading the slot's progress.
+func fence(ctx context.Context, cl *kgo.Client) error {
+	if _, _, err := cl.ProducerID(ctx); err != nil {
+		return fmt.Errorf("take the transactional ID over (InitProducerID): %w", err)
+	}
+	return nil
+}
+
+// txnFenced reports whether the copier was fenced.
+func (c *copier) txnFenced() bool { return c.txn != nil && c.txn.fenced != nil }

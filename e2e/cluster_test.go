@@ -1,0 +1,187 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Issue 12: several workers share a mirror (cluster mode), survive kill -9
+// and copy exactly once.
+
+// clusterView is a worker's cluster part of /api/v1/status.
+type clusterView struct {
+	Member       string  `json:"member"`
+	Slots        int32   `json:"slots"`
+	Owned        []int32 `json:"owned"`
+	ControlPlane bool    `json:"control_plane"`
+}
+
+func workerCluster(addr, mirror string) (clusterView, error) {
+	code, body, err := httpGet(addr, "/api/v1/status")
+	if err != nil {
+		return clusterView{}, err
+	}
+	if code != 200 {
+		return clusterView{}, fmt.Errorf("/api/v1/status: %d", code)
+	}
+	var doc struct {
+		Mirrors []struct {
+			Name    string       `json:"name"`
+			Cluster *clusterView `json:"cluster"`
+		} `json:"mirrors"`
+	}
+	if err := json.Unmarshal([]byte(body), &doc); err != nil {
+		return clusterView{}, err
+	}
+	for _, m := range doc.Mirrors {
+		if m.Name == mirror && m.Cluster != nil {
+			return *m.Cluster, nil
+		}
+	}
+	return clusterView{}, fmt.Errorf("no cluster status for mirror %s", mirror)
+}
+
+// slotsCovered reports whether the live workers together own every slot
+// exactly once, and exactly one of them runs the control plane.
+func slotsCovered(ws []*worker, addrs []string, mirror string, slots int32) (bool, string) {
+	owners := map[int32]int{}
+	control := 0
+	for i, w := range ws {
+		if w.exited() {
+			continue
+		}
+		v, err := workerCluster(addrs[i], mirror)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, s := range v.Owned {
+			owners[s]++
+		}
+		if v.ControlPlane {
+			control++
+		}
+	}
+	for s := range slots {
+		if owners[s] != 1 {
+			return false, fmt.Sprintf("slot owners %v, control planes %d", owners, control)
+		}
+	}
+	return control == 1, fmt.Sprintf("control planes %d", control)
+}
+
+// TestClusterExactlyOnceUnderKills: three workers share a mirror of a
+// 16-partition topic while records are produced; a random worker is killed
+// with SIGKILL (and started again) several times, and one is paused
+// (SIGSTOP) for longer than the session timeout and resumed. The live
+// workers always take the slots over, and at the end the target, read with
+// read_committed, holds every source record exactly once, in order per
+// partition: nothing lost, nothing duplicated, and the paused worker wrote
+// nothing after its slots moved (it was fenced).
+func TestClusterExactlyOnceUnderKills(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b Backend) {
+		e := newEnv(t, b, ClusterSpec{Brokers: 1})
+		topic := e.topic("orders")
+		const partitions, slots = 16, 8
+		const session = 6 * time.Second
+		createTopic(t, e.srcCl, topic, partitions, nil)
+		kills := 4
+		if v, err := strconv.Atoi(os.Getenv("KMIRROR_E2E_CLUSTER_KILLS")); err == nil && v > 0 {
+			kills = v
+		}
+		seed := time.Now().UnixNano()
+		rng := rand.New(rand.NewPCG(uint64(seed), 0))
+		t.Logf("seed %d, %d kills", seed, kills)
+
+		cfg := e.defaultConfig()
+		path := e.writeExtConfig("", cfg, extConfig{MirrorRaw: fmt.Sprintf("    cluster: {slots: %d, session_timeout: %v, commit_interval: 100ms}", slots, session)})
+		ws := make([]*worker, 3)
+		addrs := make([]string, 3)
+		start := func(i int) {
+			ws[i] = e.startWorker(path)
+			addrs[i] = ws[i].httpAddr(t)
+		}
+		for i := range ws {
+			start(i)
+		}
+		covered := func(desc string, timeout time.Duration) time.Duration {
+			t.Helper()
+			begin := time.Now()
+			e.waitFor(timeout, desc, func() (bool, string) { return slotsCovered(ws, addrs, cfg.Name, slots) })
+			return time.Since(begin)
+		}
+		covered("the three workers to share every slot", 60*time.Second)
+		bp := startProducer(t, e.src.Addrs(), topic, partitions)
+
+		for k := range kills {
+			time.Sleep(time.Duration(2000+rng.IntN(3000)) * time.Millisecond)
+			i := rng.IntN(len(ws))
+			ws[i].kill(t)
+			took := covered(fmt.Sprintf("the others to take worker %d's slots over after kill -9 #%d", i, k+1), session+30*time.Second)
+			t.Logf("kill -9 #%d of worker %d: slots taken over in %v (session timeout %v)", k+1, i, took.Round(100*time.Millisecond), session)
+			start(i)
+		}
+
+		// A paused worker loses its slots and, resumed, writes nothing.
+		i := rng.IntN(len(ws))
+		ws[i].signal(syscall.SIGSTOP)
+		others := append(append([]*worker(nil), ws[:i]...), ws[i+1:]...)
+		otherAddrs := append(append([]string(nil), addrs[:i]...), addrs[i+1:]...)
+		e.waitFor(session+30*time.Second, "the others to take the paused worker's slots over", func() (bool, string) {
+			return slotsCovered(others, otherAddrs, cfg.Name, slots)
+		})
+		ws[i].signal(syscall.SIGCONT)
+		covered("every slot owned once after the paused worker resumed", 60*time.Second)
+
+		bp.stop(t)
+		n := bp.count() / partitions
+		want := make(map[int32][]string, partitions)
+		for p := range int32(partitions) {
+			for j := range n {
+				want[p] = append(want[p], val("bg", p, j))
+			}
+		}
+		t.Logf("%d records produced while workers were killed", n*partitions)
+		e.waitTargetValues(180*time.Second, "src."+topic, want)
+	})
+}
+
+// TestClusterUpgradeFromSingle: a mirror copied by a single worker (no
+// cluster mode) continues where it stopped when it is restarted in cluster
+// mode on two workers: the slots read the single worker's progress, and the
+// target holds every record once.
+func TestClusterUpgradeFromSingle(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b Backend) {
+		e := newEnv(t, b, ClusterSpec{Brokers: 1})
+		topic := e.topic("orders")
+		createTopic(t, e.srcCl, topic, 4, nil)
+		recs, want := seqRecords(topic, "single", 4, 200)
+		produce(t, e.srcCl, recs...)
+		cfg := e.defaultConfig()
+		w := e.startWorker(e.writeExtConfig("", cfg, extConfig{}))
+		e.waitTargetValues(45*time.Second, "src."+topic, want)
+		if code, _ := w.stop(t, syscall.SIGTERM); code != 0 {
+			t.Fatalf("single worker exit %d", code)
+		}
+
+		more, wantMore := seqRecords(topic, "cluster", 4, 100)
+		produce(t, e.srcCl, more...)
+		path := e.writeExtConfig("", cfg, extConfig{MirrorRaw: "    cluster: {slots: 4, session_timeout: 6s}"})
+		ws := []*worker{e.startWorker(path), e.startWorker(path)}
+		e.waitTargetValues(60*time.Second, "src."+topic, appendWant(want, wantMore))
+		for _, w := range ws {
+			if ls := w.logLines("from its start"); len(ls) > 0 {
+				t.Errorf("a worker copied again from the start: %s", ls[0])
+			}
+		}
+	})
+}
