@@ -38,15 +38,22 @@
 //     new owner may get the slot while the old owner still believes it owns
 //     it, and the old owner learns of the loss only later (OnLost), if ever.
 //     Writes must therefore be fenced by other means (a slot's
-//     transactional ID): this package only says who should work.
+//     transactional ID): this package only says who should work. How late
+//     the old owner learns depends on how it was cut off: a refused
+//     connection fails its next heartbeat at once, while dropped traffic
+//     must first time out (measured on kfake with a 6s session timeout and
+//     franz-go's default timeouts: OnLost 10s to 40s after the partition
+//     began, while the others owned its slots after 6.5s).
+//   - A member that lost its session keeps trying to rejoin, as a new
+//     member, and gets slots again through OnAssigned once it can reach
+//     the coordinator.
 //
 // The next-generation protocol (KIP-848, server-side assignment) is not
 // used: its session timeout is a broker or group config
 // (group.consumer.session.timeout.ms), not the member's, so
 // Config.SessionTimeout could not bound a takeover; it needs Kafka 4.0 or
 // later on the target (franz-go advises 4.3 or later), while a mirror's
-// target may run any version since 2.4; and DescribeGroups does not
-// describe its groups.
+// target may be older; and DescribeGroups does not describe its groups.
 package slots
 
 import (
@@ -124,7 +131,8 @@ type Config struct {
 	// franz-go's group goroutines, never from the caller's. A slot is
 	// given to OnAssigned only if it is not owned, and to OnRevoked or
 	// OnLost only if it is; none is called with no slots. Slots are
-	// sorted. The context is canceled only when Close runs out of time.
+	// sorted. The context is canceled when Close runs out of time, and
+	// once it has returned.
 	// Heartbeats go on while OnAssigned or OnRevoked runs, but the
 	// group's next rebalance waits for it, and calling Close from a
 	// callback waits out Close's bound. The first OnAssigned may run
@@ -565,11 +573,13 @@ func (m *Member) Members(ctx context.Context) ([]MemberInfo, error) {
 
 // Close leaves the group: OnRevoked is called with every owned slot and,
 // once it returns, a LeaveGroup request lets the coordinator hand the
-// slots to the other members at once. Close is bounded: if OnRevoked has
-// not returned after RebalanceTimeout, the callbacks' context is canceled,
-// and Close returns at the latest a few seconds later, logging what it
-// left unfinished (a LeaveGroup not sent means the others wait out the
-// session timeout). Close is idempotent.
+// slots to the other members at once, without waiting for the session
+// timeout. Close is bounded: if OnRevoked is still running after
+// RebalanceTimeout, the callbacks' context is canceled, and Close returns
+// within RebalanceTimeout + 10s in any case, logging what it left
+// unfinished (if the LeaveGroup request could not be sent, the others take
+// the slots after the session timeout). Close is idempotent; it must not
+// be called from a callback.
 func (m *Member) Close() {
 	m.closeOnce.Do(m.close)
 }

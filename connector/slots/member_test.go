@@ -129,41 +129,20 @@ func exercise(t *testing.T, seeds []string) {
 		t.Errorf("b's slots moved %v after Close began, not before the session timeout %v: was LeaveGroup sent?", moved, testSessionTimeout)
 	}
 
-	// c dies without leaving (its connections drop and it cannot dial
-	// again, as after kill -9 or a network partition). The coordinator
-	// removes it after the session timeout and a takes its slots.
-	cSlots := c.m.Owned()
-	h.ledger.dead("c")
-	start = time.Now()
-	c.dialer.cut()
-	h.settle("a after c died", a)
-	took := h.ledger.takeover(cSlots, start)
-	t.Logf("kill: c's %d slots owned by a %v after c was cut off (session timeout %v)", len(cSlots), took.Round(time.Millisecond), testSessionTimeout)
-	if limit := testSessionTimeout + 5*time.Second; took > limit {
-		t.Errorf("takeover after a kill took %v, more than the session timeout + 5s (%v)", took, limit)
-	}
-	// The dead member notices on its own once its heartbeats have failed
-	// for the session timeout: it stops at about the time a took over.
-	waitFor(t, 60*time.Second, "c to report its slots lost", func() (bool, string) {
-		return len(c.m.Owned()) == 0, fmt.Sprintf("c still owns %v", c.m.Owned())
-	})
-	lostAt := h.ledger.lostAt("c")
-	t.Logf("kill: c's OnLost %v after it was cut off", lostAt.Sub(start).Round(time.Millisecond))
-	if got := h.ledger.lostOf("c"); !slices.Equal(got, cSlots) {
-		t.Errorf("c's OnLost got %v, want %v", got, cSlots)
-	}
+	// c dies without leaving: its connections drop and it cannot dial
+	// again, as after kill -9. The coordinator removes it after the
+	// session timeout and a takes its slots.
+	h.fail("kill", c, c.dialer.cut, a)
 
 	// Close is bounded even when the LeaveGroup cannot be sent.
 	start = time.Now()
 	c.m.Close()
+	// Its bound is RebalanceTimeout + 10s; 5s more for a loaded machine.
 	if took, limit := time.Since(start), testRebalanceTimeout+15*time.Second; took > limit {
 		t.Errorf("Close of a cut-off member took %v, more than %v", took, limit)
 	}
 
 	h.checkNothingWritten()
-	if v := h.ledger.violations(); len(v) > 0 {
-		t.Errorf("a slot was assigned while another live member owned it:\n%s", strings.Join(v, "\n"))
-	}
 }
 
 // TestExistingTopicKeepsItsCount: a control topic that exists with another
@@ -271,6 +250,25 @@ func TestJoinValidatesConfig(t *testing.T) {
 	}
 }
 
+// TestPartitionedMember: a member cut off by a network partition (its
+// traffic silently dropped) loses its slots to the others after the session
+// timeout, and notices on its own later: its heartbeats must first time out.
+// The gap between the two is why slots need fencing. When the network
+// heals, it rejoins by itself.
+func TestPartitionedMember(t *testing.T) {
+	c := newKfake(t)
+	h := newHarness(t, c.ListenAddrs(), "kmirror.m5", "kmirror.m5.slots.internal")
+	a := h.join("a", 4)
+	b := h.join("b", 4)
+	h.settle("a and b", a, b)
+	h.fail("partition", b, b.dialer.hole, a)
+
+	// Once the network heals, b rejoins on its own and gets slots again.
+	h.ledger.alive("b")
+	b.dialer.heal()
+	h.settle("a and b after the partition healed", a, b)
+}
+
 // ---- harness ----
 
 func newKfake(t *testing.T) *kfake.Cluster {
@@ -299,7 +297,7 @@ type harness struct {
 type member struct {
 	name   string
 	m      *slots.Member
-	dialer *cutDialer
+	dialer *faultDialer
 }
 
 func newHarness(t *testing.T, seeds []string, group, topic string) *harness {
@@ -311,14 +309,18 @@ func newHarness(t *testing.T, seeds []string, group, topic string) *harness {
 	h.adm = kadm.NewClient(cl)
 	t.Cleanup(func() {
 		// Closing in parallel: a cut-off member's Close waits out its
-		// bound, the others need not wait for it.
+		// bound, the others need not wait for it. SLOTS_LOGS=1 shows the
+		// logs of passing tests too.
 		var wg sync.WaitGroup
 		for _, m := range h.all {
 			wg.Go(m.m.Close)
 		}
 		wg.Wait()
 		cl.Close()
-		if t.Failed() {
+		if v := h.ledger.violations(); len(v) > 0 {
+			t.Errorf("slot ownership went wrong:\n%s", strings.Join(v, "\n"))
+		}
+		if t.Failed() || os.Getenv("SLOTS_LOGS") != "" {
 			t.Logf("logs (slots and franz-go):\n%s", h.logs.tail(400))
 		}
 	})
@@ -328,7 +330,7 @@ func newHarness(t *testing.T, seeds []string, group, topic string) *harness {
 // join starts a member named name (its client ID) and waits for Join.
 func (h *harness) join(name string, nslots int32) *member {
 	h.t.Helper()
-	d := &cutDialer{}
+	d := &faultDialer{}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("member", name)
@@ -408,6 +410,32 @@ func (h *harness) settle(desc string, live ...*member) {
 		parts = append(parts, fmt.Sprintf("%s=%v", mem.name, mem.m.Owned()))
 	}
 	h.t.Logf("%s: %s", desc, strings.Join(parts, " "))
+}
+
+// fail applies fault to victim, which the ledger counts as dead from then
+// on, and checks that the survivors take over its slots within the session
+// timeout + 5s, and that the victim reports them lost (OnLost) on its own.
+func (h *harness) fail(what string, victim *member, fault func(), survivors ...*member) {
+	h.t.Helper()
+	slots := victim.m.Owned()
+	h.ledger.dead(victim.name)
+	start := time.Now()
+	fault()
+	h.settle(fmt.Sprintf("after the %s of %s", what, victim.name), survivors...)
+	took := h.ledger.takeover(slots, start)
+	h.t.Logf("%s: %s's %d slots owned by others %v after it began (session timeout %v)", what, victim.name, len(slots), took.Round(time.Millisecond), testSessionTimeout)
+	if limit := testSessionTimeout + 5*time.Second; took > limit {
+		h.t.Errorf("takeover after the %s took %v, more than the session timeout + 5s (%v)", what, took, limit)
+	}
+	// Over a partition, the victim's heartbeats must time out first;
+	// franz-go took up to 40s here.
+	waitFor(h.t, 120*time.Second, victim.name+" to report its slots lost", func() (bool, string) {
+		return len(victim.m.Owned()) == 0, fmt.Sprintf("%s still owns %v", victim.name, victim.m.Owned())
+	})
+	h.t.Logf("%s: %s's OnLost %v after it began", what, victim.name, h.ledger.lostAt(victim.name).Sub(start).Round(time.Millisecond))
+	if got := h.ledger.lostOf(victim.name); !slices.Equal(got, slots) {
+		h.t.Errorf("%s's OnLost got %v, want %v", victim.name, got, slots)
+	}
 }
 
 // snapshot records what each member owns and has revoked so far.
@@ -551,6 +579,12 @@ func (l *ledger) dead(name string) {
 	}
 }
 
+func (l *ledger) alive(name string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.isDead, name)
+}
+
 // takeover returns how long after since the last of slots was assigned.
 func (l *ledger) takeover(slots []int32, since time.Time) time.Duration {
 	l.mu.Lock()
@@ -589,23 +623,32 @@ func (l *ledger) violations() []string {
 	return slices.Clone(l.errs)
 }
 
-// cutDialer dials normally until cut, which closes every connection it made
-// and refuses new ones: the member is gone as after kill -9 (the kernel
-// closes its sockets) or a network partition, while its process lives on.
-type cutDialer struct {
-	mu    sync.Mutex
-	isCut bool
-	conns []net.Conn
+// faultDialer dials normally until a fault:
+//   - cut closes every connection it made and refuses new ones: the member
+//     is gone as after kill -9 (the kernel closes its sockets), while its
+//     process lives on;
+//   - hole makes the network drop everything: writes vanish, nothing more
+//     is read, and new connections never complete (a network partition,
+//     or a paused process as the brokers see it).
+type faultDialer struct {
+	mu     sync.Mutex
+	isCut  bool
+	isHole bool
+	conns  []net.Conn
 }
 
 var errCut = errors.New("cut off by the test")
 
-func (d *cutDialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+func (d *faultDialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	d.mu.Lock()
-	isCut := d.isCut
+	isCut, isHole := d.isCut, d.isHole
 	d.mu.Unlock()
-	if isCut {
+	switch {
+	case isCut:
 		return nil, errCut
+	case isHole:
+		<-ctx.Done() // the dial timeout
+		return nil, ctx.Err()
 	}
 	var nd net.Dialer
 	c, err := nd.DialContext(ctx, network, addr)
@@ -618,16 +661,56 @@ func (d *cutDialer) dial(ctx context.Context, network, addr string) (net.Conn, e
 		c.Close()
 		return nil, errCut
 	}
-	d.conns = append(d.conns, c)
-	return c, nil
+	hc := &holeConn{Conn: c, d: d}
+	d.conns = append(d.conns, hc)
+	return hc, nil
 }
 
-func (d *cutDialer) cut() {
+func (d *faultDialer) holed() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.isHole
+}
+
+func (d *faultDialer) cut() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.isCut = true
 	for _, c := range d.conns {
 		c.Close()
+	}
+}
+
+func (d *faultDialer) hole() { d.setHole(true) }
+func (d *faultDialer) heal() { d.setHole(false) }
+
+func (d *faultDialer) setHole(on bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.isHole = on
+}
+
+// holeConn drops all traffic once its dialer is holed. The connection's
+// deadlines still apply, so the client times out as over a real partition.
+type holeConn struct {
+	net.Conn
+	d *faultDialer
+}
+
+func (c *holeConn) Write(p []byte) (int, error) {
+	if c.d.holed() {
+		return len(p), nil
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *holeConn) Read(p []byte) (int, error) {
+	for {
+		n, err := c.Conn.Read(p)
+		if err != nil || !c.d.holed() {
+			return n, err
+		}
+		// A reply that crosses the partition is lost.
 	}
 }
 
