@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/connector/policy"
 	"github.com/kmirror/kmirror/filters"
 	"github.com/kmirror/kmirror/listeners"
 )
@@ -232,6 +233,12 @@ func (m *Mirror) groupCandidates(ctx context.Context, c *clients, mirrored map[s
 	for _, g := range listed {
 		if g.GroupType == "share" {
 			continue // share groups have no committed offsets to translate
+		}
+		if strings.HasPrefix(g.Group, policy.InternalTopicPrefix) {
+			// kmirror's own (a cluster-mode mirror's workers, on a
+			// cluster that is the target of another mirror): never
+			// translated, whatever the filters say.
+			continue
 		}
 		names = append(names, g.Group)
 	}
