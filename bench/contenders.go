@@ -63,6 +63,11 @@ type startFunc func(ctx context.Context, cs *clusters, topic string, partitions 
 var contenders = map[string]startFunc{
 	"limit":   startLimit,
 	"kmirror": startKmirror,
+	// kmirror in cluster mode, one worker: every slot's records,
+	// progress and index in transactions (exactly once). Its acked count
+	// is taken at acknowledgement, before the commit, so the last
+	// commit (at most one 100ms commit interval) is not timed.
+	"kmirror-eos": startKmirrorEOS,
 }
 
 // limitCopy is the limit (workload.Limit): the plainest franz-go loop that
@@ -125,7 +130,17 @@ type kmirrorCopy struct {
 	checked time.Time
 }
 
-func startKmirror(ctx context.Context, cs *clusters, topic string, _ int) (copying, error) {
+func startKmirror(ctx context.Context, cs *clusters, topic string, partitions int) (copying, error) {
+	return startConnector(ctx, cs, topic, nil)
+}
+
+func startKmirrorEOS(ctx context.Context, cs *clusters, topic string, partitions int) (copying, error) {
+	return startConnector(ctx, cs, topic, &connector.ClusterConfig{Slots: 16, SessionTimeout: 10 * time.Second, CommitInterval: 100 * time.Millisecond})
+}
+
+// startConnector starts kmirror's connector, in cluster mode when cluster
+// is set.
+func startConnector(ctx context.Context, cs *clusters, topic string, cluster *connector.ClusterConfig) (copying, error) {
 	reg := prometheus.NewRegistry()
 	k := &kmirrorCopy{topic: topic, reg: reg, done: make(chan error, 1)}
 	m, err := connector.New(connector.Config{
@@ -145,6 +160,7 @@ func startKmirror(ctx context.Context, cs *clusters, topic string, _ int) (copyi
 		Compression:     []kgo.CompressionCodec{kgo.NoCompression()},
 		Logger:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Metrics:         connector.NewMetrics(reg),
+		Cluster:         cluster,
 	})
 	if err != nil {
 		return nil, err

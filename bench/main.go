@@ -78,7 +78,7 @@ func run() int {
 	flag.DurationVar(&o.latencyDuration, "latency-duration", 10*time.Second, "length of the latency phase, after its 1s warm-up; 0 skips it")
 	flag.IntVar(&o.runs, "runs", 1, "runs per contender; the table shows each and the median")
 	flag.IntVar(&o.brokers, "brokers", 3, "brokers per kfake cluster")
-	flag.StringVar(&names, "contenders", "limit,kmirror", "contenders to run, comma-separated: limit, kmirror")
+	flag.StringVar(&names, "contenders", "limit,kmirror", "contenders to run, comma-separated: limit, kmirror, kmirror-eos (cluster mode: transactions, exactly once)")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of kmirror's first throughput phase to this file (and the limit's to FILE.limit)")
 	flag.StringVar(&o.memprofile, "memprofile", "", "write a heap profile taken when kmirror's first throughput phase completes to this file (and the limit's to FILE.limit)")
 	flag.StringVar(&o.out, "out", "bench/results/kfake-latest.md", "also write the report here when every run passed; empty to skip")
