@@ -153,3 +153,33 @@ func TestClusterWorkersShareAndHandOver(t *testing.T) {
 	produce("c", 50)
 	exactly("after the hand-over", want(part{"a", 100}, part{"b", 50}, part{"c", 50}))
 }
+
+// TestClusterPlan: kmirror plan of a cluster-mode mirror plans what the
+// control plane would do, though the planning process owns no slot.
+func TestClusterPlan(t *testing.T) {
+	t.Parallel()
+	src, dst := testClusters(t)
+	if _, err := kadm.NewClient(newClient(t, src)).CreateTopic(context.Background(), 3, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(Config{
+		Name: "m", SourceAlias: "src", TargetAlias: "dst",
+		SourceOpts: []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)},
+		TargetOpts: []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)},
+		Filters:    []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll("orders")}},
+		Cluster:    &ClusterConfig{Slots: 4, SessionTimeout: 6 * time.Second, CommitInterval: 50 * time.Millisecond},
+		Logger:     discardLogger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	plan, err := m.Plan(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Create) != 1 || plan.Create[0].TargetTopic != "src.orders" || plan.Create[0].Partitions != 3 {
+		t.Fatalf("plan creates %+v, want src.orders with 3 partitions", plan.Create)
+	}
+}

@@ -406,9 +406,10 @@ loop:
 }
 
 // ownsControl reports whether this worker runs the control plane's writes:
-// always, unless in cluster mode, where the owner of slot 0 does.
+// always, unless in cluster mode, where the owner of slot 0 does (kmirror
+// plan, which writes nothing, plans them whatever the mode).
 func (m *Mirror) ownsControl() bool {
-	return m.slots == nil || m.slots.ownsControl()
+	return m.slots == nil || m.dryRun() || m.slots.ownsControl()
 }
 
 // shutdown stops fetching, lets the records in flight settle and persists
