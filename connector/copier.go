@@ -149,6 +149,9 @@ type partitionState struct {
 
 	metrics *mirrorMetrics
 	onFail  func() // sets the copier's attention flag
+	// cancelled counts records failed because the produce context was
+	// cancelled: a shutdown that gave up on them (see inFlight).
+	cancelled int
 }
 
 // poisonRecord is a record the target refused on its own with an error no
@@ -203,6 +206,9 @@ func (p *partitionState) promise(r *kgo.Record, err error) {
 	p.progressAt = time.Now()
 	if err != nil && p.expired != nil && errors.Is(err, context.Canceled) {
 		err = p.expired
+	}
+	if err != nil && src >= 0 && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		p.cancelled++
 	}
 	if err != nil {
 		if p.failed == nil {
@@ -813,13 +819,17 @@ func (c *copier) writeDeadLetter(ps *partitionState) {
 	})
 }
 
-// inFlight counts the records produced and not yet acknowledged, over the
-// partitions being copied and the parked ones.
+// inFlight counts the records produced and not acknowledged, over the
+// partitions being copied and the parked ones: those still in flight, and
+// those failed because the produce context was cancelled (a shutdown gave
+// up on them; franz-go may fail them before the shutdown looks).
 func (c *copier) inFlight() int {
 	n := 0
 	for _, ps := range c.persistable() {
 		ps.mu.Lock()
-		n += len(ps.inflight) - ps.head
+		// Counted together under the lock: a promise moves a record
+		// from the queue to cancelled in one step.
+		n += len(ps.inflight) - ps.head + ps.cancelled
 		ps.mu.Unlock()
 	}
 	return n

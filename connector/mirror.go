@@ -430,10 +430,17 @@ func (m *Mirror) shutdown(c *clients, cp dataPlane, writer *progressWriter, stop
 		<-copyDone
 	}
 	bg.Wait()
-	var abandoned int
-	if err := c.dst.Flush(flushCtx); err != nil {
-		abandoned = cp.inFlight()
+	// Flush can return nil after the deadline too, when franz-go failed
+	// the records the cancelled context covered before it looked: the
+	// count of records produced and not acknowledged decides.
+	var abandonedErr error
+	err := c.dst.Flush(flushCtx)
+	if err != nil {
 		m.cancelProduce()
+	}
+	if abandoned := cp.inFlight(); abandoned > 0 {
+		m.cancelProduce()
+		abandonedErr = fmt.Errorf("mirror %s: %d records not acknowledged by the target within shutdown_timeout (%v); they will be copied again after a restart", m.cfg.Name, abandoned, m.cfg.ShutdownTimeout)
 		m.log.Error("shutdown_timeout reached with records in flight: abandoning them; progress does not include them, so a restart copies them again",
 			"records", abandoned, "shutdown_timeout", m.cfg.ShutdownTimeout, "err", err)
 	}
@@ -451,10 +458,7 @@ func (m *Mirror) shutdown(c *clients, cp dataPlane, writer *progressWriter, stop
 	} else {
 		m.log.Info("stopped; progress persisted", "progress_topic", m.progressTopic)
 	}
-	if abandoned > 0 {
-		return fmt.Errorf("mirror %s: %d records not acknowledged by the target within shutdown_timeout (%v); they will be copied again after a restart", m.cfg.Name, abandoned, m.cfg.ShutdownTimeout)
-	}
-	return nil
+	return abandonedErr
 }
 
 // finalProgressTimeout bounds the progress write of a shutdown whose flush
