@@ -52,10 +52,14 @@ type slotPlane struct {
 	owned map[int32]*slotWorker
 	// member is the worker's membership in the group, nil until joined.
 	member *slots.Member
-	// pending are slots assigned while Join had not returned yet: the
-	// slot count (needed to know a slot's partitions) is known only
-	// then. join takes them over.
-	pending []int32
+	// assigned are the slots the group gives this worker, updated in the
+	// group's callbacks: the truth a takeover checks before it installs
+	// a slot's copier (a takeover runs for a while, and the slot may be
+	// revoked meanwhile). A slot assigned and not owned is taken over
+	// again on every pass (takeOverMissing).
+	assigned map[int32]bool
+	// takeMu serializes takeovers.
+	takeMu sync.Mutex
 }
 
 // slotWorker is one owned slot: its transactional copier and what it found
@@ -73,7 +77,7 @@ type slotWorker struct {
 }
 
 func newSlotPlane(m *Mirror) *slotPlane {
-	return &slotPlane{m: m, owned: make(map[int32]*slotWorker)}
+	return &slotPlane{m: m, owned: make(map[int32]*slotWorker), assigned: make(map[int32]bool)}
 }
 
 func (p *slotPlane) transactionalID(slot int32) string {
@@ -92,7 +96,7 @@ func (p *slotPlane) join(ctx context.Context) error {
 		SessionTimeout:    cc.SessionTimeout,
 		ClientOpts:        p.m.cfg.TargetOpts,
 		Logger:            p.m.log,
-		OnAssigned:        p.takeOver,
+		OnAssigned:        p.onAssigned,
 		OnRevoked:         func(ctx context.Context, ss []int32) { p.release(ctx, ss, true) },
 		OnLost:            func(ctx context.Context, ss []int32) { p.release(ctx, ss, false) },
 	})
@@ -103,13 +107,44 @@ func (p *slotPlane) join(ctx context.Context) error {
 	p.member = member
 	p.n = member.Slots()
 	p.m.metrics.setSlots(p.n)
-	pending := p.pending
-	p.pending = nil
 	p.mu.Unlock()
-	if len(pending) > 0 {
-		p.takeOver(ctx, pending)
-	}
+	// Slots assigned before Join returned waited for the slot count.
+	p.takeOverMissing(ctx)
 	return nil
+}
+
+// onAssigned records the slots the group gave this worker and takes them
+// over (once the slot count is known: the first assignment comes before
+// Join returns, and join takes those over).
+func (p *slotPlane) onAssigned(ctx context.Context, ss []int32) {
+	p.mu.Lock()
+	for _, s := range ss {
+		p.assigned[s] = true
+	}
+	known := p.n > 0
+	p.mu.Unlock()
+	if known {
+		p.takeOver(ctx, ss)
+	}
+}
+
+// takeOverMissing takes over every slot the group gave this worker that
+// has no copier: assigned before the slot count was known, or whose
+// takeover failed (a broker down), or whose copier was fenced. The pass
+// calls it, so a failed takeover is retried every refresh interval.
+func (p *slotPlane) takeOverMissing(ctx context.Context) {
+	p.mu.Lock()
+	var missing []int32
+	for s := range p.assigned {
+		if p.owned[s] == nil {
+			missing = append(missing, s)
+		}
+	}
+	p.mu.Unlock()
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		p.takeOver(ctx, missing)
+	}
 }
 
 // slotOf is the slot of a source partition (0 before the slot count is
@@ -138,32 +173,88 @@ func (p *slotPlane) ownsControl() bool {
 // there. A slot that cannot start is logged and retried on the next
 // assignment or pass.
 func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
+	p.takeMu.Lock()
+	defer p.takeMu.Unlock()
 	p.mu.Lock()
-	if p.n <= 0 {
-		p.pending = append(p.pending, ss...)
-		p.mu.Unlock()
+	ss = slices.DeleteFunc(slices.Clone(ss), func(s int32) bool { return !p.assigned[s] || p.owned[s] != nil })
+	p.mu.Unlock()
+	if len(ss) == 0 {
 		return
 	}
-	p.mu.Unlock()
+	begin := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	// Fence every slot first, then read the progress once for all of
+	// them: it holds every slot's positions, and a read after the fences
+	// sees everything the previous owners committed.
+	fenced := make(map[int32]*kgo.Client, len(ss))
 	for _, slot := range ss {
-		begin := time.Now()
-		w, err := p.startSlot(ctx, slot)
+		dst, err := p.fenceSlot(ctx, slot)
 		if err != nil {
 			p.m.log.Error("cannot take the slot over; it stays without a copier until the next rebalance", "slot", slot, "err", err)
 			continue
 		}
-		p.mu.Lock()
-		p.owned[slot] = w
-		p.mu.Unlock()
-		p.m.metrics.slotOwned(slot, true, "assigned")
-		p.m.log.Info("slot taken over", "slot", slot, "partitions_stored", len(w.loaded.positions), "took", time.Since(begin).Round(time.Millisecond))
+		fenced[slot] = dst
 	}
+	if len(fenced) == 0 {
+		return
+	}
+	var any *kgo.Client
+	for _, cl := range fenced {
+		any = cl
+		break
+	}
+	ld, err := loadProgress(ctx, p.m.cfg.TargetOpts, kadm.NewClient(any), p.m.progressTopic)
+	if err != nil {
+		p.m.log.Error("cannot read the slots' progress; they stay without a copier until the next rebalance", "slots", ss, "progress_topic", p.m.progressTopic, "err", err)
+		for _, cl := range fenced {
+			cl.Close()
+		}
+		return
+	}
+	bySlot := make(map[int32]loaded, len(fenced))
+	for slot := range fenced {
+		bySlot[slot] = loaded{positions: make(map[topicPartition]position), indexes: make(map[topicPartition]*partitionIndex)}
+	}
+	for tp, pos := range ld.positions {
+		if l, ok := bySlot[p.slotOf(tp)]; ok {
+			l.positions[tp] = pos
+		}
+	}
+	for tp, ix := range ld.indexes {
+		if l, ok := bySlot[p.slotOf(tp)]; ok {
+			l.indexes[tp] = ix
+		}
+	}
+	var installed []int32
+	for slot, dst := range fenced {
+		w := p.newSlotWorker(slot, dst, bySlot[slot])
+		p.mu.Lock()
+		still := p.assigned[slot] && p.owned[slot] == nil
+		if still {
+			p.owned[slot] = w
+		}
+		p.mu.Unlock()
+		if !still {
+			// Revoked while it was being taken over: whoever owns
+			// it now fences this producer anyway.
+			dst.Close()
+			continue
+		}
+		installed = append(installed, slot)
+		p.m.metrics.slotOwned(slot, true, "assigned")
+	}
+	ss = installed
+	slices.Sort(installed)
+	p.m.log.Info("slots taken over", "slots", installed, "partitions_stored", len(ld.positions), "took", time.Since(begin).Round(time.Millisecond))
 	// Partitions of topics already mirrored start now, not at the next
 	// pass.
 	p.assignKnown(ss)
 }
 
-func (p *slotPlane) startSlot(ctx context.Context, slot int32) (*slotWorker, error) {
+// fenceSlot creates the slot's transactional producer and takes the
+// transactional ID over.
+func (p *slotPlane) fenceSlot(ctx context.Context, slot int32) (*kgo.Client, error) {
 	cfg := p.m.cfg
 	opts := append(append([]kgo.Opt(nil), cfg.TargetOpts...),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
@@ -185,32 +276,20 @@ func (p *slotPlane) startSlot(ctx context.Context, slot int32) (*slotWorker, err
 	if err != nil {
 		return nil, err
 	}
-	fctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if err := fence(fctx, dst); err != nil {
+	if err := fence(ctx, dst); err != nil {
 		dst.Close()
 		return nil, err
 	}
-	ld, err := loadProgress(fctx, cfg.TargetOpts, kadm.NewClient(dst), p.m.progressTopic)
-	if err != nil {
-		dst.Close()
-		return nil, fmt.Errorf("read the slot's progress in %s: %w", p.m.progressTopic, err)
-	}
-	// Keep only this slot's partitions.
-	for tp := range ld.positions {
-		if p.slotOf(tp) != slot {
-			delete(ld.positions, tp)
-		}
-	}
-	for tp := range ld.indexes {
-		if p.slotOf(tp) != slot {
-			delete(ld.indexes, tp)
-		}
-	}
+	return dst, nil
+}
+
+// newSlotWorker is a slot's copier over its fenced producer.
+func (p *slotPlane) newSlotWorker(slot int32, dst *kgo.Client, ld loaded) *slotWorker {
+	cfg := p.m.cfg
 	produceCtx, cancelProduce := context.WithCancel(context.Background())
 	cp := newCopier(p.m.log.With("slot", slot), p.m.metrics, dst, produceCtx, copierOpts{deliveryTimeout: cfg.DeliveryTimeout})
 	cp.txn = &txnCycle{every: cfg.Cluster.CommitInterval, writer: &progressWriter{topic: p.m.progressTopic, dst: dst, c: cp, sealer: p.m.sealer, failed: p.m.internalWriteFailed}}
-	return &slotWorker{slot: slot, cp: cp, dst: dst, loaded: ld, cancelProduce: cancelProduce, done: make(chan struct{})}, nil
+	return &slotWorker{slot: slot, cp: cp, dst: dst, loaded: ld, cancelProduce: cancelProduce, done: make(chan struct{})}
 }
 
 // release stops slots that leave this worker. Revoked (a rebalance): the
@@ -222,7 +301,7 @@ func (p *slotPlane) release(ctx context.Context, ss []int32, commit bool) {
 		p.mu.Lock()
 		w := p.owned[slot]
 		delete(p.owned, slot)
-		p.pending = slices.DeleteFunc(p.pending, func(s int32) bool { return s == slot })
+		delete(p.assigned, slot)
 		p.mu.Unlock()
 		if w == nil {
 			continue
@@ -344,8 +423,24 @@ func (p *slotPlane) run(w *slotWorker) {
 	go func() {
 		defer close(w.done)
 		w.cp.run(ctx)
-		if w.cp.txnFenced() {
-			p.m.log.Warn("slot fenced by another worker: it stops here", "slot", w.slot)
+		if !w.cp.txnFenced() {
+			return
+		}
+		// Fenced while the group still gives it to this worker (the
+		// group moved it away and back, or a stale takeover raced):
+		// drop the copier; the next pass takes the slot over again.
+		p.mu.Lock()
+		mine := p.owned[w.slot] == w
+		if mine {
+			delete(p.owned, w.slot)
+		}
+		p.mu.Unlock()
+		p.m.log.Warn("slot fenced by another producer: this copier stops", "slot", w.slot, "taken_over_again", mine)
+		if mine {
+			p.m.metrics.slotOwned(w.slot, false, "lost")
+			w.cancelProduce()
+			w.cp.close()
+			w.dst.Close()
 		}
 	}()
 }

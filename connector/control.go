@@ -43,6 +43,10 @@ func (m *Mirror) pass(ctx context.Context, c *clients, cp dataPlane) (bool, erro
 func (m *Mirror) dryRun() bool { return m.plan != nil }
 
 func (m *Mirror) doPass(ctx context.Context, c *clients, cp dataPlane) (bool, error) {
+	// 0. In cluster mode, take over the slots whose takeover failed.
+	if m.slots != nil && !m.dryRun() {
+		m.slots.takeOverMissing(ctx)
+	}
 	// 1. Discover, with the metadata upstream mirrors left on the source.
 	disc, err := m.discover(ctx, c)
 	if err != nil {

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kmirror/kmirror/e2e/kafkatest"
 )
 
 // Issue 12: several workers share a mirror (cluster mode), survive kill -9
@@ -184,4 +186,56 @@ func TestClusterUpgradeFromSingle(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestKafkaClusterTargetRestart: two cluster-mode workers copy while
+// records are produced, and the target broker (the group coordinator, the
+// transaction coordinator and every slot's destination) is stopped and
+// started again. The workers lose and regain their slots; the target read
+// with read_committed then holds every source record exactly once.
+func TestKafkaClusterTargetRestart(t *testing.T) {
+	t.Parallel()
+	k := requireKafkaBackend(t)
+	dst := newKafkaCluster(t, "cluster-target", kafkatest.Config{})
+	e := newEnvWith(t, k.src, dst, true)
+	topic := e.topic("stream")
+	const partitions, slots = 6, 4
+	createTopic(t, e.srcCl, topic, partitions, nil)
+	prod := startProducer(t, e.src.Addrs(), topic, partitions)
+
+	cfg := e.defaultConfig()
+	path := e.writeExtConfig("", cfg, extConfig{MirrorRaw: fmt.Sprintf("    cluster: {slots: %d, session_timeout: 6s, commit_interval: 100ms}", slots)})
+	ws := []*worker{e.startWorker(path), e.startWorker(path)}
+	addrs := []string{ws[0].httpAddr(t), ws[1].httpAddr(t)}
+	e.waitFor(60*time.Second, "the workers to share every slot", func() (bool, string) { return slotsCovered(ws, addrs, cfg.Name, slots) })
+	ctx := ctxTimeout(t, 5*time.Minute)
+	e.waitFor(60*time.Second, "records on the target", func() (bool, string) {
+		n, _, err := recordCount(ctx, e.dstCl, "src."+topic)
+		return err == nil && n >= 1000, fmt.Sprintf("%d offsets (%v)", n, err)
+	})
+
+	begin := time.Now()
+	if err := dst.Stop(30 * time.Second); err != nil {
+		t.Fatalf("stopping the target: %v", err)
+	}
+	time.Sleep(3 * time.Second) // down for a while; the workers must stay up
+	for _, w := range ws {
+		w.checkAlive(t)
+	}
+	if err := dst.Start(ctx); err != nil {
+		t.Fatalf("starting the target again: %v", err)
+	}
+	t.Logf("target down and up again in %v", time.Since(begin).Round(time.Millisecond))
+	e.waitFor(90*time.Second, "the workers to own every slot again", func() (bool, string) { return slotsCovered(ws, addrs, cfg.Name, slots) })
+
+	prod.stop(t)
+	n := prod.count() / partitions
+	want := make(map[int32][]string, partitions)
+	for p := range int32(partitions) {
+		for j := range n {
+			want[p] = append(want[p], val("bg", p, j))
+		}
+	}
+	t.Logf("%d records produced", n*partitions)
+	e.waitTargetValues(180*time.Second, "src."+topic, want)
 }

@@ -148,6 +148,59 @@ func PartitionCounts(ctx context.Context, addrs []string, topic string) (map[int
 	return out, nil
 }
 
+// CommittedCounts returns the number of committed data records per
+// partition of topic, read with read_committed up to the last stable
+// offset: a topic written in transactions holds a marker per transaction
+// and partition, which offsets count and records do not.
+func CommittedCounts(ctx context.Context, addrs []string, topic string) (map[int32]int64, error) {
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	if err != nil {
+		return nil, err
+	}
+	defer admCl.Close()
+	ends, err := kadm.NewClient(admCl).ListCommittedOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list last stable offsets of %s: %w", topic, err)
+	}
+	want := make(map[int32]int64)
+	from := make(map[int32]kgo.Offset)
+	out := make(map[int32]int64)
+	ends.Each(func(o kadm.ListedOffset) {
+		out[o.Partition] = 0
+		if o.Offset > 0 {
+			want[o.Partition] = o.Offset
+			from[o.Partition] = kgo.NewOffset().AtStart()
+		}
+	})
+	if len(want) == 0 {
+		return out, nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	for len(want) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("count records of %s: %w", topic, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if !r.Attrs.IsControl() {
+				out[r.Partition]++
+			}
+			if r.Offset+1 >= want[r.Partition] {
+				delete(want, r.Partition)
+			}
+		})
+	}
+	return out, nil
+}
+
 // LatencyHeader carries the produce time in nanoseconds. Record timestamps
 // are only millisecond-precise on the wire, which would blur a p50 of a
 // few milliseconds.
