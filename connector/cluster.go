@@ -60,6 +60,11 @@ type slotPlane struct {
 	assigned map[int32]bool
 	// takeMu serializes takeovers.
 	takeMu sync.Mutex
+	// members is the group as last described (refreshed every pass),
+	// membersErr why the last description failed (the list is then the
+	// previous one: unknown this time, not empty).
+	members    []slots.MemberInfo
+	membersErr error
 }
 
 // slotWorker is one owned slot: its transactional copier and what it found
@@ -570,17 +575,53 @@ func (v storedView) partition(tp topicPartition) *partitionState {
 	return &partitionState{tp: tp, acked: pos.next, persisted: pos.next, committed: pos.next, index: ix, end: -1}
 }
 
-// status is this worker's part of the cluster.
-func (p *slotPlane) status() *ClusterStatus {
+// refreshMembers describes the group, for status; an error keeps the
+// previous list.
+func (p *slotPlane) refreshMembers(ctx context.Context) {
+	p.mu.Lock()
+	member := p.member
+	p.mu.Unlock()
+	if member == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ms, err := member.Members(ctx)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st := &ClusterStatus{Slots: p.n, Owned: slices.Sorted(maps.Keys(p.owned))}
+	p.membersErr = err
+	if err == nil {
+		p.members = ms
+	}
+}
+
+// status is this worker's part of the cluster, and the group as last
+// described.
+func (p *slotPlane) status() *ClusterStatus {
+	p.mu.Lock()
+	st := &ClusterStatus{Slots: p.n, Owned: slices.Sorted(maps.Keys(p.owned)), SlotLag: make(map[int32]int64)}
 	if st.Owned == nil {
 		st.Owned = []int32{}
 	}
 	_, st.ControlPlane = p.owned[controlSlot]
 	if p.member != nil {
 		st.Member = p.member.ID()
+	}
+	for _, mi := range p.members {
+		st.Workers = append(st.Workers, WorkerStatus{Member: mi.MemberID, ClientID: mi.ClientID, Host: mi.Host, Slots: mi.Slots, ControlPlane: slices.Contains(mi.Slots, controlSlot)})
+	}
+	if p.membersErr != nil {
+		st.WorkersError = p.membersErr.Error()
+	}
+	workers := slices.Collect(maps.Values(p.owned))
+	p.mu.Unlock()
+	for _, w := range workers {
+		var lagSum int64
+		for _, ps := range w.cp.snapshot() {
+			acked, end, _ := ps.status()
+			lagSum += lag(acked, end)
+		}
+		st.SlotLag[w.slot] = lagSum
 	}
 	return st
 }

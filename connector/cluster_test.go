@@ -146,6 +146,24 @@ func TestClusterWorkersShareAndHandOver(t *testing.T) {
 	w2 := startClusterWorker(t, src, dst, 4)
 	waitFor(t, func() bool { return len(w1.owned()) > 0 && len(w2.owned()) > 0 && len(w1.owned())+len(w2.owned()) == 4 }, "the two workers to share the 4 slots")
 	exactly("two workers", want(part{"a", 100}))
+	// Each worker's status lists the whole group: two workers, every
+	// slot once, one control plane.
+	waitFor(t, func() bool {
+		st := w1.m.Status().Cluster
+		if st == nil || len(st.Workers) != 2 {
+			return false
+		}
+		seen, control := map[int32]bool{}, 0
+		for _, wk := range st.Workers {
+			for _, s := range wk.Slots {
+				seen[s] = true
+			}
+			if wk.ControlPlane {
+				control++
+			}
+		}
+		return len(seen) == 4 && control == 1
+	}, "the status to list both workers and their slots")
 
 	produce("b", 50)
 	w1.shutdown(t)

@@ -46,6 +46,7 @@ func (m *Mirror) doPass(ctx context.Context, c *clients, cp dataPlane) (bool, er
 	// 0. In cluster mode, take over the slots whose takeover failed.
 	if m.slots != nil && !m.dryRun() {
 		m.slots.takeOverMissing(ctx)
+		m.slots.refreshMembers(ctx)
 	}
 	// 1. Discover, with the metadata upstream mirrors left on the source.
 	disc, err := m.discover(ctx, c)

@@ -57,6 +57,22 @@ type ClusterStatus struct {
 	Owned []int32 `json:"owned"`
 	// ControlPlane is true while this worker runs the control plane.
 	ControlPlane bool `json:"control_plane"`
+	// SlotLag is the lag (records) of each slot this worker owns.
+	SlotLag map[int32]int64 `json:"slot_lag"`
+	// Workers is the whole group as last described by its coordinator
+	// (refreshed every pass); WorkersError says why the last description
+	// failed (the list is then the previous one).
+	Workers      []WorkerStatus `json:"workers"`
+	WorkersError string         `json:"workers_error,omitempty"`
+}
+
+// WorkerStatus is one worker of a mirror in cluster mode.
+type WorkerStatus struct {
+	Member       string  `json:"member"`
+	ClientID     string  `json:"client_id"`
+	Host         string  `json:"host"`
+	Slots        []int32 `json:"slots"`
+	ControlPlane bool    `json:"control_plane"`
 }
 
 // TopicStatus is one selected topic.
