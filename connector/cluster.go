@@ -156,12 +156,8 @@ func (p *slotPlane) takeOverMissing(ctx context.Context) {
 // known).
 func (p *slotPlane) slotOf(tp topicPartition) int32 {
 	p.mu.Lock()
-	n := p.n
-	p.mu.Unlock()
-	if n <= 0 {
-		return 0
-	}
-	return slots.SlotOf(tp.topic, tp.partition, n)
+	defer p.mu.Unlock()
+	return p.slotOfLocked(tp)
 }
 
 // ownsControl reports whether this worker runs the control plane.
@@ -261,22 +257,10 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 // transactional ID over.
 func (p *slotPlane) fenceSlot(ctx context.Context, slot int32) (*kgo.Client, error) {
 	cfg := p.m.cfg
-	opts := append(append([]kgo.Opt(nil), cfg.TargetOpts...),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+	opts := append(p.m.producerOpts(),
 		kgo.TransactionalID(p.transactionalID(slot)),
 		kgo.TransactionTimeout(max(time.Minute, 10*cfg.Cluster.CommitInterval)),
-		kgo.UnknownTopicRetries(20),
-		kgo.MaxBufferedBytes(p.m.producerBufferBytes),
 	)
-	if cfg.Linger > 0 {
-		opts = append(opts, kgo.ProducerLinger(cfg.Linger))
-	}
-	if cfg.BatchMaxBytes > 0 {
-		opts = append(opts, kgo.ProducerBatchMaxBytes(cfg.BatchMaxBytes))
-	}
-	if len(cfg.Compression) > 0 {
-		opts = append(opts, kgo.ProducerBatchCompression(cfg.Compression...))
-	}
 	dst, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, err

@@ -242,7 +242,20 @@ func (m *Mirror) newClients() (*clients, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mirror %s: source client: %w", m.cfg.Name, err)
 	}
-	dstOpts := append(append([]kgo.Opt(nil), m.cfg.TargetOpts...), metaAge,
+	dstOpts := append(m.producerOpts(), metaAge)
+	dst, err := kgo.NewClient(dstOpts...)
+	if err != nil {
+		srcAdminCl.Close()
+		return nil, fmt.Errorf("mirror %s: target client: %w", m.cfg.Name, err)
+	}
+	return &clients{srcAdminCl: srcAdminCl, dst: dst, srcAdm: kadm.NewClient(srcAdminCl), dstAdm: kadm.NewClient(dst)}, nil
+}
+
+// producerOpts are the options of every producer writing to the target
+// (the shared one, and in cluster mode each slot's): the target's
+// connection, manual partitioning and the producer tuning.
+func (m *Mirror) producerOpts() []kgo.Opt {
+	opts := append(append([]kgo.Opt(nil), m.cfg.TargetOpts...),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		// Produce to a topic just created on the target while its
 		// metadata propagates rather than failing the records.
@@ -250,21 +263,15 @@ func (m *Mirror) newClients() (*clients, error) {
 		kgo.MaxBufferedBytes(m.producerBufferBytes),
 	)
 	if m.cfg.Linger > 0 {
-		dstOpts = append(dstOpts, kgo.ProducerLinger(m.cfg.Linger))
+		opts = append(opts, kgo.ProducerLinger(m.cfg.Linger))
 	}
 	if m.cfg.BatchMaxBytes > 0 {
-		dstOpts = append(dstOpts, kgo.ProducerBatchMaxBytes(m.cfg.BatchMaxBytes))
+		opts = append(opts, kgo.ProducerBatchMaxBytes(m.cfg.BatchMaxBytes))
 	}
 	if len(m.cfg.Compression) > 0 {
-		dstOpts = append(dstOpts, kgo.ProducerBatchCompression(m.cfg.Compression...))
+		opts = append(opts, kgo.ProducerBatchCompression(m.cfg.Compression...))
 	}
-
-	dst, err := kgo.NewClient(dstOpts...)
-	if err != nil {
-		srcAdminCl.Close()
-		return nil, fmt.Errorf("mirror %s: target client: %w", m.cfg.Name, err)
-	}
-	return &clients{srcAdminCl: srcAdminCl, dst: dst, srcAdm: kadm.NewClient(srcAdminCl), dstAdm: kadm.NewClient(dst)}, nil
+	return opts
 }
 
 // dstProduce produces a record of kmirror's own (metadata, checkpoints,

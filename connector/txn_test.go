@@ -135,13 +135,7 @@ func TestTxnCopierExactlyOnceAcrossTakeover(t *testing.T) {
 		waitFor(t, func() bool { return second.committed(topicPartition{topic, p}) == 600 }, fmt.Sprintf("partition %d committed at 600", p))
 	}
 	for p := range int32(2) {
-		got := consumeFrom(t, dst.ListenAddrs(), "src."+topic, p, 0)
-		var vals []string
-		for off := range lastPos(got) + 1 {
-			if v, ok := got[off]; ok {
-				vals = append(vals, v)
-			}
-		}
+		vals := readCommitted(t, dst, "src."+topic, p)
 		var want []string
 		for _, pre := range []struct {
 			s string

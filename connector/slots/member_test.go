@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -47,36 +46,8 @@ func TestMembershipKafka(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a JVM")
 	}
-	rt, err := kafkatest.FindCached()
-	if errors.Is(err, kafkatest.ErrUnavailable) && !inCI() {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := rt.NewCluster(kafkatest.Config{Name: "slots", Dir: filepath.Join(t.TempDir(), "slots")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Stop(30 * time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	if err := c.Start(ctx); err != nil {
-		t.Fatalf("start: %v\n%s", err, c.Tail(40))
-	}
-	defer func() {
-		if t.Failed() {
-			t.Logf("broker log %s:\n%s", c.LogPath(), c.Tail(40))
-		}
-	}()
+	c := kafkatest.StartForTest(t, "slots")
 	exercise(t, c.Addrs())
-}
-
-// inCI reports whether the tests run in CI (CI=true), where a missing Kafka
-// fails instead of skipping.
-func inCI() bool {
-	v := strings.ToLower(strings.TrimSpace(os.Getenv("CI")))
-	return v != "" && v != "false" && v != "0"
 }
 
 // exercise runs the life of a group of workers on the cluster at seeds:

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
-	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -142,14 +141,7 @@ func TestClusterLifecycle(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a JVM")
 	}
-	rt, err := FindCached()
-	if errors.Is(err, ErrUnavailable) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := rt.NewCluster(Config{Name: "lifecycle", Dir: filepath.Join(t.TempDir(), "lifecycle")})
+	c, err := CachedRuntime(t).NewCluster(Config{Name: "lifecycle", Dir: filepath.Join(t.TempDir(), "lifecycle")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -40,28 +39,7 @@ func TestProxyKafka(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a JVM")
 	}
-	rt, err := kafkatest.FindCached()
-	if errors.Is(err, kafkatest.ErrUnavailable) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := rt.NewCluster(kafkatest.Config{Name: "faultproxy", Dir: filepath.Join(t.TempDir(), "faultproxy")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Stop(30 * time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	if err := c.Start(ctx); err != nil {
-		t.Fatalf("start: %v\n%s", err, c.Tail(40))
-	}
-	defer func() {
-		if t.Failed() {
-			t.Logf("broker log %s:\n%s", c.LogPath(), c.Tail(40))
-		}
-	}()
+	c := kafkatest.StartForTest(t, "faultproxy")
 	exercise(t, c.Addrs(), 1)
 }
 
