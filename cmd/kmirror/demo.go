@@ -1,0 +1,34 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/kmirror/kmirror/config"
+	"github.com/kmirror/kmirror/internal/demo"
+)
+
+func cmdDemo(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("demo", "Starts two embedded Kafka clusters (kfake), seeds topics (one compacted, one with\nheaders) and a live producer, mirrors between them and prints what was mirrored\nand where the metrics and status are. Runs until Ctrl-C or --duration.", stderr)
+	duration := fs.Duration("duration", 0, "stop after this long (0: run until Ctrl-C)")
+	listen := fs.String("http", "127.0.0.1:9644", "HTTP listen address for /metrics and /api/v1/status")
+	if code := parse(fs, args); code >= 0 {
+		return code
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if *duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *duration)
+		defer cancel()
+	}
+	log := newLogger(stderr, config.Log{Level: "info", Format: "text"})
+	if err := demo.Run(ctx, demo.Options{Out: stdout, Logger: log, HTTPListen: *listen, Version: getVersion()}); err != nil {
+		log.Error("demo failed", "err", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kmirror/kmirror/connector"
+	"github.com/kmirror/kmirror/internal/app"
+)
+
+func cmdPlan(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("plan", "Connects to the clusters and runs one pass of every mirror in dry-run mode: topics to\ncreate (checked by the target's controller with validateOnly), partitions to add and\nconfigs to change. Changes nothing, not even kmirror's own topics.\nExit status 0 when nothing would change, 2 when changes are pending, 1 on error.", stderr)
+	path := fs.String("config", "kmirror.yaml", "config file")
+	output := fs.String("o", "text", "output format: text or json")
+	timeout := fs.Duration("timeout", time.Minute, "give up after this long")
+	if code := parse(fs, args); code >= 0 {
+		return code
+	}
+	if !oneOf(stderr, "-o", *output, "text", "json") {
+		return 1
+	}
+	cfg, log := loadForCommand(*path, stderr)
+	if cfg == nil {
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	a, err := app.New(app.Options{Config: cfg, Logger: log, Version: getVersion()})
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	defer a.Close()
+	if err := a.StartPlugins(ctx); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	var plans []*connector.Plan
+	for _, m := range a.Mirrors() {
+		p, err := m.Plan(ctx)
+		if err != nil {
+			fmt.Fprintf(stderr, "plan: %v\n", err)
+			return 1
+		}
+		plans = append(plans, p)
+	}
+	changes := false
+	for _, p := range plans {
+		changes = changes || p.Changes()
+	}
+	if *output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(map[string]any{"changes": changes, "mirrors": plans})
+	} else {
+		printPlans(stdout, plans)
+	}
+	if changes {
+		return 2
+	}
+	return 0
+}
+
+func printPlans(w io.Writer, plans []*connector.Plan) {
+	for _, p := range plans {
+		fmt.Fprintf(w, "mirror %s:\n", p.Mirror)
+		if !p.Changes() && len(p.Failed) == 0 {
+			fmt.Fprintln(w, "  nothing to change")
+		}
+		for _, t := range p.Create {
+			line := fmt.Sprintf("  + create %s (%d partitions) from %s", t.TargetTopic, t.Partitions, t.SourceTopic)
+			if len(t.Configs) > 0 {
+				line += " with " + formatMap(t.Configs)
+			}
+			if t.Error != "" {
+				line += "\n      ! the target would refuse it: " + t.Error
+			}
+			fmt.Fprintln(w, line)
+		}
+		for _, g := range p.Grow {
+			line := fmt.Sprintf("  ~ grow %s from %d to %d partitions", g.TargetTopic, g.From, g.To)
+			if g.Error != "" {
+				line += "\n      ! the target would refuse it: " + g.Error
+			}
+			fmt.Fprintln(w, line)
+		}
+		for _, c := range p.Configs {
+			fmt.Fprintf(w, "  ~ configs of %s:", c.TargetTopic)
+			if len(c.Set) > 0 {
+				fmt.Fprintf(w, " set %s", formatMap(c.Set))
+			}
+			if len(c.Delete) > 0 {
+				fmt.Fprintf(w, " delete %s", strings.Join(c.Delete, ", "))
+			}
+			fmt.Fprintln(w)
+		}
+		for _, f := range p.Failed {
+			fmt.Fprintf(w, "  ! %s is failed and would not be touched: %s\n", f.SourceTopic, f.Error)
+		}
+	}
+}
+
+func formatMap(m map[string]string) string {
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, k+"="+m[k])
+	}
+	return strings.Join(parts, ", ")
+}

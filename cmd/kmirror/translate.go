@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kmirror/kmirror/connector"
+	"github.com/kmirror/kmirror/internal/app"
+)
+
+func cmdTranslate(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("translate", "Prints, for a failover, the target offset of every partition a source consumer group\ncommitted on: the target offset of the first mirrored record at or after its committed\nsource offset, read from the offset index kmirror keeps on the target. A consumer that\nstarts there reads exactly the records it had not read on the source. A partition whose\noffset cannot be translated exactly (older than the offset index, nothing copied yet) is\nprinted as untranslatable with the reason and never applied.\nWith --apply the offsets are committed to the group on the target: refused while it has\nactive members there, when its current offsets there cannot be read, and when it would\nmove a partition backwards (unless --allow-rewind).", stderr)
+	path := fs.String("config", "kmirror.yaml", "config file")
+	group := fs.String("group", "", "the consumer group (required)")
+	mirror := fs.String("mirror", "", "the mirror (required when the config has several)")
+	apply := fs.Bool("apply", false, "commit the translated offsets to the target group")
+	allowRewind := fs.Bool("allow-rewind", false, "with --apply: commit even where that moves the target group backwards")
+	output := fs.String("o", "table", "output format: table or json")
+	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
+	if code := parse(fs, args); code >= 0 {
+		return code
+	}
+	if *group == "" {
+		fmt.Fprintln(stderr, "--group is required")
+		fs.Usage()
+		return 2
+	}
+	if *allowRewind && !*apply {
+		fmt.Fprintln(stderr, "--allow-rewind only applies with --apply")
+		return 2
+	}
+	if !oneOf(stderr, "-o", *output, "table", "json") {
+		return 1
+	}
+	cfg, log := loadForCommand(*path, stderr)
+	if cfg == nil {
+		return 1
+	}
+	name := *mirror
+	switch {
+	case name == "" && len(cfg.Mirrors) == 1:
+		name = cfg.Mirrors[0].Name
+	case name == "":
+		fmt.Fprintf(stderr, "--mirror is required: %s has %d mirrors\n", *path, len(cfg.Mirrors))
+		return 2
+	case cfg.Mirror(name) == nil:
+		fmt.Fprintf(stderr, "--mirror: no mirror named %q in %s\n", name, *path)
+		return 1
+	}
+	a, err := app.New(app.Options{Config: cfg, Logger: log, Version: getVersion()})
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	defer a.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	var st connector.GroupStatus
+	for _, m := range a.Mirrors() {
+		if m.Name() == name {
+			st, err = m.Translate(ctx, *group, connector.TranslateOptions{Apply: *apply, AllowRewind: *allowRewind})
+		}
+	}
+	if *output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(st)
+	} else if len(st.Partitions) > 0 {
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "SOURCE TOPIC\tPARTITION\tSOURCE OFFSET\tTARGET TOPIC\tTARGET OFFSET\tNOTE")
+		for _, p := range st.Partitions {
+			note, target := "exact", fmt.Sprint(p.TargetOffset)
+			switch {
+			case p.Untranslatable:
+				note, target = "untranslatable: "+p.Reason, "-"
+			case p.Behind:
+				note = "behind: records before the source offset are not mirrored yet"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", p.SourceTopic, p.Partition, p.SourceOffset, p.TargetTopic, target, note)
+		}
+		_ = tw.Flush()
+	}
+	untranslatable := 0
+	for _, p := range st.Partitions {
+		if p.Untranslatable {
+			untranslatable++
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "translate: %v\n", err)
+		if _, ok := errors.AsType[*connector.RewindError](err); ok {
+			fmt.Fprintln(stderr, "translate: pass --allow-rewind to apply anyway")
+		}
+		return 1
+	}
+	if untranslatable > 0 {
+		fmt.Fprintf(stderr, "%d of %d partitions cannot be translated exactly (see NOTE) and are never applied\n", untranslatable, len(st.Partitions))
+	}
+	if *apply {
+		fmt.Fprintf(stderr, "committed %d partitions to group %s on the target\n", len(st.Partitions)-untranslatable, *group)
+	}
+	return 0
+}
