@@ -35,6 +35,8 @@ kafka-jars:
 ## bench: kmirror against a plain consume-then-produce loop on the same clusters (records/s, MB/s,
 ## latency p50/p99, ratio), then the Go benchmarks: offset storage per codec, translation lookups/s,
 ## one plugin filter pass over 100,000 topics
+## (contenders limit,kmirror by default; kmirror-eos and kmirror-eos-2w measure exactly-once, one
+## and two workers)
 BENCH_FLAGS ?= -records 1000000 -runs 3
 bench:
 	$(GO) run ./bench $(BENCH_FLAGS)
@@ -42,7 +44,8 @@ bench:
 	$(GO) test -run '^$$' -bench 'FilterTopics100k|Start' -benchtime 3x ./plugins
 
 ## bench-mm2: kmirror side by side with MirrorMaker 2 and the limit on real Apache Kafka 4.3.1
-## (throughput, latency, startup with 1,000 topics, failover re-delivery); needs Java 17 and Maven
+## (throughput, latency, startup with 1,000 topics, failover re-delivery; throughput and latency
+## again with exactly-once: kmirror-eos and mm2-eos); needs Java 17 and Maven
 ## like test-e2e; writes bench/results/latest.md (the kfake bench writes kfake-latest.md). Smoke run:
 ## make bench-mm2 BENCH_MM2_FLAGS="-records 200000 -latency-duration 10s -startup-topics 100 -out ''"
 BENCH_MM2_FLAGS ?=

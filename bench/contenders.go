@@ -68,6 +68,11 @@ var contenders = map[string]startFunc{
 	// is taken at acknowledgement, before the commit, so the last
 	// commit (at most one 100ms commit interval) is not timed.
 	"kmirror-eos": startKmirrorEOS,
+	// Two kmirror workers of one cluster-mode mirror in this process,
+	// sharing the slots through the group protocol. On one machine this
+	// shows what coordination costs (the second worker's join moves half
+	// the slots while they copy), not scaling: both share the same cores.
+	"kmirror-eos-2w": startKmirrorEOS2,
 }
 
 // limitCopy is the limit (workload.Limit): the plainest franz-go loop that
@@ -134,8 +139,86 @@ func startKmirror(ctx context.Context, cs *clusters, topic string, partitions in
 	return startConnector(ctx, cs, topic, nil)
 }
 
+// benchCluster is cluster mode with its defaults (docs/cluster.md).
+var benchCluster = connector.ClusterConfig{Slots: 16, SessionTimeout: 10 * time.Second, CommitInterval: 100 * time.Millisecond}
+
 func startKmirrorEOS(ctx context.Context, cs *clusters, topic string, partitions int) (copying, error) {
-	return startConnector(ctx, cs, topic, &connector.ClusterConfig{Slots: 16, SessionTimeout: 10 * time.Second, CommitInterval: 100 * time.Millisecond})
+	cluster := benchCluster
+	return startConnector(ctx, cs, topic, &cluster)
+}
+
+func startKmirrorEOS2(ctx context.Context, cs *clusters, topic string, partitions int) (copying, error) {
+	var ws workers
+	for range 2 {
+		cluster := benchCluster
+		w, err := startConnector(ctx, cs, topic, &cluster)
+		if err != nil {
+			ws.stop()
+			return nil, err
+		}
+		ws = append(ws, w.(*kmirrorCopy))
+	}
+	return ws, nil
+}
+
+// workers are several kmirror workers of one mirror, counted as one
+// contender. A slot handed over during a graceful rebalance commits before
+// it moves, so acknowledged records are not counted twice; a takeover
+// after a failure would count its aborted records again (none happen in a
+// bench run).
+type workers []*kmirrorCopy
+
+func (ws workers) acked() int64 {
+	var n int64
+	for _, w := range ws {
+		n += w.acked()
+	}
+	return n
+}
+
+func (ws workers) err() error {
+	for _, w := range ws {
+		if err := w.err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ready: the topic is mirrored once the worker running the control plane
+// (whichever that is) created the target topic and slots are assigned.
+func (ws workers) ready(ctx context.Context) error {
+	for {
+		for _, w := range ws {
+			for _, t := range w.m.Status().Topics {
+				if t.SourceTopic == w.topic && t.State == connector.StateMirroring {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kmirror workers did not start mirroring: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (ws workers) stop() {
+	for _, w := range ws {
+		w.stop()
+	}
+}
+
+// stats sums what the workers' producers sent.
+func (ws workers) stats() *produceStats {
+	var sum produceStats
+	for _, w := range ws {
+		sum.requests.Add(w.ps.requests.Load())
+		sum.batches.Add(w.ps.batches.Load())
+		sum.records.Add(w.ps.records.Load())
+	}
+	return &sum
 }
 
 // startConnector starts kmirror's connector, in cluster mode when cluster

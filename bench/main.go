@@ -78,7 +78,7 @@ func run() int {
 	flag.DurationVar(&o.latencyDuration, "latency-duration", 10*time.Second, "length of the latency phase, after its 1s warm-up; 0 skips it")
 	flag.IntVar(&o.runs, "runs", 1, "runs per contender; the table shows each and the median")
 	flag.IntVar(&o.brokers, "brokers", 3, "brokers per kfake cluster")
-	flag.StringVar(&names, "contenders", "limit,kmirror", "contenders to run, comma-separated: limit, kmirror, kmirror-eos (cluster mode: transactions, exactly once)")
+	flag.StringVar(&names, "contenders", "limit,kmirror", "contenders to run, comma-separated: limit, kmirror, kmirror-eos (cluster mode: transactions, exactly once), kmirror-eos-2w (two such workers sharing the mirror)")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of kmirror's first throughput phase to this file (and the limit's to FILE.limit)")
 	flag.StringVar(&o.memprofile, "memprofile", "", "write a heap profile taken when kmirror's first throughput phase completes to this file (and the limit's to FILE.limit)")
 	flag.StringVar(&o.out, "out", "bench/results/kfake-latest.md", "also write the report here when every run passed; empty to skip")
@@ -88,7 +88,7 @@ func run() int {
 			continue
 		}
 		if contenders[n] == nil {
-			log.Printf("unknown contender %q (want limit or kmirror)", n)
+			log.Printf("unknown contender %q (want limit, kmirror, kmirror-eos or kmirror-eos-2w)", n)
 			return 2
 		}
 		if !slices.Contains(o.contenders, n) {
@@ -401,6 +401,15 @@ func renderReport(o *options, results []result, failed error) string {
 			km.recordsPerSec()/lim.recordsPerSec(), km.recordsPerSec(), lim.recordsPerSec(),
 			best(results, "kmirror")/best(results, "limit"),
 			(km.cpu/float64(km.records))/(lim.cpu/float64(lim.records)))
+	}
+	eos, okE := medians["kmirror-eos"]
+	if okE && okK {
+		fmt.Fprintf(&b, "\n**kmirror exactly-once / at-least-once throughput: %.2fx** (median records/s %.0f / %.0f).\n",
+			eos.recordsPerSec()/km.recordsPerSec(), eos.recordsPerSec(), km.recordsPerSec())
+	}
+	if two, ok := medians["kmirror-eos-2w"]; ok && okE {
+		fmt.Fprintf(&b, "\n**two exactly-once workers / one: %.2fx** (median records/s %.0f / %.0f). Both workers run in this process on the same 2 cores as the clusters, so this is the cost of coordination (the second worker joins while the first copies and half the slots move to it: a fenced takeover and a progress read each), not scaling: on separate machines each worker would bring its own cores.\n",
+			two.recordsPerSec()/eos.recordsPerSec(), two.recordsPerSec(), eos.recordsPerSec())
 	}
 	if failed != nil {
 		fmt.Fprintf(&b, "\n**FAILED:** %v\n", failed)

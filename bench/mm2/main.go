@@ -22,6 +22,11 @@
 //     contender (kmirror, MM2) syncs it to the target, the application
 //     fails over: records re-delivered and skipped.
 //
+// kmirror-eos and mm2-eos run the throughput and latency phases with
+// exactly-once on (kmirror `exactly_once: true`, MM2
+// `exactly.once.source.support = enabled`), timed by the target's last
+// stable offsets and checked with read_committed (eos.go).
+//
 // Every phase checks that the target holds exactly the source's records
 // per partition. Usage:
 //
@@ -79,7 +84,7 @@ func run() int {
 	flag.DurationVar(&o.latencyDuration, "latency-duration", 60*time.Second, "latency: length of the measured phase, after a 1s warm-up")
 	flag.IntVar(&o.startupTopics, "startup-topics", 1000, "startup: topics with one record each")
 	flag.IntVar(&o.failoverRecords, "failover-records", 5000, "failover: records per partition (8 partitions)")
-	flag.StringVar(&contenders, "contenders", "limit,kmirror,mm2", "contenders, comma-separated: limit, kmirror, mm2 (and kmirror-prof: kmirror in-process with a CPU profile)")
+	flag.StringVar(&contenders, "contenders", "limit,kmirror,mm2,kmirror-eos,mm2-eos", "contenders, comma-separated: limit, kmirror, mm2, kmirror-eos and mm2-eos (exactly once: throughput and latency phases only), and kmirror-prof (kmirror in-process with a CPU profile)")
 	flag.StringVar(&phases, "phases", "throughput,latency,startup,failover", "phases, comma-separated")
 	flag.StringVar(&o.out, "out", "bench/results/latest.md", "also write the report here when every run passed; empty to skip")
 	flag.StringVar(&o.mm2Heap, "mm2-heap", "1g", "MirrorMaker 2's -Xmx")
@@ -126,6 +131,9 @@ func run() int {
 			c := allContenders[slices.IndexFunc(allContenders, func(c contender) bool { return c.name == name })]
 			if phase == "failover" && name == "limit" {
 				continue // the limit translates no groups
+			}
+			if c.exactlyOnce && phase != "throughput" && phase != "latency" {
+				continue // the exactly-once phase: throughput and latency
 			}
 			if ctx.Err() != nil {
 				failed = ctx.Err()

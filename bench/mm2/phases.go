@@ -44,6 +44,7 @@ func (e *env) begin(ctx context.Context, c contender, phase string) (*contenderR
 }
 
 func (r *contenderRun) startContender(s spec) error {
+	s.exactlyOnce = r.c.exactlyOnce
 	proc, settings, err := r.c.start(r.e, r.p, s, r.dir)
 	r.proc, r.settings = proc, settings
 	return err
@@ -204,19 +205,33 @@ func throughputPhase(ctx context.Context, e *env, o *options, c contender) (res 
 	if err := r.startContender(spec{topics: topic, partitions: o.partitions}); err != nil {
 		return res, r.settings, err
 	}
-	var t1 time.Time
-	var st1 kafkatest.ProcStat
+	var t1, t2 time.Time
+	var st1, st2 kafkatest.ProcStat
 	var n1 int64
 	want := int64(o.records)
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute+time.Duration(o.records/2000)*time.Second)
 	defer cancel()
-	_, err = r.waitTarget(wctx, []string{targetTopic(topic)}, 20*time.Millisecond,
-		func(m map[string]map[int32]int64) bool { return sum(m) >= want },
-		func(n int64) { t1, st1, n1 = time.Now(), r.stat(), n })
-	if err != nil {
-		return res, r.settings, err
+	if c.exactlyOnce {
+		perPartition, err := workload.PartitionCounts(ctx, []string{src}, topic)
+		if err != nil {
+			return res, r.settings, err
+		}
+		// Timed by the last stable offsets and checked with
+		// read_committed (eos.go); that check is this run's verify.
+		w, err := r.waitCommitted(wctx, targetTopic(topic), perPartition, 20*time.Millisecond)
+		if err != nil {
+			return res, r.settings, err
+		}
+		t1, st1, n1, t2, st2 = w.first.at, w.first.st, w.firstN, w.done.at, w.done.st
+	} else {
+		_, err = r.waitTarget(wctx, []string{targetTopic(topic)}, 20*time.Millisecond,
+			func(m map[string]map[int32]int64) bool { return sum(m) >= want },
+			func(n int64) { t1, st1, n1 = time.Now(), r.stat(), n })
+		if err != nil {
+			return res, r.settings, err
+		}
+		t2, st2 = time.Now(), r.stat()
 	}
-	t2, st2 := time.Now(), r.stat()
 	res = throughput{
 		records: want, windowRecords: want - n1,
 		total: t2.Sub(r.proc.Started), window: t2.Sub(t1),
@@ -224,8 +239,10 @@ func throughputPhase(ctx context.Context, e *env, o *options, c contender) (res 
 	}
 	res.brokerCPU, res.otherCPU, res.steal, res.load = dist.end(r.p, st2.CPU)
 	r.stopContender()
-	if err := r.verify(ctx, topic); err != nil {
-		return res, r.settings, fmt.Errorf("throughput: %w", err)
+	if !c.exactlyOnce {
+		if err := r.verify(ctx, topic); err != nil {
+			return res, r.settings, fmt.Errorf("throughput: %w", err)
+		}
 	}
 	return res, r.settings, nil
 }
@@ -303,7 +320,11 @@ func latencyPhase(ctx context.Context, e *env, o *options, c contender) (res lat
 		return res, fmt.Errorf("latency: %d of %d records arrived at the target", got, total+o.partitions)
 	}
 	r.stopContender()
-	if err := r.verify(ctx, topic); err != nil {
+	verify := r.verify
+	if c.exactlyOnce {
+		verify = func(ctx context.Context, topics ...string) error { return r.verifyCommitted(ctx, topics[0]) }
+	}
+	if err := verify(ctx, topic); err != nil {
 		return res, fmt.Errorf("latency: %w", err)
 	}
 	if len(lat) == 0 {

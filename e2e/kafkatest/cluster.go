@@ -198,6 +198,16 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
+// FreePort returns a free loopback port below the ephemeral range, for a
+// listener of the caller's own (see freePorts).
+func FreePort() (int, error) {
+	ports, err := freePorts(1)
+	if err != nil {
+		return 0, err
+	}
+	return ports[0], nil
+}
+
 // portRange is where freePorts picks: from 10000 up to the start of the
 // ephemeral range (/proc/sys/net/ipv4/ip_local_port_range; 32768 when it
 // cannot be read).
