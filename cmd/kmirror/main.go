@@ -5,6 +5,7 @@
 //	kmirror plan --config kmirror.yaml      what a pass would change, changing nothing
 //	kmirror topics --config kmirror.yaml    the mirrored topics with their metadata
 //	kmirror translate --config F --group G  a group's exact target offsets for a failover
+//	kmirror status --config kmirror.yaml    what the running worker reports (mirrors, topics, workers)
 //	kmirror demo                            everything on two embedded clusters
 //	kmirror version
 package main
@@ -41,6 +42,8 @@ Usage:
                                    a group's target offsets for a failover (exact);
                                    --apply commits them to the target group, never
                                    moving it backwards unless --allow-rewind
+  kmirror status --config FILE     what the running worker reports: mirrors, topics, lag, and in
+                                   cluster mode the workers and their slots (or --url ADDR)
   kmirror demo [--duration D]      mirror between two embedded clusters, no setup
   kmirror version                  print the version
 
@@ -65,6 +68,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdTopics(args[1:], stdout, stderr)
 	case "translate":
 		return cmdTranslate(args[1:], stdout, stderr)
+	case "status":
+		return cmdStatus(args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintf(stdout, "kmirror %s (%s)\n", getVersion(), runtime.Version())
 		return 0

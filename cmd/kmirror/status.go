@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kmirror/kmirror/connector"
+	"github.com/kmirror/kmirror/internal/httpapi"
+)
+
+func cmdStatus(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("status", "Prints what a running worker reports on GET /api/v1/status: each mirror's state and\nlag, its topics (state, lag, the error of a failed one) and, in cluster mode, the\nworkers of the mirror, the slots each owns, which one runs the control plane and\nthe lag of this worker's slots. The worker is the one at --url, or the one that\nlistens on http.listen of --config.", stderr)
+	path := fs.String("config", "kmirror.yaml", "config file: the worker listens on its http.listen")
+	url := fs.String("url", "", "the worker's HTTP address, e.g. http://127.0.0.1:9644 (instead of --config)")
+	output := fs.String("o", "table", "output format: table or json")
+	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
+	if code := parse(fs, args); code >= 0 {
+		return code
+	}
+	if !oneOf(stderr, "-o", *output, "table", "json") {
+		return 2
+	}
+	base := strings.TrimSuffix(*url, "/")
+	if base == "" {
+		cfg, _ := loadForCommand(*path, stderr)
+		if cfg == nil {
+			return 1
+		}
+		var err error
+		if base, err = statusURL(cfg.HTTP.Listen); err != nil {
+			fmt.Fprintf(stderr, "%s: http.listen: %v\n", *path, err)
+			return 1
+		}
+	} else if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
+		base = "http://" + base
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	st, err := fetchStatus(ctx, base+"/api/v1/status")
+	if err != nil {
+		fmt.Fprintf(stderr, "status: %v\n", err)
+		return 1
+	}
+	if *output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(st)
+		return 0
+	}
+	printStatus(stdout, st, time.Now())
+	return 0
+}
+
+// statusURL is where a worker listening on listen answers: a wildcard
+// host is reached on loopback.
+func statusURL(listen string) (string, error) {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", err
+	}
+	if port == "0" {
+		return "", fmt.Errorf("%q picks a free port at start: pass the worker's address with --url (its log line \"http server listening\" names it)", listen)
+	}
+	switch host {
+	case "", "0.0.0.0":
+		host = "127.0.0.1"
+	case "::":
+		host = "::1"
+	}
+	return "http://" + net.JoinHostPort(host, port), nil
+}
+
+func fetchStatus(ctx context.Context, url string) (httpapi.StatusResponse, error) {
+	var st httpapi.StatusResponse
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return st, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return st, fmt.Errorf("is a worker running? %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return st, fmt.Errorf("GET %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("GET %s: %s: %s", url, resp.Status, strings.TrimSpace(string(body)))
+	}
+	if err := json.Unmarshal(body, &st); err != nil {
+		return st, fmt.Errorf("GET %s: not a kmirror status: %w", url, err)
+	}
+	return st, nil
+}
+
+// printStatus writes the overview: a paragraph per mirror.
+func printStatus(w io.Writer, st httpapi.StatusResponse, now time.Time) {
+	if len(st.Mirrors) == 0 {
+		fmt.Fprintln(w, "no mirrors")
+		return
+	}
+	for i, m := range st.Mirrors {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		state := "ready"
+		if !m.Ready {
+			state = "not ready"
+		}
+		pass := "no pass yet"
+		if !m.LastPassAt.IsZero() {
+			pass = "last pass " + now.Sub(m.LastPassAt).Round(time.Second).String() + " ago"
+		}
+		fmt.Fprintf(w, "MIRROR %s (%s -> %s): %s, lag %d records, %s\n", m.Name, m.Source, m.Target, state, m.Lag, pass)
+		if m.LastPassError != "" {
+			fmt.Fprintf(w, "  last pass failed: %s\n", m.LastPassError)
+		}
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		if len(m.Topics) > 0 {
+			fmt.Fprintln(tw, "  SOURCE TOPIC\tTARGET TOPIC\tPARTITIONS\tSTATE\tLAG\tERROR")
+			for _, t := range m.Topics {
+				fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%d\t%s\n", t.SourceTopic, t.TargetTopic, t.Partitions, t.State, t.Lag, t.Error)
+			}
+		} else {
+			fmt.Fprintln(tw, "  no topics selected")
+		}
+		_ = tw.Flush()
+		if m.Cluster != nil {
+			printCluster(w, m.Cluster)
+		}
+	}
+}
+
+func printCluster(w io.Writer, c *connector.ClusterStatus) {
+	control := "no"
+	if c.ControlPlane {
+		control = "yes"
+	}
+	fmt.Fprintf(w, "  CLUSTER: %d slots; this worker %s owns %s, control plane: %s\n", c.Slots, c.Member, formatSlots(c.Owned), control)
+	if c.WorkersError != "" {
+		fmt.Fprintf(w, "  workers as last described (describing the group failed: %s)\n", c.WorkersError)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  WORKER\tCLIENT ID\tHOST\tSLOTS\tCONTROL PLANE")
+	for _, wk := range c.Workers {
+		cp := ""
+		if wk.ControlPlane {
+			cp = "yes"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", wk.Member, wk.ClientID, wk.Host, formatSlots(wk.Slots), cp)
+	}
+	_ = tw.Flush()
+	if len(c.SlotLag) > 0 {
+		slots := make([]int32, 0, len(c.SlotLag))
+		for s := range c.SlotLag {
+			slots = append(slots, s)
+		}
+		slices.Sort(slots)
+		var parts []string
+		for _, s := range slots {
+			parts = append(parts, fmt.Sprintf("%d:%d", s, c.SlotLag[s]))
+		}
+		fmt.Fprintf(w, "  lag of this worker's slots (slot:records): %s\n", strings.Join(parts, " "))
+	}
+}
+
+// formatSlots prints slot numbers compactly: [0-3 7 9-10].
+func formatSlots(ss []int32) string {
+	if len(ss) == 0 {
+		return "[]"
+	}
+	s := slices.Clone(ss)
+	slices.Sort(s)
+	var parts []string
+	for i := 0; i < len(s); {
+		j := i
+		for j+1 < len(s) && s[j+1] == s[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", s[i], s[j]))
+		} else {
+			parts = append(parts, fmt.Sprint(s[i]))
+		}
+		i = j + 1
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kmirror/kmirror/connector"
+	"github.com/kmirror/kmirror/internal/httpapi"
+)
+
+// statusSource serves fixed statuses through the real HTTP API.
+type statusSource []connector.Status
+
+func (s statusSource) Statuses() []connector.Status      { return s }
+func (s statusSource) Topics() []connector.TopicMetadata { return nil }
+func (s statusSource) Groups() []connector.GroupStatus   { return nil }
+
+var clusterStatus = statusSource{{
+	Name: "east-to-west", Source: "east", Target: "west", Ready: false,
+	LastPassAt: time.Now().Add(-3 * time.Second), Lag: 42,
+	Topics: []connector.TopicStatus{
+		{SourceTopic: "orders", TargetTopic: "east.orders", Partitions: 8, State: connector.StateMirroring, Lag: 40},
+		{SourceTopic: "audit", TargetTopic: "east.audit", Partitions: 1, State: connector.StateFailed, Lag: 2, Error: "TOPIC_AUTHORIZATION_FAILED"},
+	},
+	Cluster: &connector.ClusterStatus{
+		Member: "kmirror-a", Slots: 8, Owned: []int32{0, 1, 2, 3, 6}, ControlPlane: true,
+		SlotLag: map[int32]int64{0: 10, 1: 0, 2: 30, 3: 0, 6: 0},
+		Workers: []connector.WorkerStatus{
+			{Member: "kmirror-a", ClientID: "kmirror", Host: "/10.0.0.1", Slots: []int32{0, 1, 2, 3, 6}, ControlPlane: true},
+			{Member: "kmirror-b", ClientID: "kmirror", Host: "/10.0.0.2", Slots: []int32{4, 5, 7}},
+		},
+	},
+}}
+
+func statusServer(t *testing.T, src statusSource) string {
+	t.Helper()
+	srv := httptest.NewServer(httpapi.Handler(prometheus.NewRegistry(), src, nil))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func TestStatusTable(t *testing.T) {
+	url := statusServer(t, clusterStatus)
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"status", "--url", url}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{
+		"MIRROR east-to-west (east -> west): not ready, lag 42 records, last pass 3s ago",
+		"orders", "east.orders", "mirroring",
+		"audit", "failed", "TOPIC_AUTHORIZATION_FAILED",
+		"CLUSTER: 8 slots; this worker kmirror-a owns [0-3 6], control plane: yes",
+		"kmirror-b", "[4-5 7]", "/10.0.0.2",
+		"lag of this worker's slots (slot:records): 0:10 1:0 2:30 3:0 6:0",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// The worker running the control plane is marked, the other is not.
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "kmirror-b") && strings.Contains(line, "yes") {
+			t.Errorf("kmirror-b is shown running the control plane: %q", line)
+		}
+	}
+}
+
+func TestStatusJSON(t *testing.T) {
+	url := statusServer(t, clusterStatus)
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"status", "--url", strings.TrimPrefix(url, "http://"), "-o", "json"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var got httpapi.StatusResponse
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, stdout.String())
+	}
+	if len(got.Mirrors) != 1 || got.Mirrors[0].Cluster == nil || len(got.Mirrors[0].Cluster.Workers) != 2 || got.Ready {
+		t.Fatalf("status = %+v", got)
+	}
+}
+
+func TestStatusFromConfig(t *testing.T) {
+	url := statusServer(t, clusterStatus)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "kmirror.yaml")
+	cfg := `clusters:
+  east: {bootstrap_servers: ["127.0.0.1:9092"]}
+  west: {bootstrap_servers: ["127.0.0.1:9093"]}
+mirrors:
+  - {name: east-to-west, source: east, target: west}
+http: {listen: "` + strings.TrimPrefix(url, "http://") + `"}
+`
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"status", "--config", path}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "MIRROR east-to-west") {
+		t.Fatalf("output:\n%s", stdout.String())
+	}
+}
+
+func TestStatusErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"nobody listens", []string{"status", "--url", "127.0.0.1:1", "--timeout", "2s"}, 1, "is a worker running?"},
+		{"bad output", []string{"status", "--url", "127.0.0.1:1", "-o", "yaml"}, 2, "-o"},
+		{"missing config", []string{"status", "--config", filepath.Join(t.TempDir(), "none.yaml")}, 1, "none.yaml"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run(tc.args, &stdout, &stderr); code != tc.code || !strings.Contains(stderr.String(), tc.want) {
+				t.Fatalf("exit %d (want %d), stderr %q (want %q)", code, tc.code, stderr.String(), tc.want)
+			}
+		})
+	}
+}
+
+func TestStatusURL(t *testing.T) {
+	for listen, want := range map[string]string{
+		"127.0.0.1:9644": "http://127.0.0.1:9644",
+		":9644":          "http://127.0.0.1:9644",
+		"0.0.0.0:9644":   "http://127.0.0.1:9644",
+		"[::]:9644":      "http://[::1]:9644",
+		"host.lan:80":    "http://host.lan:80",
+	} {
+		if got, err := statusURL(listen); err != nil || got != want {
+			t.Errorf("statusURL(%q) = %q, %v; want %q", listen, got, err, want)
+		}
+	}
+	if _, err := statusURL("127.0.0.1:0"); err == nil || !strings.Contains(err.Error(), "--url") {
+		t.Errorf("port 0: %v, want a hint to --url", err)
+	}
+}
