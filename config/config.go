@@ -41,6 +41,8 @@ const (
 	defaultLogLevel          = "info"
 	defaultLogFormat         = "text"
 	maxReplicationFactor     = 32767 // Kafka stores it as an int16
+	defaultStatePartitions   = 8
+	maxStatePartitions       = 1000
 )
 
 // Replication policy types accepted in ReplicationPolicy.Type.
@@ -230,6 +232,11 @@ type Mirror struct {
 	// ReplicationFactor of created target topics. Default -1, meaning the
 	// target broker's default.replication.factor; otherwise 1 to 32767.
 	ReplicationFactor int `yaml:"replication_factor"`
+	// StatePartitions is the partition count of the state topics kmirror
+	// creates on the target (progress and offset index, topic metadata,
+	// checkpoints), read in parallel at start. Default 8, 1 to 1000; fixed
+	// when a topic is created: an existing one keeps its count.
+	StatePartitions int `yaml:"state_partitions"`
 	// Producer tunes writes to the target cluster.
 	Producer Producer `yaml:"producer"`
 	// ProgressInterval is how often copied positions are persisted to the
@@ -484,6 +491,7 @@ func (m *Mirror) setDefaults() {
 		Exclude: slices.Clone(defaultGroupsExclude),
 	}
 	m.ReplicationFactor = defaultReplicationFactor
+	m.StatePartitions = defaultStatePartitions
 	m.Producer = Producer{
 		Linger:        defaultLinger,
 		BatchMaxBytes: defaultBatchMaxBytes,

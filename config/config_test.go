@@ -92,6 +92,7 @@ func TestLoadFileGood(t *testing.T) {
 					Include: []string{"billing-.*"},
 					Exclude: []string{"billing-debug"},
 				},
+				StatePartitions:   8,
 				ReplicationFactor: 3,
 				Producer:          config.Producer{Linger: ms(10), BatchMaxBytes: 4 << 20, Compression: "zstd"},
 				ProgressInterval:  ms(500),
@@ -122,6 +123,7 @@ func TestLoadFileGood(t *testing.T) {
 					Include: []string{".*"},
 					Exclude: []string{"console-consumer-.*", "connect-.*", "__.*", "test-.*"},
 				},
+				StatePartitions:   8,
 				ReplicationFactor: -1,
 				Producer:          config.Producer{Linger: 0, BatchMaxBytes: 1 << 20, Compression: "none"},
 				ProgressInterval:  ms(2000),
@@ -154,6 +156,7 @@ func TestLoadMinimalGetsDefaults(t *testing.T) {
 				Include: []string{".*"},
 				Exclude: []string{"console-consumer-.*", "connect-.*", "__.*"},
 			},
+			StatePartitions:   8,
 			ReplicationFactor: -1,
 			Producer:          config.Producer{Linger: ms(5), BatchMaxBytes: 1048576, Compression: "none"},
 			ProgressInterval:  ms(1000),
@@ -409,7 +412,7 @@ func TestMoreTypeErrors(t *testing.T) {
 		"int overflow": {minimal + "    producer: {batch_max_bytes: 99999999999999999999}\n",
 			"t.yaml:8: mirrors[0].producer.batch_max_bytes: expected an integer, got 99999999999999999999"},
 		"unknown key and type error": {minimal + "    topic: {}\n    replication_factor: x\n",
-			"t.yaml:8: mirrors[0].topic: unknown field (known: name, source, target, replication_policy, topics, groups, replication_factor, producer, progress_interval, dead_letter, cluster, exactly_once, sync, labels, filters, listeners)\n" +
+			"t.yaml:8: mirrors[0].topic: unknown field (known: name, source, target, replication_policy, topics, groups, replication_factor, state_partitions, producer, progress_interval, dead_letter, cluster, exactly_once, sync, labels, filters, listeners)\n" +
 				`t.yaml:9: mirrors[0].replication_factor: expected an integer, got "x"`},
 		"cluster null": {"clusters:\n  east:\n  west: {bootstrap_servers: [\"h:1\"]}\nmirrors: [{name: m, source: east, target: west}]\n",
 			"t.yaml:2: clusters.east.bootstrap_servers: at least one broker address is required"},
@@ -594,8 +597,8 @@ func TestDocs(t *testing.T) {
 		t.Error("docs/configuration.md does not contain testdata/good.yaml verbatim")
 	}
 	keys := yamlKeys(reflect.TypeFor[config.Config]())
-	if len(keys) != 85 {
-		t.Errorf("found %d keys, want 85: %q (update this test and the docs when adding keys)", len(keys), keys)
+	if len(keys) != 86 {
+		t.Errorf("found %d keys, want 86: %q (update this test and the docs when adding keys)", len(keys), keys)
 	}
 	for _, key := range keys {
 		if !strings.Contains(string(doc), "| `"+key+"` |") {

@@ -246,6 +246,9 @@ func (v *validator) mirror(m *Mirror, path string, clusters map[string]*Cluster,
 	m.Groups.include = v.patterns(gp+".include", m.Groups.Include)
 	m.Groups.exclude = v.patterns(gp+".exclude", m.Groups.Exclude)
 
+	if n := m.StatePartitions; n < 1 || n > maxStatePartitions {
+		v.errorf(path+".state_partitions", "invalid partition count %d (want 1 to %d)", n, maxStatePartitions)
+	}
 	if rf := m.ReplicationFactor; rf == 0 || rf < -1 || rf > maxReplicationFactor {
 		v.errorf(path+".replication_factor", "invalid replication factor %d (want -1 for the target broker default, or 1 to %d)", rf, maxReplicationFactor)
 	}

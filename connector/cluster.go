@@ -207,7 +207,7 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 		any = cl
 		break
 	}
-	ld, err := loadProgress(ctx, p.m.cfg.TargetOpts, kadm.NewClient(any), p.m.progressTopic)
+	ld, err := loadProgress(ctx, p.m.log, p.m.cfg.TargetOpts, kadm.NewClient(any), p.m.progressTopic)
 	if err != nil {
 		p.m.log.Error("cannot read the slots' progress; they stay without a copier until the next rebalance", "slots", ss, "progress_topic", p.m.progressTopic, "err", err)
 		for _, cl := range fenced {
@@ -304,7 +304,7 @@ func (p *slotPlane) newSlotWorker(slot int32, dst *kgo.Client, ld loaded) *slotW
 	cfg := p.m.cfg
 	produceCtx, cancelProduce := context.WithCancel(context.Background())
 	cp := newCopier(p.m.log.With("slot", slot), p.m.metrics, dst, produceCtx, copierOpts{deliveryTimeout: cfg.DeliveryTimeout})
-	cp.txn = &txnCycle{every: cfg.Cluster.CommitInterval, writer: &progressWriter{topic: p.m.progressTopic, dst: dst, c: cp, sealer: p.m.sealer, failed: p.m.internalWriteFailed}}
+	cp.txn = &txnCycle{every: cfg.Cluster.CommitInterval, writer: p.m.newProgressWriter(dst, cp)}
 	return &slotWorker{slot: slot, cp: cp, dst: dst, loaded: ld, cancelProduce: cancelProduce, done: make(chan struct{})}
 }
 
@@ -557,7 +557,7 @@ func (m *Mirror) translationView(ctx context.Context, c *clients, dp dataPlane) 
 	if m.slots == nil {
 		return dp, nil
 	}
-	ld, err := loadProgress(ctx, m.cfg.TargetOpts, c.dstAdm, m.progressTopic)
+	ld, err := loadProgress(ctx, m.log, m.cfg.TargetOpts, c.dstAdm, m.progressTopic)
 	if err != nil {
 		return nil, fmt.Errorf("read the committed offset indexes in %s: %w", m.progressTopic, err)
 	}

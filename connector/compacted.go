@@ -3,26 +3,41 @@ package connector
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/connector/slots"
 )
 
-// kmirror keeps its state (progress, topic metadata) in compacted topics on
-// the target cluster: compaction keeps the latest record per key, and a
-// plain consumer can read them. This file holds what every such topic
-// shares.
+// kmirror keeps its state (progress, offset index chunks, topic metadata,
+// checkpoints) in compacted topics on the target cluster: compaction keeps
+// the latest record per key, and a plain consumer can read them. This file
+// holds what every such topic shares.
+//
+// A state topic has Config.StatePartitions partitions, fixed when kmirror
+// creates it; one that exists keeps its own count (topics created by
+// earlier versions have one). Every key lives in one partition, chosen by
+// statePartition from what the key is about, so compaction and "the last
+// record of a key wins" hold per partition, and records about one source
+// partition (its progress and its index chunks) stay in order. The
+// partitions are read together at start.
 
-// ensureCompactedTopic creates a one-partition compacted topic if it is
-// missing. One partition: these topics are small and read whole at start.
-func ensureCompactedTopic(ctx context.Context, adm *kadm.Client, topic string, rf int16) error {
-	return ensureTopic(ctx, adm, topic, rf, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")})
+// ensureCompactedTopic creates a compacted state topic with partitions
+// partitions if it is missing, and returns the partition count it has.
+func ensureCompactedTopic(ctx context.Context, adm *kadm.Client, topic string, partitions int32, rf int16) (int32, error) {
+	if err := ensureTopic(ctx, adm, topic, partitions, rf, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}); err != nil {
+		return 0, err
+	}
+	return topicPartitions(ctx, adm, topic)
 }
 
-// ensureTopic creates a one-partition topic of kmirror's own with configs
-// if it is missing.
-func ensureTopic(ctx context.Context, adm *kadm.Client, topic string, rf int16, configs map[string]*string) error {
-	resp, err := adm.CreateTopic(ctx, 1, rf, configs, topic)
+// ensureTopic creates a topic of kmirror's own with configs if it is
+// missing; one that exists is left as it is.
+func ensureTopic(ctx context.Context, adm *kadm.Client, topic string, partitions int32, rf int16, configs map[string]*string) error {
+	resp, err := adm.CreateTopic(ctx, partitions, rf, configs, topic)
 	if err == nil {
 		err = resp.Err
 	}
@@ -32,10 +47,61 @@ func ensureTopic(ctx context.Context, adm *kadm.Client, topic string, rf int16, 
 	return nil
 }
 
+// topicPartitions returns how many partitions topic has. A listing that
+// fails or lacks the topic is an error, never a guess.
+func topicPartitions(ctx context.Context, adm *kadm.Client, topic string) (int32, error) {
+	tds, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("describe internal topic %s: %w", topic, err)
+	}
+	td, ok := tds[topic]
+	switch {
+	case !ok:
+		return 0, fmt.Errorf("describe internal topic %s: not in the listing", topic)
+	case td.Err != nil:
+		return 0, fmt.Errorf("describe internal topic %s: %w", topic, td.Err)
+	case len(td.Partitions) == 0:
+		return 0, fmt.Errorf("describe internal topic %s: no partitions", topic)
+	}
+	return int32(len(td.Partitions)), nil
+}
+
+// statePartition is the partition of a state topic with n partitions that
+// holds the records about name (a source topic with its partition, a
+// target topic, a group; part 0 where there is no partition).
+func statePartition(n int32, name string, part int32) int32 {
+	if n <= 1 {
+		return 0
+	}
+	return slots.SlotOf(name, part, n)
+}
+
+// statePartitions is the partition count of one of the mirror's state
+// topics: 1 before start found it (nothing writes state before that).
+func (m *Mirror) statePartitions(topic string) int32 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n := m.stateParts[topic]; n > 0 {
+		return n
+	}
+	return 1
+}
+
+// stateStall bounds reading a state topic: it fails when no record
+// arrives for this long, however large the state (a fixed budget for the
+// whole read would fail a large one). A variable for tests.
+var stateStall = 30 * time.Second
+
+// stateReportEvery is how often a long read of a state topic logs how far
+// it got.
+const stateReportEvery = 5 * time.Second
+
 // readCompacted reads topic from its start to the end offsets it has when
-// the call starts, calling fn for every record in order (value nil for a
-// tombstone). It stops at the first error fn returns, and is bounded by ctx.
-func readCompacted(ctx context.Context, opts []kgo.Opt, adm *kadm.Client, topic string, fn func(key, value []byte) error) error {
+// the call starts, calling fn for every record in order per partition
+// (value nil for a tombstone). It stops at the first error fn returns, is
+// bounded by ctx, and fails when no record arrives for stateStall. A read
+// that takes long logs its progress on log (nil: silent).
+func readCompacted(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm *kadm.Client, topic string, fn func(key, value []byte) error) error {
 	// Committed records only (cluster mode writes progress in
 	// transactions): read up to the last stable offset.
 	ends, err := adm.ListCommittedOffsets(ctx, topic)
@@ -68,10 +134,23 @@ func readCompacted(ctx context.Context, opts []kgo.Opt, adm *kadm.Client, topic 
 		return err
 	}
 	defer cl.Close()
+	begin, reported := time.Now(), time.Now()
+	var read int64
 	for len(want) > 0 {
-		fetches := cl.PollFetches(ctx)
+		pollCtx, cancel := context.WithTimeout(ctx, stateStall)
+		fetches := cl.PollFetches(pollCtx)
+		stalled := pollCtx.Err() != nil && ctx.Err() == nil
+		cancel()
 		if ctx.Err() != nil {
 			return fmt.Errorf("read %s: %w (%d partitions not read to the end)", topic, ctx.Err(), len(want))
+		}
+		if stalled && fetches.NumRecords() == 0 {
+			return fmt.Errorf("read %s: no record for %v (%d records read, %d partitions not read to the end)", topic, stateStall, read, len(want))
+		}
+		read += int64(fetches.NumRecords())
+		if log != nil && time.Since(reported) >= stateReportEvery {
+			reported = time.Now()
+			log.Info("loading state", "topic", topic, "records", read, "partitions_left", len(want), "took", time.Since(begin).Round(time.Second))
 		}
 		var firstErr error
 		fetches.EachError(func(_ string, p int32, err error) {

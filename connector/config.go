@@ -94,6 +94,11 @@ type Config struct {
 	// ReplicationFactor for created topics; -1 (or 0) uses the target
 	// broker's default.
 	ReplicationFactor int16
+	// StatePartitions is the partition count of the state topics kmirror
+	// creates (progress and offset index, metadata, checkpoints): they are
+	// read together at start. Default 8. A state topic that exists keeps
+	// its own count.
+	StatePartitions int32
 
 	// Linger, BatchMaxBytes and Compression tune the target producer;
 	// zero values keep franz-go's defaults (10ms linger, ~1MB batches),
@@ -152,6 +157,9 @@ func (c *Config) applyDefaults() error {
 	if c.ReplicationFactor == 0 {
 		c.ReplicationFactor = -1
 	}
+	if c.StatePartitions <= 0 {
+		c.StatePartitions = defaultStatePartitions
+	}
 	if len(c.Compression) == 0 {
 		c.Compression = []kgo.CompressionCodec{kgo.NoCompression()}
 	}
@@ -163,3 +171,8 @@ func (c *Config) applyDefaults() error {
 	}
 	return nil
 }
+
+// defaultStatePartitions: a state topic's partitions are read in parallel
+// at start and spread its writes over the target's brokers; eight keeps
+// the topics small on a small cluster.
+const defaultStatePartitions = 8

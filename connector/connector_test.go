@@ -231,7 +231,7 @@ func newPassHarnessFor(t *testing.T, src, dst *kfake.Cluster, cfg Config, opts .
 		dst:    dstCl,
 	}
 	for _, topic := range []string{m.progressTopic, m.metadataTopic} {
-		if err := ensureCompactedTopic(context.Background(), h.dstAdm, topic, -1); err != nil {
+		if _, err := ensureCompactedTopic(context.Background(), h.dstAdm, topic, 1, -1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -450,13 +450,13 @@ func TestLoadProgressKeepsLatestPerPartition(t *testing.T) {
 	adm := kadm.NewClient(cl)
 	ctx := context.Background()
 	topic := policy.InternalTopic("m", "progress")
-	if err := ensureCompactedTopic(ctx, adm, topic, -1); err != nil {
+	if _, err := ensureCompactedTopic(ctx, adm, topic, 1, -1); err != nil {
 		t.Fatal(err)
 	}
-	if err := ensureCompactedTopic(ctx, adm, topic, -1); err != nil {
+	if _, err := ensureCompactedTopic(ctx, adm, topic, 1, -1); err != nil {
 		t.Fatalf("an existing progress topic must be fine: %v", err)
 	}
-	empty, err := loadProgress(ctx, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, topic)
+	empty, err := loadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, topic)
 	if err != nil || len(empty.positions) != 0 {
 		t.Fatalf("empty topic: %v, %v", empty, err)
 	}
@@ -473,7 +473,7 @@ func TestLoadProgressKeepsLatestPerPartition(t *testing.T) {
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	got, err := loadProgress(ctx, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, topic)
+	got, err := loadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, topic)
 	if err != nil {
 		t.Fatal(err)
 	}

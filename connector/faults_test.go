@@ -693,7 +693,7 @@ func TestDeletedTopicStateFreed(t *testing.T) {
 	if err := h.dst.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ld, err := loadProgress(ctx, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, h.dstAdm, h.m.progressTopic)
+	ld, err := loadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, h.dstAdm, h.m.progressTopic)
 	if err != nil {
 		t.Fatal(err)
 	}

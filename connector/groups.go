@@ -564,7 +564,8 @@ type pendingCheckpoint struct {
 func (m *Mirror) writeCheckpoint(dst *kgo.Client, w pendingCheckpoint) {
 	k, _ := json.Marshal(w.key)
 	v, _ := json.Marshal(w.value)
-	m.dstProduce(dst, &kgo.Record{Topic: m.checkpointTopic, Key: k, Value: m.sealer.seal(v)}, func(_ *kgo.Record, err error) {
+	// A group's checkpoints share a partition of the checkpoint topic.
+	m.dstProduce(dst, &kgo.Record{Topic: m.checkpointTopic, Partition: statePartition(m.statePartitions(m.checkpointTopic), w.key.Group, 0), Key: k, Value: m.sealer.seal(v)}, func(_ *kgo.Record, err error) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if w.gs.checkpointing[w.tp] == w.value {
@@ -722,7 +723,7 @@ func (m *Mirror) Translate(ctx context.Context, group string, opts TranslateOpti
 	}
 	defer c.close()
 	defer m.cancelProduce()
-	ld, err := loadProgress(ctx, m.cfg.TargetOpts, c.dstAdm, m.progressTopic)
+	ld, err := loadProgress(ctx, m.log, m.cfg.TargetOpts, c.dstAdm, m.progressTopic)
 	if err != nil {
 		return st, fmt.Errorf("read %s on the target: %w", m.progressTopic, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"maps"
 	"regexp"
 	"slices"
@@ -69,9 +70,9 @@ func decodeMetadata(value []byte) (map[string]string, error) {
 }
 
 // loadMetadata reads a metadata topic to its end: the latest map per topic.
-func loadMetadata(ctx context.Context, opts []kgo.Opt, adm *kadm.Client, topic string) (map[string]map[string]string, error) {
+func loadMetadata(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm *kadm.Client, topic string) (map[string]map[string]string, error) {
 	out := make(map[string]map[string]string)
-	err := readCompacted(ctx, opts, adm, topic, func(key, value []byte) error {
+	err := readCompacted(ctx, log, opts, adm, topic, func(key, value []byte) error {
 		if value == nil {
 			delete(out, string(key))
 			return nil
@@ -92,7 +93,7 @@ func loadMetadata(ctx context.Context, opts []kgo.Opt, adm *kadm.Client, topic s
 func upstreamMetadata(ctx context.Context, opts []kgo.Opt, adm *kadm.Client, metaTopics []string) (map[string]map[string]string, error) {
 	out := make(map[string]map[string]string)
 	for _, mt := range metaTopics {
-		mds, err := loadMetadata(ctx, opts, adm, mt)
+		mds, err := loadMetadata(ctx, nil, opts, adm, mt)
 		if err != nil {
 			return nil, err
 		}
@@ -189,7 +190,7 @@ func (m *Mirror) writeMetadata(dst *kgo.Client, removed []*topicState) {
 	}
 	m.mu.Unlock()
 	for _, w := range writes {
-		m.dstProduce(dst, &kgo.Record{Topic: m.metadataTopic, Key: []byte(w.target), Value: encodeMetadata(w.md)}, func(_ *kgo.Record, err error) {
+		m.dstProduce(dst, &kgo.Record{Topic: m.metadataTopic, Partition: statePartition(m.statePartitions(m.metadataTopic), w.target, 0), Key: []byte(w.target), Value: encodeMetadata(w.md)}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				m.metrics.incInternalWriteErrors(writeMetadata)
 				m.logEvery.warn(m.log, "write:"+writeMetadata, "could not write topic metadata; retrying on the next pass", "target_topic", w.target, "err", err)
@@ -248,7 +249,7 @@ func ReadTopicMetadata(ctx context.Context, mirror string, targetOpts []kgo.Opt)
 	if td, ok := tds[topic]; !ok || td.Err != nil {
 		return nil, nil // the mirror never ran against this target
 	}
-	mds, err := loadMetadata(ctx, targetOpts, adm, topic)
+	mds, err := loadMetadata(ctx, nil, targetOpts, adm, topic)
 	if err != nil {
 		return nil, err
 	}

@@ -131,8 +131,11 @@ type Mirror struct {
 	progressTopic   string
 	metadataTopic   string
 	checkpointTopic string
-	sealer          sealer // wraps offset records (progress, index, checkpoints)
-	logEvery        *logLimiter
+	// stateParts is each state topic's partition count, known once
+	// start created or found the topics (see compacted.go).
+	stateParts map[string]int32
+	sealer     sealer // wraps offset records (progress, index, checkpoints)
+	logEvery   *logLimiter
 	// producerBufferBytes bounds the target producer's buffer
 	// (ProducerMaxBufferedBytes; tests lower it).
 	producerBufferBytes int
@@ -321,7 +324,7 @@ func (m *Mirror) Run(ctx context.Context) error {
 		single = newCopier(m.log, m.metrics, c.dst, m.produceCtx, copierOpts{deadLetter: m.cfg.DeadLetterTopic, deliveryTimeout: m.cfg.DeliveryTimeout})
 		defer single.close()
 		cp = single
-		writer = &progressWriter{topic: m.progressTopic, dst: c.dst, c: single, sealer: m.sealer, failed: m.internalWriteFailed}
+		writer = m.newProgressWriter(c.dst, single)
 	}
 	m.mu.Lock()
 	m.copier = cp
@@ -517,18 +520,27 @@ func (m *Mirror) start(ctx context.Context, c *clients) error {
 	backoff := time.Second
 	for {
 		err := func() error {
-			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			// Creating the topics is a few requests: bounded as a
+			// whole. Loading the state is as long as the state is
+			// large: readCompacted bounds it by a stall instead.
+			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
+			parts := make(map[string]int32, 3)
 			for _, topic := range []string{m.progressTopic, m.metadataTopic, m.checkpointTopic} {
-				if err := ensureCompactedTopic(ctx, c.dstAdm, topic, m.cfg.ReplicationFactor); err != nil {
+				n, err := ensureCompactedTopic(cctx, c.dstAdm, topic, m.cfg.StatePartitions, m.cfg.ReplicationFactor)
+				if err != nil {
 					return err
 				}
+				parts[topic] = n
 			}
 			if dl := m.cfg.DeadLetterTopic; dl != "" {
-				if err := ensureTopic(ctx, c.dstAdm, dl, m.cfg.ReplicationFactor, nil); err != nil {
+				if err := ensureTopic(cctx, c.dstAdm, dl, 1, m.cfg.ReplicationFactor, nil); err != nil {
 					return fmt.Errorf("dead-letter topic: %w", err)
 				}
 			}
+			m.mu.Lock()
+			m.stateParts = parts
+			m.mu.Unlock()
 			return m.load(ctx, c.dstAdm)
 		}()
 		if err == nil {
@@ -552,11 +564,11 @@ func (m *Mirror) load(ctx context.Context, dstAdm *kadm.Client) error {
 	ld := loaded{positions: make(map[topicPartition]position), indexes: make(map[topicPartition]*partitionIndex)}
 	if m.slots == nil { // in cluster mode each slot reads its own when taken over
 		var err error
-		if ld, err = loadProgress(ctx, m.cfg.TargetOpts, dstAdm, m.progressTopic); err != nil {
+		if ld, err = loadProgress(ctx, m.log, m.cfg.TargetOpts, dstAdm, m.progressTopic); err != nil {
 			return err
 		}
 	}
-	md, err := loadMetadata(ctx, m.cfg.TargetOpts, dstAdm, m.metadataTopic)
+	md, err := loadMetadata(ctx, m.log, m.cfg.TargetOpts, dstAdm, m.metadataTopic)
 	if err != nil {
 		return err
 	}

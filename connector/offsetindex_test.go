@@ -134,7 +134,7 @@ func TestIndexPersistsWithProgress(t *testing.T) {
 	adm := kadm.NewClient(cl)
 	ctx := context.Background()
 	topic := policy.InternalTopic("m", "progress")
-	if err := ensureCompactedTopic(ctx, adm, topic, -1); err != nil {
+	if _, err := ensureCompactedTopic(ctx, adm, topic, 1, -1); err != nil {
 		t.Fatal(err)
 	}
 	cp := newCopier(discardLogger(), nil, cl, ctx, copierOpts{})
@@ -154,7 +154,7 @@ func TestIndexPersistsWithProgress(t *testing.T) {
 		if err := w.writeSync(ctx); err != nil {
 			t.Fatal(err)
 		}
-		ld, err := loadProgress(ctx, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, topic)
+		ld, err := loadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, topic)
 		if err != nil {
 			t.Fatal(err)
 		}

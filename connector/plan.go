@@ -87,7 +87,7 @@ func (m *Mirror) Plan(ctx context.Context) (*Plan, error) {
 		return nil, fmt.Errorf("mirror %s: look up %s on the target: %w", m.cfg.Name, m.metadataTopic, err)
 	}
 	if td, ok := tds[m.metadataTopic]; ok && td.Err == nil {
-		md, err := loadMetadata(ctx, m.cfg.TargetOpts, c.dstAdm, m.metadataTopic)
+		md, err := loadMetadata(ctx, m.log, m.cfg.TargetOpts, c.dstAdm, m.metadataTopic)
 		if err != nil {
 			return nil, fmt.Errorf("mirror %s: %w", m.cfg.Name, err)
 		}

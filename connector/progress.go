@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -106,10 +107,10 @@ type loaded struct {
 // A record it cannot read stops the load and names the record: guessing
 // would restart that partition from the beginning (duplicates) or skip
 // records.
-func loadProgress(ctx context.Context, targetOpts []kgo.Opt, adm *kadm.Client, topic string) (loaded, error) {
+func loadProgress(ctx context.Context, log *slog.Logger, targetOpts []kgo.Opt, adm *kadm.Client, topic string) (loaded, error) {
 	out := loaded{positions: make(map[topicPartition]position)}
 	chunks := make(map[topicPartition]map[int64][]offsetRun)
-	err := readCompacted(ctx, targetOpts, adm, topic, func(key, value []byte) error {
+	err := readCompacted(ctx, log, targetOpts, adm, topic, func(key, value []byte) error {
 		var k progressKey
 		if err := json.Unmarshal(key, &k); err != nil {
 			return fmt.Errorf("progress key %q: %w", key, err)
@@ -201,16 +202,30 @@ func assembleIndex(cs map[int64][]offsetRun) *partitionIndex {
 // progressWriter persists, per partition, the index chunks that changed and
 // the acked position, in that order.
 type progressWriter struct {
-	topic  string
-	dst    *kgo.Client
-	c      *copier
-	sealer sealer
+	topic string
+	// partitions is the progress topic's partition count: a source
+	// partition's progress and index chunks go to statePartition.
+	partitions int32
+	dst        *kgo.Client
+	c          *copier
+	sealer     sealer
 	// failed counts and logs (rate-limited) a write the target did not
 	// acknowledge; the write is retried on the next tick.
 	failed func(kind string, tp topicPartition, err error)
 	// failures counts the writes the target refused, so writeSync can
 	// tell a flushed write from an acknowledged one.
 	failures atomic.Int64
+}
+
+// newProgressWriter writes the progress and index of cp's partitions
+// through dst.
+func (m *Mirror) newProgressWriter(dst *kgo.Client, cp *copier) *progressWriter {
+	return &progressWriter{topic: m.progressTopic, partitions: m.statePartitions(m.progressTopic), dst: dst, c: cp, sealer: m.sealer, failed: m.internalWriteFailed}
+}
+
+// partition is where the records about tp go in the progress topic.
+func (w *progressWriter) partition(tp topicPartition) int32 {
+	return statePartition(w.partitions, tp.topic, tp.partition)
 }
 
 func (w *progressWriter) fail(kind string, tp topicPartition, err error) {
@@ -262,7 +277,7 @@ func (w *progressWriter) writeAsync(ctx context.Context) []partitionWrites {
 			if cw.runs != nil {
 				value = w.sealer.seal(encodeIndexChunk(cw.runs))
 			}
-			w.dst.Produce(ctx, &kgo.Record{Topic: w.topic, Key: indexChunkKey(ps.tp, cw.chunk), Value: value}, func(_ *kgo.Record, err error) {
+			w.dst.Produce(ctx, &kgo.Record{Topic: w.topic, Partition: w.partition(ps.tp), Key: indexChunkKey(ps.tp, cw.chunk), Value: value}, func(_ *kgo.Record, err error) {
 				if err == nil {
 					return
 				}
@@ -274,7 +289,7 @@ func (w *progressWriter) writeAsync(ctx context.Context) []partitionWrites {
 			continue
 		}
 		k, v := encodeProgress(ps.tp, position{next: acked, topicID: ps.topicID})
-		w.dst.Produce(ctx, &kgo.Record{Topic: w.topic, Key: k, Value: w.sealer.seal(v)}, func(_ *kgo.Record, err error) {
+		w.dst.Produce(ctx, &kgo.Record{Topic: w.topic, Partition: w.partition(ps.tp), Key: k, Value: w.sealer.seal(v)}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				w.fail(writeProgress, ps.tp, err) // written again on the next tick
 				return
@@ -344,7 +359,7 @@ func (m *Mirror) deleteStoredProgress(dst *kgo.Client, tp topicPartition, ix *pa
 	k, _ := encodeProgress(tp, position{})
 	tombs = append(tombs, tomb{writeProgress, k})
 	for _, t := range tombs {
-		m.dstProduce(dst, &kgo.Record{Topic: m.progressTopic, Key: t.key}, func(_ *kgo.Record, err error) {
+		m.dstProduce(dst, &kgo.Record{Topic: m.progressTopic, Partition: statePartition(m.statePartitions(m.progressTopic), tp.topic, tp.partition), Key: t.key}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				m.metrics.incInternalWriteErrors(t.kind)
 				m.logEvery.warn(m.log, "tombstone:"+tp.topic, "could not delete the stored progress of a deleted source topic", "topic", tp.topic, "partition", tp.partition, "err", err)

@@ -123,7 +123,7 @@ func readMetadataTopic(t *testing.T, h *passHarness) map[string]map[string]strin
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	md, err := loadMetadata(ctx, []kgo.Opt{kgo.SeedBrokers(h.dstAddrs()...)}, h.dstAdm, h.m.metadataTopic)
+	md, err := loadMetadata(ctx, nil, []kgo.Opt{kgo.SeedBrokers(h.dstAddrs()...)}, h.dstAdm, h.m.metadataTopic)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func startTxnCopier(t *testing.T, src, dst *kfake.Cluster, topic string, partiti
 		t.Fatal(err)
 	}
 	adm := kadm.NewClient(dstCl)
-	ld, err := loadProgress(ctx, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, progressTopic)
+	ld, err := loadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, progressTopic)
 	if err != nil {
 		t.Fatal(err)
 	}

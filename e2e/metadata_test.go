@@ -549,18 +549,21 @@ func TestTopicMetadataLabels(t *testing.T) {
 		// A plain consumer of the metadata topic reads the same maps.
 		metaTopic := "kmirror." + m.Name + ".metadata.internal"
 		recs := e.readTarget(metaTopic)
+		// A key lives in one partition: the last record per key wins.
 		latest := map[string]map[string]string{}
-		for _, r := range recs[0] {
-			if r.Value == nil {
-				delete(latest, string(r.Key))
-				continue
+		for _, rs := range recs {
+			for _, r := range rs {
+				if r.Value == nil {
+					delete(latest, string(r.Key))
+					continue
+				}
+				var md map[string]string
+				if err := json.Unmarshal(r.Value, &md); err != nil {
+					t.Errorf("%s partition %d offset %d: value %q is not a JSON object of strings: %v", metaTopic, r.Partition, r.Offset, r.Value, err)
+					continue
+				}
+				latest[string(r.Key)] = md
 			}
-			var md map[string]string
-			if err := json.Unmarshal(r.Value, &md); err != nil {
-				t.Errorf("%s offset %d: value %q is not a JSON object of strings: %v", metaTopic, r.Offset, r.Value, err)
-				continue
-			}
-			latest[string(r.Key)] = md
 		}
 		for target, tm := range stored {
 			if !maps.Equal(latest[target], tm.Metadata) {

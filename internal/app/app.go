@@ -331,6 +331,7 @@ func newMirror(cfg *config.Config, mc *config.Mirror, log *slog.Logger, metrics 
 		RefreshInterval:     time.Duration(mc.Topics.RefreshInterval),
 		ProgressInterval:    time.Duration(mc.ProgressInterval),
 		ReplicationFactor:   int16(mc.ReplicationFactor),
+		StatePartitions:     int32(mc.StatePartitions),
 		Linger:              time.Duration(mc.Producer.Linger),
 		DeliveryTimeout:     time.Duration(mc.Producer.DeliveryTimeout),
 		ShutdownTimeout:     time.Duration(cfg.ShutdownTimeout),

@@ -1,0 +1,200 @@
+package connector
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/filters"
+)
+
+// runMirrorUntil runs a mirror of "orders" from src to dst until the
+// target holds want records, then stops it (a clean shutdown: flushed,
+// progress persisted).
+func runMirrorUntil(t *testing.T, src, dst *kfake.Cluster, statePartitions int32, want int64) {
+	t.Helper()
+	m, err := New(Config{
+		Name: "m", SourceAlias: "src", TargetAlias: "dst",
+		SourceOpts:       []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)},
+		TargetOpts:       []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)},
+		Filters:          []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll("orders")}},
+		RefreshInterval:  100 * time.Millisecond,
+		ProgressInterval: 50 * time.Millisecond,
+		StatePartitions:  statePartitions,
+		Logger:           discardLogger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	adm := kadm.NewClient(newClient(t, dst))
+	waitFor(t, func() bool { return targetRecords(adm, "src.orders") >= want }, fmt.Sprintf("%d records on the target", want))
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return within 30s of the stop")
+	}
+}
+
+// targetRecords counts topic's records (end minus start offsets: no
+// transactions here); -1 while it cannot be listed.
+func targetRecords(adm *kadm.Client, topic string) int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil || ends.Error() != nil {
+		return -1
+	}
+	var n int64
+	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
+	return n
+}
+
+func produceOrders(t *testing.T, src *kfake.Cluster, partitions int32, per int, tag string) {
+	t.Helper()
+	cl := newClient(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var recs []*kgo.Record
+	for p := range partitions {
+		for i := range per {
+			recs = append(recs, &kgo.Record{Topic: "orders", Partition: p, Value: fmt.Appendf(nil, "%s-%d-%d", tag, p, i)})
+		}
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStateTopicsSpreadAndResume: the state topics kmirror creates have
+// StatePartitions partitions, the progress of different source partitions
+// lands in different ones, and a restart reads them all and resumes
+// exactly (nothing copied twice). State topics that already exist with
+// one partition (an earlier version's) keep it and work as before.
+func TestStateTopicsSpreadAndResume(t *testing.T) {
+	for _, existing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("existing_single_partition=%v", existing), func(t *testing.T) {
+			src, dst := testClusters(t)
+			ctx := context.Background()
+			srcAdm := kadm.NewClient(newClient(t, src))
+			dstAdm := kadm.NewClient(newClient(t, dst))
+			if _, err := srcAdm.CreateTopic(ctx, 6, 1, nil, "orders"); err != nil {
+				t.Fatal(err)
+			}
+			want := int32(4)
+			if existing {
+				for _, topic := range []string{"kmirror.m.progress.internal", "kmirror.m.metadata.internal", "kmirror.m.checkpoints.internal"} {
+					if _, err := ensureCompactedTopic(ctx, dstAdm, topic, 1, -1); err != nil {
+						t.Fatal(err)
+					}
+				}
+				want = 1
+			}
+			produceOrders(t, src, 6, 100, "a")
+			runMirrorUntil(t, src, dst, 4, 600)
+
+			progress := "kmirror.m.progress.internal"
+			for _, topic := range []string{progress, "kmirror.m.metadata.internal", "kmirror.m.checkpoints.internal"} {
+				if n, err := topicPartitions(ctx, dstAdm, topic); err != nil || n != want {
+					t.Fatalf("%s has %d partitions (%v), want %d", topic, n, err, want)
+				}
+			}
+			ends, err := dstAdm.ListEndOffsets(ctx, progress)
+			if err != nil {
+				t.Fatal(err)
+			}
+			used := 0
+			ends.Each(func(o kadm.ListedOffset) {
+				if o.Offset > 0 {
+					used++
+				}
+			})
+			if !existing && used < 2 {
+				t.Fatalf("the progress of 6 source partitions went to %d of 4 partitions", used)
+			}
+			ld, err := loadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, dstAdm, progress)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for p := range int32(6) {
+				if got := ld.positions[topicPartition{"orders", p}].next; got != 100 {
+					t.Errorf("stored position of orders/%d = %d, want 100", p, got)
+				}
+			}
+
+			produceOrders(t, src, 6, 50, "b")
+			runMirrorUntil(t, src, dst, 4, 900)
+			if n := targetRecords(dstAdm, "src.orders"); n != 900 {
+				t.Fatalf("target holds %d records after the restart, want 900 (the source's): the restart copied again", n)
+			}
+		})
+	}
+}
+
+// TestStateLoadBoundedByStallNotTotal: reading the state has no budget for
+// the whole read, only for a stall: a read much longer than stateStall
+// succeeds while records keep arriving, and one that gets nothing for
+// stateStall fails, saying so.
+func TestStateLoadBoundedByStallNotTotal(t *testing.T) {
+	old := stateStall
+	stateStall = time.Second
+	t.Cleanup(func() { stateStall = old })
+	_, dst := testClusters(t)
+	ctx := context.Background()
+	cl := newClient(t, dst, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	adm := kadm.NewClient(cl)
+	const topic = "kmirror.m.progress.internal"
+	if _, err := ensureCompactedTopic(ctx, adm, topic, 2, -1); err != nil {
+		t.Fatal(err)
+	}
+	var recs []*kgo.Record
+	for p := range int32(2) {
+		for i := range 6 {
+			k, v := encodeProgress(topicPartition{fmt.Sprintf("t%d", i), p}, position{next: int64(i)})
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Key: k, Value: v})
+		}
+	}
+	for _, r := range recs { // a batch each: one per fetch below
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var delay time.Duration
+	dst.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
+		dst.KeepControl()
+		d := delay
+		dst.SleepControl(func() { time.Sleep(d) })
+		return nil, nil, false
+	})
+	// One record per fetch, each answered after 200ms: about 12 fetches,
+	// over two seconds in all, with no gap of a second.
+	small := []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...), kgo.FetchMaxBytes(1), kgo.FetchMaxPartitionBytes(1)}
+	delay = 200 * time.Millisecond
+	begin := time.Now()
+	ld, err := loadProgress(ctx, nil, small, adm, topic)
+	took := time.Since(begin)
+	if err != nil {
+		t.Fatalf("a slow but steady read failed after %v: %v", took, err)
+	}
+	if len(ld.positions) != 12 || took < 2*stateStall {
+		t.Fatalf("read %d positions in %v; want 12, in more than %v (to show the read is not bounded as a whole)", len(ld.positions), took, 2*stateStall)
+	}
+
+	delay = 3 * stateStall
+	_, err = loadProgress(ctx, nil, small, adm, topic)
+	if err == nil || !strings.Contains(err.Error(), "no record for") {
+		t.Fatalf("a read that stalls: %v, want an error saying no record arrived", err)
+	}
+}
