@@ -42,6 +42,8 @@ const (
 	defaultLogFormat         = "text"
 	maxReplicationFactor     = 32767 // Kafka stores it as an int16
 	defaultStatePartitions   = 8
+	defaultIndexMemory       = ByteSize(256 << 20)
+	minIndexMemory           = ByteSize(1 << 20)
 	maxStatePartitions       = 1000
 )
 
@@ -163,6 +165,11 @@ type Offsets struct {
 	// zlib, snappy, lz4 or zstd (the default). A record that compression
 	// would not shrink is stored uncompressed; readers need no setting.
 	Compression string `yaml:"compression"`
+	// IndexMemory bounds the memory of each mirror's offset indexes:
+	// beyond it, index chunks already stored on the target leave memory
+	// and are read back when a translation needs them (translation stays
+	// exact). Default 256MiB; at least 1MiB.
+	IndexMemory ByteSize `yaml:"index_memory"`
 }
 
 // Cluster is one Kafka cluster that mirrors read from or write to.
@@ -471,7 +478,7 @@ type Log struct {
 func (c *Config) setDefaults() {
 	c.HTTP = HTTP{Listen: defaultHTTPListen}
 	c.Log = Log{Level: defaultLogLevel, Format: defaultLogFormat}
-	c.Offsets = Offsets{Compression: "zstd"}
+	c.Offsets = Offsets{Compression: "zstd", IndexMemory: defaultIndexMemory}
 	c.ShutdownTimeout = defaultShutdownTimeout
 }
 

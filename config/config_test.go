@@ -132,7 +132,7 @@ func TestLoadFileGood(t *testing.T) {
 		},
 		HTTP:            config.HTTP{Listen: "0.0.0.0:9644"},
 		Log:             config.Log{Level: "debug", Format: "json"},
-		Offsets:         config.Offsets{Compression: "lz4"},
+		Offsets:         config.Offsets{Compression: "lz4", IndexMemory: 256 << 20},
 		ShutdownTimeout: config.Duration(10 * time.Second),
 	}
 	assertSame(t, want, got)
@@ -164,7 +164,7 @@ func TestLoadMinimalGetsDefaults(t *testing.T) {
 		}},
 		HTTP:            config.HTTP{Listen: "127.0.0.1:9644"},
 		Log:             config.Log{Level: "info", Format: "text"},
-		Offsets:         config.Offsets{Compression: "zstd"},
+		Offsets:         config.Offsets{Compression: "zstd", IndexMemory: 256 << 20},
 		ShutdownTimeout: config.Duration(10 * time.Second),
 	}
 	assertSame(t, want, got)
@@ -597,8 +597,8 @@ func TestDocs(t *testing.T) {
 		t.Error("docs/configuration.md does not contain testdata/good.yaml verbatim")
 	}
 	keys := yamlKeys(reflect.TypeFor[config.Config]())
-	if len(keys) != 86 {
-		t.Errorf("found %d keys, want 86: %q (update this test and the docs when adding keys)", len(keys), keys)
+	if len(keys) != 87 {
+		t.Errorf("found %d keys, want 87: %q (update this test and the docs when adding keys)", len(keys), keys)
 	}
 	for _, key := range keys {
 		if !strings.Contains(string(doc), "| `"+key+"` |") {

@@ -126,7 +126,10 @@ func joinErrors(errs []*Error) error {
 
 func cfgValue(c *Config) reflect.Value { return reflect.ValueOf(c).Elem() }
 
-var durationType = reflect.TypeFor[Duration]()
+var (
+	durationType = reflect.TypeFor[Duration]()
+	byteSizeType = reflect.TypeFor[ByteSize]()
+)
 
 // decode stores n into v (settable), reporting problems under path.
 func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
@@ -135,6 +138,10 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	}
 	if n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
+	}
+	if v.Type() == byteSizeType {
+		d.byteSize(n, v, path)
+		return
 	}
 	if v.Type() == durationType {
 		d.duration(n, v, path)
@@ -316,6 +323,19 @@ func (d *decoder) duration(n *yaml.Node, v reflect.Value, path string) {
 		return
 	}
 	v.SetInt(int64(dur))
+}
+
+func (d *decoder) byteSize(n *yaml.Node, v reflect.Value, path string) {
+	n, ok := d.expanded(n, path, "a size")
+	if !ok || isNull(n) {
+		return
+	}
+	size, err := parseByteSize(n.Value)
+	if err != nil {
+		d.errorf(n.Line, path, "%v", err)
+		return
+	}
+	v.SetInt(int64(size))
 }
 
 // expanded checks that n is a scalar and returns it with environment

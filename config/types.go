@@ -69,6 +69,49 @@ func parseDuration(s string) (Duration, error) {
 	return Duration(v), nil
 }
 
+// ByteSize is a number of bytes, written as an integer or with a unit:
+// KiB, MiB, GiB (powers of 1024), KB, MB, GB (powers of 1000) or B.
+type ByteSize int64
+
+// byteUnits, longest suffix first.
+var byteUnits = []struct {
+	suffix string
+	n      int64
+}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}}
+
+// String formats b with the largest binary unit that divides it.
+func (b ByteSize) String() string {
+	for _, u := range []struct {
+		suffix string
+		n      int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if b != 0 && int64(b)%u.n == 0 {
+			return strconv.FormatInt(int64(b)/u.n, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(int64(b), 10)
+}
+
+// MarshalText formats b like String.
+func (b ByteSize) MarshalText() ([]byte, error) { return []byte(b.String()), nil }
+
+func parseByteSize(s string) (ByteSize, error) {
+	s = strings.TrimSpace(s)
+	mult := int64(1)
+	num := s
+	for _, u := range byteUnits {
+		if strings.HasSuffix(s, u.suffix) {
+			num, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.n
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("invalid size %q (want a number of bytes, or one with a unit such as \"256MiB\" or \"1GiB\")", s)
+	}
+	return ByteSize(n * mult), nil
+}
+
 // Error is one configuration problem. Load returns one or more of them
 // (several joined with errors.Join, sorted by line).
 type Error struct {

@@ -116,6 +116,9 @@ func (v *validator) validate(c *Config) {
 			}
 		}
 	}
+	if c.Offsets.IndexMemory < minIndexMemory {
+		v.errorf("offsets.index_memory", "%s is too small (want at least %s)", c.Offsets.IndexMemory, minIndexMemory)
+	}
 	if !slices.Contains(offsetCompressions, c.Offsets.Compression) {
 		v.errorf("offsets.compression", "unknown compression %q (want %s)", c.Offsets.Compression, orList(offsetCompressions))
 	}

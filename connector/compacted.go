@@ -100,8 +100,9 @@ const stateReportEvery = 5 * time.Second
 // the call starts, calling fn for every record in order per partition
 // (value nil for a tombstone). It stops at the first error fn returns, is
 // bounded by ctx, and fails when no record arrives for stateStall. A read
-// that takes long logs its progress on log (nil: silent).
-func readCompacted(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm *kadm.Client, topic string, fn func(key, value []byte) error) error {
+// that takes long logs its progress on log (nil: silent). only, when 0 or
+// more, reads that partition alone.
+func readCompacted(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm *kadm.Client, topic string, only int32, fn func(key, value []byte) error) error {
 	// Committed records only (cluster mode writes progress in
 	// transactions): read up to the last stable offset.
 	ends, err := adm.ListCommittedOffsets(ctx, topic)
@@ -114,7 +115,7 @@ func readCompacted(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm *k
 	want := make(map[int32]int64)
 	start := make(map[int32]kgo.Offset)
 	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
+		if o.Offset > 0 && (only < 0 || o.Partition == only) {
 			want[o.Partition] = o.Offset
 			start[o.Partition] = kgo.NewOffset().AtStart()
 		}

@@ -99,6 +99,11 @@ type Config struct {
 	// read together at start. Default 8. A state topic that exists keeps
 	// its own count.
 	StatePartitions int32
+	// IndexMemory bounds, in bytes, the memory of the mirror's offset
+	// indexes (indexbudget.go): beyond it, stored chunks leave memory and
+	// are read back when a translation needs them. Default 256 MiB; a
+	// negative value means no bound.
+	IndexMemory int64
 
 	// Linger, BatchMaxBytes and Compression tune the target producer;
 	// zero values keep franz-go's defaults (10ms linger, ~1MB batches),
@@ -157,6 +162,9 @@ func (c *Config) applyDefaults() error {
 	if c.ReplicationFactor == 0 {
 		c.ReplicationFactor = -1
 	}
+	if c.IndexMemory == 0 {
+		c.IndexMemory = defaultIndexMemory
+	}
 	if c.StatePartitions <= 0 {
 		c.StatePartitions = defaultStatePartitions
 	}
@@ -176,3 +184,7 @@ func (c *Config) applyDefaults() error {
 // at start and spread its writes over the target's brokers; eight keeps
 // the topics small on a small cluster.
 const defaultStatePartitions = 8
+
+// defaultIndexMemory: 256 MiB hold about eleven million runs, the index of
+// 100,000 partitions with a hundred gaps each.
+const defaultIndexMemory = 256 << 20

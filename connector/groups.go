@@ -145,6 +145,12 @@ func translateOffset(ix *partitionIndex, acked, s int64) (target int64, behind b
 // make a consumer skip or re-read records.
 func (gp *GroupPartition) translate(ix *partitionIndex, acked int64) {
 	to, behind, err := translateOffset(ix, acked, gp.SourceOffset)
+	gp.setTranslation(ix, to, behind, err)
+}
+
+// setTranslation sets what translateOffset (or translatePartition) found
+// for gp.SourceOffset through ix.
+func (gp *GroupPartition) setTranslation(ix *partitionIndex, to int64, behind bool, err error) {
 	if err != nil {
 		gp.TargetOffset, gp.Untranslatable, gp.Reason = -1, true, untranslatableReason(ix, gp.SourceOffset, err)
 		return
@@ -174,8 +180,8 @@ func (st *GroupStatus) settle() {
 // source offset s through ix (err is its error), for an operator.
 func untranslatableReason(ix *partitionIndex, s int64, err error) string {
 	switch {
-	case errors.Is(err, ErrBehindIndex) && len(ix.runs) > 0:
-		return fmt.Sprintf("source offset %d is older than the offset index, which starts at source offset %d: its target offset is no longer known", s, ix.runs[0].src)
+	case errors.Is(err, ErrBehindIndex):
+		return fmt.Sprintf("source offset %d is older than the offset index, which starts at source offset %d: its target offset is no longer known", s, ix.oldestSource())
 	case errors.Is(err, ErrPastIndex) && len(ix.runs) == 0:
 		return fmt.Sprintf("nothing of this partition is copied yet (empty offset index): source offset %d has no target offset", s)
 	}
@@ -360,7 +366,7 @@ func (m *Mirror) syncGroups(ctx context.Context, c *clients, cp dataPlane) error
 			continue
 		}
 		gs.topics = g.Topics
-		st, commit, sources, cps := m.translateGroup(g.Name, gs, src.offs[g.Name], mirrored, cp, targetNow[g.Name], &problems)
+		st, commit, sources, cps := m.translateGroup(ctx, c.dstAdm, g.Name, gs, src.offs[g.Name], mirrored, cp, targetNow[g.Name], &problems)
 		checkpoints = append(checkpoints, cps...)
 		st.LastSyncAt = now
 		var blocked []string // why nothing of the group is committed this time
@@ -473,7 +479,7 @@ func targetFetchErr(fetched kadm.FetchOffsetsResponses, group string) error {
 // itself moved back and FollowSourceRewinds is set) with the source offset
 // each comes from, and the checkpoints that changed. Partitions that cannot be translated exactly are in the
 // status, and neither committed nor checkpointed.
-func (m *Mirror) translateGroup(group string, gs *groupState, offs kadm.OffsetResponses, mirrored map[string]string, cp dataPlane, target kadm.FetchOffsetsResponse, problems *problemLog) (GroupStatus, kadm.Offsets, map[topicPartition]int64, []pendingCheckpoint) {
+func (m *Mirror) translateGroup(ctx context.Context, dstAdm *kadm.Client, group string, gs *groupState, offs kadm.OffsetResponses, mirrored map[string]string, cp dataPlane, target kadm.FetchOffsetsResponse, problems *problemLog) (GroupStatus, kadm.Offsets, map[topicPartition]int64, []pendingCheckpoint) {
 	st := GroupStatus{Mirror: m.cfg.Name, Group: group, State: GroupSynced}
 	commit := make(kadm.Offsets)
 	sources := make(map[topicPartition]int64)
@@ -498,8 +504,9 @@ func (m *Mirror) translateGroup(group string, gs *groupState, offs kadm.OffsetRe
 			return // not copied yet
 		}
 		gp := GroupPartition{SourceTopic: o.Topic, TargetTopic: targetTopic, Partition: o.Partition, SourceOffset: o.At}
+		tto, tbehind, terr := m.translatePartition(ctx, dstAdm, ps, o.At)
 		ps.mu.Lock()
-		gp.translate(ps.index, ps.acked)
+		gp.setTranslation(ps.index, tto, tbehind, terr)
 		ps.mu.Unlock()
 		st.Partitions = append(st.Partitions, gp)
 		if gp.Untranslatable {

@@ -72,7 +72,7 @@ func decodeMetadata(value []byte) (map[string]string, error) {
 // loadMetadata reads a metadata topic to its end: the latest map per topic.
 func loadMetadata(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm *kadm.Client, topic string) (map[string]map[string]string, error) {
 	out := make(map[string]map[string]string)
-	err := readCompacted(ctx, log, opts, adm, topic, func(key, value []byte) error {
+	err := readCompacted(ctx, log, opts, adm, topic, -1, func(key, value []byte) error {
 		if value == nil {
 			delete(out, string(key))
 			return nil

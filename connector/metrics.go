@@ -40,6 +40,8 @@ type Metrics struct {
 	slotsTotal      *prometheus.GaugeVec
 	txns            *prometheus.CounterVec
 	commitLatency   *prometheus.HistogramVec
+	indexBytes      *prometheus.GaugeVec
+	indexEvictions  *prometheus.CounterVec
 }
 
 // Kinds of kmirror's own records on the target, for
@@ -182,11 +184,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "kmirror_cluster_control_plane",
 			Help: "1 while this worker runs the mirror's control plane (owns slot 0), else 0 (cluster mode).",
 		}, []string{"mirror"}),
+		indexBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kmirror_offset_index_memory_bytes",
+			Help: "Memory the offset indexes of the partitions copied here hold (offsets.index_memory bounds it).",
+		}, []string{"mirror"}),
+		indexEvictions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kmirror_offset_index_evicted_chunks_total",
+			Help: "Stored offset index chunks evicted from memory to keep within offsets.index_memory; a translation that needs one reads it back.",
+		}, []string{"mirror"}),
 	}
 	reg.MustRegister(m.records, m.bytes, m.latency, m.lag, m.topics, m.createErrors,
 		m.produceErrors, m.recreations, m.configChanges, m.configSyncErrs, m.aclsCreated, m.groupOffsets, m.groupSyncErrs, m.setChanges, m.filterErrors, m.passes, m.passErrors, m.lastPassSuccess,
 		m.internalWrites, m.adminErrors, m.untranslatable, m.failedParts, m.deadLetters,
-		m.slotsOwned, m.slotsTaken, m.controlPlane, m.slotsTotal, m.txns, m.commitLatency)
+		m.slotsOwned, m.slotsTaken, m.controlPlane, m.slotsTotal, m.txns, m.commitLatency,
+		m.indexBytes, m.indexEvictions)
 	return m
 }
 
@@ -206,6 +217,8 @@ type mirrorMetrics struct {
 	slotsOwned, controlPlane, slotsTotal                                         prometheus.Gauge
 	slotsTaken, txns                                                             *prometheus.CounterVec
 	commitLatency                                                                prometheus.Observer
+	indexBytes                                                                   prometheus.Gauge
+	indexEvictions                                                               prometheus.Counter
 }
 
 func (m *Metrics) forMirror(name string) *mirrorMetrics {
@@ -233,6 +246,8 @@ func (m *Metrics) forMirror(name string) *mirrorMetrics {
 		slotsTotal:       m.slotsTotal.WithLabelValues(name),
 		txns:             m.txns.MustCurryWith(prometheus.Labels{"mirror": name}),
 		commitLatency:    m.commitLatency.WithLabelValues(name),
+		indexBytes:       m.indexBytes.WithLabelValues(name),
+		indexEvictions:   m.indexEvictions.WithLabelValues(name),
 		setChanges:       m.setChanges.MustCurryWith(prometheus.Labels{"mirror": name}),
 		filterErrors:     m.filterErrors.WithLabelValues(name),
 		records:          m.records.WithLabelValues(name),
@@ -340,6 +355,14 @@ func (mm *mirrorMetrics) incInternalWriteErrors(kind string) {
 func (mm *mirrorMetrics) incAdminErrors(request string) {
 	if mm != nil {
 		mm.adminErrors.WithLabelValues(request).Inc()
+	}
+}
+
+// setIndexMemory reports the indexes' memory and counts evictions.
+func (mm *mirrorMetrics) setIndexMemory(held int64, evicted int) {
+	if mm != nil {
+		mm.indexBytes.Set(float64(held))
+		mm.indexEvictions.Add(float64(evicted))
 	}
 }
 

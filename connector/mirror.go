@@ -134,8 +134,11 @@ type Mirror struct {
 	// stateParts is each state topic's partition count, known once
 	// start created or found the topics (see compacted.go).
 	stateParts map[string]int32
-	sealer     sealer // wraps offset records (progress, index, checkpoints)
-	logEvery   *logLimiter
+	// chunks caches offset index chunks read back for translations
+	// (indexbudget.go).
+	chunks   *chunkCache
+	sealer   sealer // wraps offset records (progress, index, checkpoints)
+	logEvery *logLimiter
 	// producerBufferBytes bounds the target producer's buffer
 	// (ProducerMaxBufferedBytes; tests lower it).
 	producerBufferBytes int
@@ -186,6 +189,7 @@ func New(cfg Config) (*Mirror, error) {
 		checkpointTopic:     policy.InternalTopic(cfg.Name, "checkpoints"),
 		sealer:              sealer{cfg.OffsetCodec},
 		logEvery:            newLogLimiter(time.Minute),
+		chunks:              newChunkCache(64),
 		producerBufferBytes: ProducerMaxBufferedBytes,
 		groups:              make(map[string]*groupState),
 		produceCtx:          produceCtx,
@@ -346,7 +350,10 @@ func (m *Mirror) Run(ctx context.Context) error {
 	// Metrics on a ticker of their own: the writer can block on a full
 	// producer buffer, and that is when the lag matters most.
 	bg.Go(func() {
-		every(copyCtx, progressTick(m.cfg.ProgressInterval), m.updateMetrics)
+		every(copyCtx, progressTick(m.cfg.ProgressInterval), func() {
+			m.enforceIndexBudget()
+			m.updateMetrics()
+		})
 	})
 	if m.cfg.ConfigSyncInterval > 0 {
 		bg.Go(func() {

@@ -51,6 +51,20 @@ type partitionIndex struct {
 	// persist (-1: nothing changed); dropped lists chunks to delete.
 	dirtyFrom int64
 	dropped   []int64
+	// evicted are the chunks before first that are stored but no longer
+	// held in memory (the mirror's index budget, indexbudget.go), in
+	// order: what a translation of an offset that old reads back.
+	evicted []evictedChunk
+	// storedBelow: every chunk below it is stored as it is in memory
+	// (acknowledged, and in cluster mode committed); ackedBelow is the
+	// same before a transaction's commit.
+	storedBelow, ackedBelow int64
+}
+
+// evictedChunk is a stored chunk evicted from memory: its number and the
+// source offsets its runs cover.
+type evictedChunk struct {
+	k, src, srcEnd int64
 }
 
 func newPartitionIndex() *partitionIndex { return &partitionIndex{dirtyFrom: -1} }
@@ -67,6 +81,9 @@ func (ix *partitionIndex) replacement() *partitionIndex {
 // progress topic.
 func (ix *partitionIndex) storedChunks() []int64 {
 	var out []int64
+	for _, e := range ix.evicted {
+		out = append(out, e.k)
+	}
 	for k := ix.first; k <= ix.first+int64(len(ix.runs)-1)/indexChunkRuns; k++ {
 		out = append(out, k)
 	}
@@ -95,13 +112,15 @@ func (ix *partitionIndex) add(src, dst int64) {
 	}
 	ix.runs = append(ix.runs, offsetRun{src: src, dst: dst, n: 1})
 	ix.markDirty(base + int64(len(ix.runs)-1))
-	if len(ix.runs) > maxIndexRuns {
+	if len(ix.evicted)*indexChunkRuns+len(ix.runs) > maxIndexRuns {
 		ix.dropChunks(1)
 	}
 }
 
 // truncate forgets every mapping at or after source offset src: the copy
-// was rewound and those records are being produced again.
+// was rewound and those records are being produced again. (A rewind goes
+// back at most to the acknowledged position, which lies in the chunks held
+// in memory: evicted chunks are stored ones, well behind it.)
 func (ix *partitionIndex) truncate(src int64) {
 	i := sort.Search(len(ix.runs), func(i int) bool { return ix.runs[i].srcEnd() > src })
 	if i == len(ix.runs) {
@@ -115,9 +134,14 @@ func (ix *partitionIndex) truncate(src int64) {
 	ix.markDirty(ix.first*indexChunkRuns + int64(max(i-1, 0)))
 }
 
-// dropChunks forgets the oldest k chunks.
+// dropChunks forgets the oldest k chunks, evicted ones first.
 func (ix *partitionIndex) dropChunks(k int) {
 	for range k {
+		if len(ix.evicted) > 0 {
+			ix.dropped = append(ix.dropped, ix.evicted[0].k)
+			ix.evicted = ix.evicted[1:]
+			continue
+		}
 		if len(ix.runs) == 0 {
 			return
 		}
@@ -134,6 +158,12 @@ func (ix *partitionIndex) dropChunks(k int) {
 // those records no longer exist at the source, so no group can commit
 // them.
 func (ix *partitionIndex) prune(logStart int64) {
+	for len(ix.evicted) > 0 && ix.evicted[0].srcEnd <= logStart {
+		ix.dropChunks(1)
+	}
+	if len(ix.evicted) > 0 {
+		return // the chunks in memory are newer than one still needed
+	}
 	k := 0
 	for (k+1)*indexChunkRuns <= len(ix.runs) && ix.runs[(k+1)*indexChunkRuns-1].srcEnd() <= logStart {
 		k++
@@ -149,24 +179,107 @@ var (
 	ErrPastIndex = errors.New("source offset is past what was copied")
 )
 
+// EvictedChunkError says that translating an offset needs stored chunk K,
+// which the index budget evicted from memory: read it back and translate
+// with translateRuns.
+type EvictedChunkError struct{ K int64 }
+
+func (e *EvictedChunkError) Error() string {
+	return fmt.Sprintf("the offset index chunk %d is stored but not in memory", e.K)
+}
+
 // translate returns the target offset of the first copied source record at
 // or after s.
 func (ix *partitionIndex) translate(s int64) (int64, error) {
+	if len(ix.evicted) > 0 {
+		oldest := ix.evicted[0]
+		if oldest.k > 0 && s < oldest.src {
+			return 0, ErrBehindIndex
+		}
+		if len(ix.runs) == 0 || s < ix.runs[0].src {
+			// The first evicted chunk with a record at or after s
+			// holds the answer (between two chunks, it is the
+			// later one's first record).
+			i := sort.Search(len(ix.evicted), func(i int) bool { return ix.evicted[i].srcEnd > s })
+			if i < len(ix.evicted) {
+				return 0, &EvictedChunkError{K: ix.evicted[i].k}
+			}
+		}
+	}
 	if len(ix.runs) == 0 {
 		return 0, ErrPastIndex
 	}
-	if ix.first > 0 && s < ix.runs[0].src {
+	if ix.first > 0 && len(ix.evicted) == 0 && s < ix.runs[0].src {
 		return 0, ErrBehindIndex
 	}
-	i := sort.Search(len(ix.runs), func(i int) bool { return ix.runs[i].srcEnd() > s })
-	if i == len(ix.runs) {
+	return translateRuns(ix.runs, s)
+}
+
+// translateRuns translates s through sorted runs: the target offset of the
+// first record at or after s, or ErrPastIndex.
+func translateRuns(runs []offsetRun, s int64) (int64, error) {
+	i := sort.Search(len(runs), func(i int) bool { return runs[i].srcEnd() > s })
+	if i == len(runs) {
 		return 0, ErrPastIndex
 	}
-	r := ix.runs[i]
+	r := runs[i]
 	if s <= r.src {
 		return r.dst, nil
 	}
 	return r.dst + (s - r.src), nil
+}
+
+// evictable is how many chunks from the oldest in memory may be evicted:
+// stored as they are, and not among the last two.
+func (ix *partitionIndex) evictable() int {
+	n := 0
+	for k := ix.first; ; k++ {
+		// Never the last two chunks: the open one, and the one a
+		// rewind near a chunk boundary may still cut into.
+		full := int64(len(ix.runs)) >= (k-ix.first+3)*indexChunkRuns
+		clean := ix.dirtyFrom < 0 || k < ix.dirtyFrom/indexChunkRuns
+		if !full || !clean || k >= ix.storedBelow {
+			return n
+		}
+		n++
+	}
+}
+
+// evict moves the oldest n chunks in memory out of it (they must be
+// evictable), keeping what a translation needs to find them again.
+func (ix *partitionIndex) evict(n int) {
+	for range n {
+		rs := ix.runs[:indexChunkRuns]
+		ix.evicted = append(ix.evicted, evictedChunk{k: ix.first, src: rs[0].src, srcEnd: rs[len(rs)-1].srcEnd()})
+		ix.runs = ix.runs[indexChunkRuns:]
+		ix.first++
+	}
+	// A fresh backing array: the evicted runs' memory is released.
+	ix.runs = append([]offsetRun(nil), ix.runs...)
+}
+
+// chunkAcked records that chunk k was written as it was when the write
+// was issued; stored says the write is durable (it is once acknowledged,
+// or in cluster mode once its transaction committed: see committed).
+func (ix *partitionIndex) chunkAcked(k int64, stored bool) {
+	if k+1 > ix.ackedBelow {
+		ix.ackedBelow = k + 1
+	}
+	if stored {
+		ix.storedBelow = ix.ackedBelow
+	}
+}
+
+// oldestSource is the oldest source offset the index maps (in memory or
+// evicted), -1 when it is empty.
+func (ix *partitionIndex) oldestSource() int64 {
+	switch {
+	case len(ix.evicted) > 0:
+		return ix.evicted[0].src
+	case len(ix.runs) > 0:
+		return ix.runs[0].src
+	}
+	return -1
 }
 
 // chunk returns the runs of chunk k.

@@ -110,7 +110,7 @@ type loaded struct {
 func loadProgress(ctx context.Context, log *slog.Logger, targetOpts []kgo.Opt, adm *kadm.Client, topic string) (loaded, error) {
 	out := loaded{positions: make(map[topicPartition]position)}
 	chunks := make(map[topicPartition]map[int64][]offsetRun)
-	err := readCompacted(ctx, log, targetOpts, adm, topic, func(key, value []byte) error {
+	err := readCompacted(ctx, log, targetOpts, adm, topic, -1, func(key, value []byte) error {
 		var k progressKey
 		if err := json.Unmarshal(key, &k); err != nil {
 			return fmt.Errorf("progress key %q: %w", key, err)
@@ -196,6 +196,9 @@ func assembleIndex(cs map[int64][]offsetRun) *partitionIndex {
 	}
 	// Chunks below the kept sequence are stale: delete them.
 	ix.dropped = append(ix.dropped, nums[:start]...)
+	// What was read is stored.
+	ix.storedBelow = ix.first + int64(len(ix.runs)+indexChunkRuns-1)/indexChunkRuns
+	ix.ackedBelow = ix.storedBelow
 	return ix
 }
 
@@ -254,7 +257,8 @@ func (w *progressWriter) writeAsync(ctx context.Context) []partitionWrites {
 		ps.mu.Lock()
 		acked, persisted := ps.acked, ps.persisted
 		var writes []chunkWrite
-		if ix := ps.index; ix != nil {
+		ix := ps.index
+		if ix != nil {
 			for _, k := range ix.dropped {
 				writes = append(writes, chunkWrite{chunk: k})
 			}
@@ -279,6 +283,15 @@ func (w *progressWriter) writeAsync(ctx context.Context) []partitionWrites {
 			}
 			w.dst.Produce(ctx, &kgo.Record{Topic: w.topic, Partition: w.partition(ps.tp), Key: indexChunkKey(ps.tp, cw.chunk), Value: value}, func(_ *kgo.Record, err error) {
 				if err == nil {
+					if cw.runs != nil {
+						ps.mu.Lock()
+						if ps.index == ix { // not replaced meanwhile
+							// Durable now, or at the commit of
+							// the transaction it belongs to.
+							ix.chunkAcked(cw.chunk, w.c.txn == nil)
+						}
+						ps.mu.Unlock()
+					}
 					return
 				}
 				w.fail(writeIndex, ps.tp, err)

@@ -165,6 +165,9 @@ func (c *copier) committed() {
 		ps.committed = ps.acked
 		ps.persisted = ps.acked
 		ps.lastAbort = nil
+		if ps.index != nil {
+			ps.index.storedBelow = ps.index.ackedBelow // committed: durable
+		}
 		ps.mu.Unlock()
 	}
 }
@@ -212,6 +215,9 @@ func (c *copier) txnAbort(ctx context.Context, written []partitionWrites, why er
 			// Entries for records of the aborted transaction: their
 			// target offsets hold nothing a consumer will ever see.
 			ps.index.truncate(ps.committed)
+		}
+		if ps.index != nil {
+			ps.index.ackedBelow = ps.index.storedBelow // those writes were aborted
 		}
 		ps.inflight, ps.head = ps.inflight[:0], 0
 		if ps.failed != nil {

@@ -332,6 +332,7 @@ func newMirror(cfg *config.Config, mc *config.Mirror, log *slog.Logger, metrics 
 		ProgressInterval:    time.Duration(mc.ProgressInterval),
 		ReplicationFactor:   int16(mc.ReplicationFactor),
 		StatePartitions:     int32(mc.StatePartitions),
+		IndexMemory:         int64(cfg.Offsets.IndexMemory),
 		Linger:              time.Duration(mc.Producer.Linger),
 		DeliveryTimeout:     time.Duration(mc.Producer.DeliveryTimeout),
 		ShutdownTimeout:     time.Duration(cfg.ShutdownTimeout),
