@@ -387,6 +387,19 @@ func TestLoadNameInErrors(t *testing.T) {
 	}
 }
 
+func TestByteSizes(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]int64{"268435456": 256 << 20, "256MiB": 256 << 20, "1GiB": 1 << 30, "2 MiB": 2 << 20, "500MB": 500e6, "2097152B": 2 << 20} {
+		c := mustLoad(t, minimal+"offsets: {index_memory: "+in+"}\n")
+		if int64(c.Offsets.IndexMemory) != want {
+			t.Errorf("index_memory %q = %d, want %d", in, c.Offsets.IndexMemory, want)
+		}
+	}
+	if got := config.ByteSize(256 << 20).String(); got != "256MiB" {
+		t.Errorf("String = %q, want 256MiB", got)
+	}
+}
+
 func TestMoreTypeErrors(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct{ yaml, want string }{
@@ -421,6 +434,12 @@ func TestMoreTypeErrors(t *testing.T) {
 				"t.yaml:4: mirrors[0].source: required field missing (known clusters: east)\n" +
 				"t.yaml:4: mirrors[0].target: required field missing (known clusters: east)"},
 		"complex key": {"clusters:\n  ? [a]\n  : {}\n", "t.yaml:2: clusters: expected a string key, got a list"},
+		"size word": {minimal + "offsets: {index_memory: lots}\n",
+			`t.yaml:8: offsets.index_memory: invalid size "lots" (want a number of bytes, or one with a unit such as "256MiB" or "1GiB")`},
+		"size too small": {minimal + "offsets: {index_memory: 64KiB}\n",
+			"t.yaml:8: offsets.index_memory: 64KiB is too small (want at least 1MiB)"},
+		"state partitions": {minimal + "    state_partitions: 0\n",
+			"t.yaml:8: mirrors[0].state_partitions: invalid partition count 0 (want 1 to 1000)"},
 		"second mirror line": {minimal + "  - name: x\n    source: west\n    target: nowhere\n",
 			`t.yaml:10: mirrors[1].target: unknown cluster "nowhere" (known: east, west)`},
 	}
