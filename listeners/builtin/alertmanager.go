@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -24,7 +25,11 @@ const (
 // Defaults of the alertmanager listener.
 const (
 	DefaultResolveAfter = 5 * time.Minute
-	DefaultSeverity     = "info"
+	// DefaultMaxAlerts is how many topic (or group) changes one call
+	// turns into alerts of their own; beyond it, one summary alert per
+	// kind of change (see Alertmanager).
+	DefaultMaxAlerts = 100
+	DefaultSeverity  = "info"
 )
 
 // alertBatch bounds the alerts in one POST.
@@ -52,6 +57,10 @@ type AlertmanagerOptions struct {
 	// group too. By default that call sends nothing, so that restarting
 	// kmirror does not page with its whole set.
 	InitialAlerts bool
+	// MaxAlerts bounds the alerts of one call: a call with more topic (or
+	// group) changes than this sends one summary alert per kind of change
+	// instead of one per topic; 0 means DefaultMaxAlerts.
+	MaxAlerts int
 	// Headers are added to every request (e.g. Authorization).
 	Headers map[string]string
 	// Timeout, RetryBudget and Client are as in WebhookOptions.
@@ -69,14 +78,18 @@ type AlertmanagerOptions struct {
 //	endsAt:      now + resolve_after
 //
 // and a group that was added or removed fires KmirrorGroupSetChanged with
-// the label group instead of topic. The alerts resolve on their own at
+// the label group instead of topic. A call with more changes than
+// max_alerts (the first start of a mirror of 100,000 topics, a regex that
+// suddenly matches thousands) fires one alert per kind of change instead,
+// with topic (or group) "*", a count annotation and the first names in the
+// description: Alertmanager is not flooded. The alerts resolve on their own at
 // endsAt; the same change again before then extends the same alert. Errors
 // and retries are as for Webhook.
 //
 // Config keys: url (required), resolve_after (default 5m), severity (default
 // info), generator_url, label.<name> (any number), initial_alerts (default
-// false), header.<Name>, timeout (default 10s), retry_budget (default 30s, 0
-// for one attempt).
+// false), max_alerts (default 100), header.<Name>, timeout (default 10s),
+// retry_budget (default 30s, 0 for one attempt).
 type Alertmanager struct {
 	mu           sync.Mutex
 	p            *poster
@@ -85,6 +98,7 @@ type Alertmanager struct {
 	generatorURL string
 	labels       map[string]string
 	initial      bool
+	maxAlerts    int
 	// seen records, per mirror, that a topics (or groups) call arrived.
 	seenTopics, seenGroups map[string]bool
 	now                    func() time.Time
@@ -128,6 +142,12 @@ func (a *Alertmanager) apply(o AlertmanagerOptions) error {
 	if o.Severity == "" {
 		o.Severity = DefaultSeverity
 	}
+	if o.MaxAlerts < 0 {
+		return errors.New("alertmanager listener: MaxAlerts is negative")
+	}
+	if o.MaxAlerts == 0 {
+		o.MaxAlerts = DefaultMaxAlerts
+	}
 	p, err := newPoster(KindAlertmanager, u, o.Headers, o.Timeout, o.RetryBudget, o.Client)
 	if err != nil {
 		return err
@@ -140,6 +160,7 @@ func (a *Alertmanager) apply(o AlertmanagerOptions) error {
 	a.generatorURL = o.GeneratorURL
 	a.labels = o.Labels
 	a.initial = o.InitialAlerts
+	a.maxAlerts = o.MaxAlerts
 	a.mu.Unlock()
 	old.close()
 	return nil
@@ -163,6 +184,12 @@ func ParseAlertmanagerOptions(config map[string]string) (AlertmanagerOptions, er
 	o.GeneratorURL, _ = r.str("generator_url")
 	o.Labels = r.prefixed("label.")
 	o.InitialAlerts, _ = r.boolean("initial_alerts")
+	if n, set := r.integer("max_alerts"); set {
+		if n < 1 {
+			r.errorf("max_alerts: must be at least 1")
+		}
+		o.MaxAlerts = n
+	}
 	o.Headers = r.prefixed("header.")
 	o.Timeout, o.RetryBudget = readHTTPTiming(r)
 	return o, r.finish()
@@ -200,6 +227,7 @@ type amSettings struct {
 	resolveAfter           time.Duration
 	severity, generatorURL string
 	labels                 map[string]string
+	maxAlerts              int
 	now                    time.Time
 }
 
@@ -225,7 +253,7 @@ func (a *Alertmanager) settings(mirror string, groups bool) (amSettings, bool, e
 		now = a.now
 	}
 	s := amSettings{p: a.p, resolveAfter: a.resolveAfter, severity: a.severity,
-		generatorURL: a.generatorURL, labels: a.labels, now: now().UTC()}
+		generatorURL: a.generatorURL, labels: a.labels, maxAlerts: a.maxAlerts, now: now().UTC()}
 	return s, first && !a.initial, nil
 }
 
@@ -249,6 +277,21 @@ func (a *Alertmanager) TopicsChanged(ctx context.Context, c listeners.TopicsChan
 		return err
 	}
 	var alerts []amAlert
+	if len(c.Added)+len(c.Removed)+len(c.Changed) > s.maxAlerts {
+		summarize := func(change string, ts []listeners.Topic) {
+			names := make([]string, len(ts))
+			for i, t := range ts {
+				names[i] = t.Upstream
+			}
+			if a, ok := s.summary(AlertTopicSetChanged, "topic", c.Mirror, change, names, c.Sequence); ok {
+				alerts = append(alerts, a)
+			}
+		}
+		summarize("added", c.Added)
+		summarize("removed", c.Removed)
+		summarize("changed", c.Changed)
+		return s.send(ctx, alerts)
+	}
 	add := func(change string, ts []listeners.Topic) {
 		for _, t := range ts {
 			alerts = append(alerts, s.alert(
@@ -273,6 +316,20 @@ func (a *Alertmanager) GroupsChanged(ctx context.Context, c listeners.GroupsChan
 		return err
 	}
 	var alerts []amAlert
+	if len(c.Added)+len(c.Removed) > s.maxAlerts {
+		summarize := func(change string, gs []listeners.Group) {
+			names := make([]string, len(gs))
+			for i, g := range gs {
+				names[i] = g.Name
+			}
+			if a, ok := s.summary(AlertGroupSetChanged, "group", c.Mirror, change, names, c.Sequence); ok {
+				alerts = append(alerts, a)
+			}
+		}
+		summarize("added", c.Added)
+		summarize("removed", c.Removed)
+		return s.send(ctx, alerts)
+	}
 	add := func(change string, gs []listeners.Group) {
 		for _, g := range gs {
 			topics := append([]string(nil), g.Topics...)
@@ -294,6 +351,32 @@ func (a *Alertmanager) GroupsChanged(ctx context.Context, c listeners.GroupsChan
 	add("added", c.Added)
 	add("removed", c.Removed)
 	return s.send(ctx, alerts)
+}
+
+// summaryNames is how many names a summary alert's description lists.
+const summaryNames = 20
+
+// summary is the one alert for many changes of one kind: label (topic or
+// group) "*", the count in an annotation, the first names (sorted) in the
+// description. No names, no alert.
+func (s amSettings) summary(alertname, label, mirror, change string, names []string, seq uint64) (amAlert, bool) {
+	if len(names) == 0 {
+		return amAlert{}, false
+	}
+	sorted := slices.Sorted(slices.Values(names))
+	shown := sorted[:min(len(sorted), summaryNames)]
+	desc := fmt.Sprintf("%d %ss %s in one change of mirror %s: %s", len(names), label, change, mirror, strings.Join(shown, ", "))
+	if len(names) > len(shown) {
+		desc += fmt.Sprintf(" and %d more", len(names)-len(shown))
+	}
+	return s.alert(
+		map[string]string{"alertname": alertname, "mirror": mirror, label: "*", "change": change},
+		map[string]string{
+			"summary":     fmt.Sprintf("Mirror %s: %d %ss %s", mirror, len(names), label, change),
+			"description": desc,
+			"count":       fmt.Sprint(len(names)),
+			"sequence":    fmt.Sprint(seq),
+		}), true
 }
 
 func topicVerb(change string) string {

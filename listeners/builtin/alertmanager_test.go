@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,7 +158,7 @@ func TestAlertmanagerBatchesAndErrors(t *testing.T) {
 	rec := &recorder{}
 	srv := httptest.NewServer(rec)
 	defer srv.Close()
-	a, _ := NewAlertmanager(AlertmanagerOptions{URL: srv.URL + "/api/v2/alerts", InitialAlerts: true})
+	a, _ := NewAlertmanager(AlertmanagerOptions{URL: srv.URL + "/api/v2/alerts", InitialAlerts: true, MaxAlerts: 5000})
 	var c listeners.TopicsChange
 	c.Mirror = "m"
 	for i := range 1200 {
@@ -178,6 +179,60 @@ func TestAlertmanagerBatchesAndErrors(t *testing.T) {
 	var se *StatusError
 	if !errors.Is(err, ErrPermanent) || !errors.As(err, &se) || se.StatusCode != 400 || bad.count() != 1 {
 		t.Fatalf("400: %v (%d requests)", err, bad.count())
+	}
+}
+
+// TestAlertmanagerSummarizesLargeChanges: a change with more topics than
+// max_alerts (the first start of a large mirror with initial_alerts) sends
+// one alert per kind of change, with the count and the first names, rather
+// than one alert per topic.
+func TestAlertmanagerSummarizesLargeChanges(t *testing.T) {
+	rec := &recorder{}
+	srv := httptest.NewServer(rec)
+	defer srv.Close()
+	a, _ := NewAlertmanager(AlertmanagerOptions{URL: srv.URL, InitialAlerts: true})
+	var c listeners.TopicsChange
+	c.Mirror, c.Sequence = "m", 1
+	for i := range 100000 {
+		c.Added = append(c.Added, listeners.Topic{Upstream: fmt.Sprintf("t%06d", i)})
+	}
+	c.Removed = []listeners.Topic{{Upstream: "old"}}
+	if err := a.TopicsChanged(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	alerts := posted(t, rec)
+	if rec.count() != 1 || len(alerts) != 2 {
+		t.Fatalf("%d requests with %d alerts, want one request with a summary alert per kind of change (2)", rec.count(), len(alerts))
+	}
+	byChange := map[string]postedAlert{}
+	for _, al := range alerts {
+		byChange[al.Labels["change"]] = al
+	}
+	added := byChange["added"]
+	if added.Labels["alertname"] != AlertTopicSetChanged || added.Labels["topic"] != "*" || added.Labels["mirror"] != "m" ||
+		added.Annotations["count"] != "100000" ||
+		!strings.Contains(added.Annotations["description"], "t000000, t000001") ||
+		!strings.Contains(added.Annotations["description"], "and 99980 more") {
+		t.Errorf("added summary = %+v", added)
+	}
+	if removed := byChange["removed"]; removed.Annotations["count"] != "1" || !strings.Contains(removed.Annotations["description"], "old") {
+		t.Errorf("removed summary = %+v", removed)
+	}
+
+	// At the cap, one alert per topic as before.
+	rec2 := &recorder{}
+	srv2 := httptest.NewServer(rec2)
+	defer srv2.Close()
+	a2, _ := NewAlertmanager(AlertmanagerOptions{URL: srv2.URL, InitialAlerts: true, MaxAlerts: 3})
+	small := listeners.TopicsChange{Mirror: "m", Added: []listeners.Topic{{Upstream: "a"}, {Upstream: "b"}, {Upstream: "c"}}}
+	if err := a2.TopicsChanged(context.Background(), small); err != nil {
+		t.Fatal(err)
+	}
+	if got := posted(t, rec2); len(got) != 3 || got[0].Labels["topic"] == "*" {
+		t.Fatalf("3 changes with max_alerts 3: %d alerts %+v, want one per topic", len(got), got)
+	}
+	if _, err := ParseAlertmanagerOptions(map[string]string{"url": "http://am:9093", "max_alerts": "0"}); err == nil || !strings.Contains(err.Error(), "max_alerts") {
+		t.Errorf("max_alerts 0: %v, want an error naming it", err)
 	}
 }
 

@@ -211,3 +211,16 @@ func (r *configReader) boolean(key string) (b, set bool) {
 	}
 	return b, true
 }
+
+func (r *configReader) integer(key string) (n int, set bool) {
+	v, ok := r.str(key)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		r.errorf("%s: %q is not a whole number", key, v)
+		return 0, false
+	}
+	return n, true
+}

@@ -25,6 +25,10 @@ type WebhookOptions struct {
 	RetryBudget time.Duration
 	// Client sends the requests; nil means a client of the listener's own.
 	Client *http.Client
+	// ChangesOnly leaves the full current set (topics, groups) out of the
+	// body: with 100,000 topics it is megabytes per call, resent whenever
+	// one topic changes.
+	ChangesOnly bool
 }
 
 // Webhook POSTs one JSON document per call to a URL:
@@ -45,10 +49,12 @@ type WebhookOptions struct {
 // only, as webhook paths often hold a token.
 //
 // Config keys: url (required), header.<Name> (any number), timeout (per
-// attempt, default 10s), retry_budget (default 30s, 0 for one attempt).
+// attempt, default 10s), retry_budget (default 30s, 0 for one attempt),
+// changes_only (default false: leave topics and groups, the full sets, out).
 type Webhook struct {
-	mu sync.Mutex
-	p  *poster
+	mu          sync.Mutex
+	p           *poster
+	changesOnly bool
 }
 
 // NewWebhook returns a Webhook listener.
@@ -70,7 +76,7 @@ func (w *Webhook) apply(o WebhookOptions) error {
 	}
 	w.mu.Lock()
 	old := w.p
-	w.p = p
+	w.p, w.changesOnly = p, o.ChangesOnly
 	w.mu.Unlock()
 	old.close()
 	return nil
@@ -87,6 +93,7 @@ func ParseWebhookOptions(config map[string]string) (WebhookOptions, error) {
 	}
 	o.Headers = r.prefixed("header.")
 	o.Timeout, o.RetryBudget = readHTTPTiming(r)
+	o.ChangesOnly, _ = r.boolean("changes_only")
 	return o, r.finish()
 }
 
@@ -121,13 +128,14 @@ func (w *Webhook) Close() error {
 	return nil
 }
 
-func (w *Webhook) poster() (*poster, error) {
+// poster returns the poster and whether bodies leave the full set out.
+func (w *Webhook) poster() (*poster, bool, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.p == nil {
-		return nil, errors.New("webhook listener: not configured (no url)")
+		return nil, false, errors.New("webhook listener: not configured (no url)")
 	}
-	return w.p, nil
+	return w.p, w.changesOnly, nil
 }
 
 type webhookTopics struct {
@@ -138,7 +146,7 @@ type webhookTopics struct {
 	Added    []topicJSON `json:"added"`
 	Removed  []topicJSON `json:"removed"`
 	Changed  []topicJSON `json:"changed"`
-	Topics   []topicJSON `json:"topics"`
+	Topics   []topicJSON `json:"topics,omitzero"` // nil with changes_only
 }
 
 type webhookGroups struct {
@@ -148,20 +156,23 @@ type webhookGroups struct {
 	Time     time.Time   `json:"time"`
 	Added    []groupJSON `json:"added"`
 	Removed  []groupJSON `json:"removed"`
-	Groups   []groupJSON `json:"groups"`
+	Groups   []groupJSON `json:"groups,omitzero"` // nil with changes_only
 }
 
 // TopicsChanged implements listeners.TopicListener.
 func (w *Webhook) TopicsChanged(ctx context.Context, c listeners.TopicsChange) error {
-	p, err := w.poster()
+	p, changesOnly, err := w.poster()
 	if err != nil {
 		return err
 	}
-	body, err := json.Marshal(webhookTopics{
+	doc := webhookTopics{
 		Kind: "topics", Mirror: c.Mirror, Sequence: c.Sequence, Time: time.Now().UTC(),
 		Added: topicsJSON(c.Added), Removed: topicsJSON(c.Removed), Changed: topicsJSON(c.Changed),
-		Topics: topicsJSON(c.Topics),
-	})
+	}
+	if !changesOnly {
+		doc.Topics = topicsJSON(c.Topics)
+	}
+	body, err := json.Marshal(doc)
 	if err != nil {
 		return err
 	}
@@ -170,14 +181,18 @@ func (w *Webhook) TopicsChanged(ctx context.Context, c listeners.TopicsChange) e
 
 // GroupsChanged implements listeners.GroupListener.
 func (w *Webhook) GroupsChanged(ctx context.Context, c listeners.GroupsChange) error {
-	p, err := w.poster()
+	p, changesOnly, err := w.poster()
 	if err != nil {
 		return err
 	}
-	body, err := json.Marshal(webhookGroups{
+	doc := webhookGroups{
 		Kind: "groups", Mirror: c.Mirror, Sequence: c.Sequence, Time: time.Now().UTC(),
-		Added: groupsJSON(c.Added), Removed: groupsJSON(c.Removed), Groups: groupsJSON(c.Groups),
-	})
+		Added: groupsJSON(c.Added), Removed: groupsJSON(c.Removed),
+	}
+	if !changesOnly {
+		doc.Groups = groupsJSON(c.Groups)
+	}
+	body, err := json.Marshal(doc)
 	if err != nil {
 		return err
 	}

@@ -130,6 +130,41 @@ func TestWebhookGroupsBody(t *testing.T) {
 	}
 }
 
+// TestWebhookChangesOnly: with changes_only the body carries the changes
+// and not the full sets, which at 100,000 topics are megabytes per call.
+func TestWebhookChangesOnly(t *testing.T) {
+	rec := &recorder{}
+	srv := httptest.NewServer(rec)
+	defer srv.Close()
+	o, err := ParseWebhookOptions(map[string]string{"url": srv.URL, "changes_only": "true"})
+	if err != nil || !o.ChangesOnly {
+		t.Fatalf("options %+v, %v", o, err)
+	}
+	w, err := NewWebhook(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := w.GroupsChanged(ctx, sampleGroups()); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.TopicsChanged(ctx, sample()); err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range rec.bodies {
+		var body map[string]json.RawMessage
+		if err := json.Unmarshal(b, &body); err != nil {
+			t.Fatal(err)
+		}
+		_, groups := body["groups"]
+		_, topics := body["topics"]
+		_, added := body["added"]
+		if groups || topics || !added {
+			t.Errorf("body %d with changes_only: %s", i, b)
+		}
+	}
+}
+
 func TestWebhook4xxIsPermanent(t *testing.T) {
 	rec := &recorder{plan: []int{http.StatusUnprocessableEntity}, reply: strings.Repeat("x", 600) + "TAIL"}
 	srv := httptest.NewServer(rec)
