@@ -135,27 +135,3 @@ func (cs *clusters) stop() {
 	cs.src.stop()
 	cs.dst.stop()
 }
-
-// machineCPU returns the whole machine's busy CPU time so far and the time
-// stolen by the hypervisor, from the first line of /proc/stat (clock ticks
-// of 1/100 s). Busy time beyond this process and the clusters, and steal,
-// tell how much the run was disturbed by other work. Zero where /proc is
-// unavailable.
-func machineCPU() (busy, steal time.Duration) {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0, 0
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	// cpu user nice system idle iowait irq softirq steal guest guest_nice;
-	// guest time is already counted in user.
-	f := strings.Fields(line)
-	if len(f) < 9 || f[0] != "cpu" {
-		return 0, 0
-	}
-	tick := func(i int) time.Duration {
-		v, _ := strconv.ParseInt(f[i], 10, 64)
-		return time.Duration(v) * 10 * time.Millisecond
-	}
-	return tick(1) + tick(2) + tick(3) + tick(6) + tick(7), tick(8)
-}

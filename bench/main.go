@@ -41,6 +41,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kmirror/kmirror/bench/internal/machine"
 	"github.com/kmirror/kmirror/bench/internal/workload"
 )
 
@@ -221,19 +222,19 @@ func runOnce(ctx context.Context, bin string, o *options, name string, run int, 
 		}
 		defer pprof.StopCPUProfile() // in case of an early return
 	}
-	busy0, steal0 := machineCPU()
-	cpu0, kfake0, t0 := selfCPU(), cs.cpu(), time.Now()
+	busy0, steal0 := machine.CPU()
+	cpu0, kfake0, t0 := machine.SelfCPU(), cs.cpu(), time.Now()
 	c, err := start(setupCtx, cs, throughputTopic, o.partitions)
 	if err != nil {
 		return res, err
 	}
 	err = waitForTarget(setupCtx, c, int64(o.records))
 	res.seconds = time.Since(t0).Seconds()
-	res.cpu = (selfCPU() - cpu0).Seconds()
+	res.cpu = (machine.SelfCPU() - cpu0).Seconds()
 	res.kfakeCPU = (cs.cpu() - kfake0).Seconds()
 	st := c.stats()
 	res.requests, res.batches = float64(st.requests.Load()), float64(st.batches.Load())
-	busy1, steal1 := machineCPU()
+	busy1, steal1 := machine.CPU()
 	res.otherCPU = max(0, (busy1-busy0).Seconds()-res.cpu-res.kfakeCPU)
 	res.steal = (steal1 - steal0).Seconds()
 	if prof.cpu != "" {
@@ -312,15 +313,6 @@ func writeHeapProfile(path string) error {
 	defer f.Close()
 	runtime.GC() // so in-use figures are current
 	return pprof.WriteHeapProfile(f)
-}
-
-// selfCPU is the user plus system CPU time of this process so far.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // median of each column over a contender's runs: columns are medians

@@ -9,12 +9,12 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/bench/internal/machine"
 	"github.com/kmirror/kmirror/e2e/kafkatest"
 )
 
@@ -178,46 +178,6 @@ func sum(m map[string]map[int32]int64) int64 {
 	return n
 }
 
-// machineCPU returns the machine's busy CPU time and steal so far, from
-// /proc/stat (ticks of 1/100 s).
-func machineCPU() (busy, steal time.Duration) {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0, 0
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	if len(f) < 9 || f[0] != "cpu" {
-		return 0, 0
-	}
-	tick := func(i int) time.Duration {
-		var v int64
-		fmt.Sscan(f[i], &v)
-		return time.Duration(v) * 10 * time.Millisecond
-	}
-	return tick(1) + tick(2) + tick(3) + tick(6) + tick(7), tick(8)
-}
-
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
-}
-
 func franzVersion() string {
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, d := range bi.Deps {
@@ -237,16 +197,16 @@ type disturbance struct {
 }
 
 func startDisturbance(p *pair) disturbance {
-	d := disturbance{self0: selfCPU(), brokers0: p.brokerCPU(), load0: loadavg()}
-	d.busy0, d.steal0 = machineCPU()
+	d := disturbance{self0: machine.SelfCPU(), brokers0: p.brokerCPU(), load0: machine.Loadavg()}
+	d.busy0, d.steal0 = machine.CPU()
 	return d
 }
 
 // end returns broker CPU, other CPU and steal over the phase, given the
 // contender's CPU over it.
 func (d disturbance) end(p *pair, contender time.Duration) (brokers, other, steal time.Duration, load string) {
-	busy, st := machineCPU()
+	busy, st := machine.CPU()
 	brokers = p.brokerCPU() - d.brokers0
-	other = max(0, busy-d.busy0-contender-brokers-(selfCPU()-d.self0))
-	return brokers, other, st - d.steal0, d.load0 + " → " + loadavg()
+	other = max(0, busy-d.busy0-contender-brokers-(machine.SelfCPU()-d.self0))
+	return brokers, other, st - d.steal0, d.load0 + " → " + machine.Loadavg()
 }

@@ -46,6 +46,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kmirror/kmirror/bench/internal/machine"
 	"github.com/kmirror/kmirror/bench/internal/workload"
 )
 
@@ -121,9 +122,9 @@ func run() int {
 		return 1
 	}
 	defer e.close()
-	log.Printf("scratch directory %s; load %s", e.dir, loadavg())
+	log.Printf("scratch directory %s; load %s", e.dir, machine.Loadavg())
 
-	rep := &report{o: &o, e: e, started: time.Now(), load0: loadavg(), settings: map[string]string{},
+	rep := &report{o: &o, e: e, started: time.Now(), load0: machine.Loadavg(), settings: map[string]string{},
 		tp: map[string]throughput{}, lat: map[string]latency{}, st: map[string]startup{}, fo: map[string]failover{}}
 	var failed error
 	for _, phase := range o.phases {
@@ -139,7 +140,7 @@ func run() int {
 				failed = ctx.Err()
 				break
 			}
-			log.Printf("%s: %s (load %s)", phase, name, loadavg())
+			log.Printf("%s: %s (load %s)", phase, name, machine.Loadavg())
 			var err error
 			switch phase {
 			case "throughput":

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kmirror/kmirror/bench/internal/machine"
 	"github.com/kmirror/kmirror/bench/internal/workload"
 	"github.com/kmirror/kmirror/e2e/kafkatest"
 )
@@ -53,7 +54,7 @@ func (r *report) render(failed error) string {
 	fmt.Fprintf(&b, "# kmirror vs MirrorMaker 2 (and the limit) on real Apache Kafka\n\n")
 	fmt.Fprintf(&b, "- date: %s (took %s)\n", r.started.UTC().Format(time.RFC3339), time.Since(r.started).Round(time.Second))
 	fmt.Fprintf(&b, "- machine: %d cores (runtime.NumCPU), GOMAXPROCS %d, %s/%s; load average (1/5/15 min) at start %s, at end %s\n",
-		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, r.load0, loadavg())
+		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, r.load0, machine.Loadavg())
 	fmt.Fprintf(&b, "- versions: Apache Kafka %s (brokers and MirrorMaker 2, Maven Central jars); Java: %s; Go %s; kmirror: %s; franz-go %s\n",
 		kafkatest.Version, r.e.javaVersion, runtime.Version(), r.e.kmirrorVersion, franzVersion())
 	fmt.Fprintf(&b, "- command: `go run ./bench/mm2 %s`\n", strings.Join(os.Args[1:], " "))
