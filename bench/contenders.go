@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/bench/internal/kfakeproc"
 	"github.com/kmirror/kmirror/bench/internal/workload"
 	"github.com/kmirror/kmirror/connector"
 	"github.com/kmirror/kmirror/connector/policy"
@@ -58,7 +59,7 @@ type copying interface {
 }
 
 // startFunc starts a contender on topic, which has the given partitions.
-type startFunc func(ctx context.Context, cs *clusters, topic string, partitions int) (copying, error)
+type startFunc func(ctx context.Context, cs *kfakeproc.Pair, topic string, partitions int) (copying, error)
 
 var contenders = map[string]startFunc{
 	"limit":   startLimit,
@@ -82,11 +83,11 @@ type limitCopy struct {
 	ps produceStats
 }
 
-func startLimit(ctx context.Context, cs *clusters, topic string, partitions int) (copying, error) {
+func startLimit(ctx context.Context, cs *kfakeproc.Pair, topic string, partitions int) (copying, error) {
 	target := targetTopic(topic)
 	// Creating the target topic is part of the timed work, as it is for
 	// kmirror.
-	if err := createTopic(ctx, cs.dst.addrs, target, partitions); err != nil {
+	if err := createTopic(ctx, cs.Dst.Addrs, target, partitions); err != nil {
 		return nil, err
 	}
 	offsets := make(map[int32]kgo.Offset, partitions)
@@ -96,8 +97,8 @@ func startLimit(ctx context.Context, cs *clusters, topic string, partitions int)
 	l := &limitCopy{}
 	var err error
 	l.Limit, err = workload.StartLimit(ctx, workload.LimitConfig{
-		SrcOpts:       []kgo.Opt{kgo.SeedBrokers(cs.src.addrs...)},
-		DstOpts:       []kgo.Opt{kgo.SeedBrokers(cs.dst.addrs...), kgo.WithHooks(&l.ps)},
+		SrcOpts:       []kgo.Opt{kgo.SeedBrokers(cs.Src.Addrs...)},
+		DstOpts:       []kgo.Opt{kgo.SeedBrokers(cs.Dst.Addrs...), kgo.WithHooks(&l.ps)},
 		Offsets:       map[string]map[int32]kgo.Offset{topic: offsets},
 		Rename:        targetTopic,
 		FetchMaxWait:  fetchMaxWait,
@@ -135,19 +136,19 @@ type kmirrorCopy struct {
 	checked time.Time
 }
 
-func startKmirror(ctx context.Context, cs *clusters, topic string, partitions int) (copying, error) {
+func startKmirror(ctx context.Context, cs *kfakeproc.Pair, topic string, partitions int) (copying, error) {
 	return startConnector(ctx, cs, topic, nil)
 }
 
 // benchCluster is cluster mode with its defaults (docs/cluster.md).
 var benchCluster = connector.ClusterConfig{Slots: 16, SessionTimeout: 10 * time.Second, CommitInterval: 100 * time.Millisecond}
 
-func startKmirrorEOS(ctx context.Context, cs *clusters, topic string, partitions int) (copying, error) {
+func startKmirrorEOS(ctx context.Context, cs *kfakeproc.Pair, topic string, partitions int) (copying, error) {
 	cluster := benchCluster
 	return startConnector(ctx, cs, topic, &cluster)
 }
 
-func startKmirrorEOS2(ctx context.Context, cs *clusters, topic string, partitions int) (copying, error) {
+func startKmirrorEOS2(ctx context.Context, cs *kfakeproc.Pair, topic string, partitions int) (copying, error) {
 	var ws workers
 	for range 2 {
 		cluster := benchCluster
@@ -223,17 +224,17 @@ func (ws workers) stats() *produceStats {
 
 // startConnector starts kmirror's connector, in cluster mode when cluster
 // is set.
-func startConnector(ctx context.Context, cs *clusters, topic string, cluster *connector.ClusterConfig) (copying, error) {
+func startConnector(ctx context.Context, cs *kfakeproc.Pair, topic string, cluster *connector.ClusterConfig) (copying, error) {
 	reg := prometheus.NewRegistry()
 	k := &kmirrorCopy{topic: topic, reg: reg, done: make(chan error, 1)}
 	m, err := connector.New(connector.Config{
 		Name:        "bench",
 		SourceAlias: srcAlias,
 		TargetAlias: dstAlias,
-		SourceOpts:  []kgo.Opt{kgo.SeedBrokers(cs.src.addrs...)},
+		SourceOpts:  []kgo.Opt{kgo.SeedBrokers(cs.Src.Addrs...)},
 		// The hook only counts; the connector adds its producer
 		// options after these.
-		TargetOpts: []kgo.Opt{kgo.SeedBrokers(cs.dst.addrs...), kgo.WithHooks(&k.ps)},
+		TargetOpts: []kgo.Opt{kgo.SeedBrokers(cs.Dst.Addrs...), kgo.WithHooks(&k.ps)},
 		Filters: []filters.TopicFilter{filters.Regex{
 			Include: filters.MustCompileAll(regexp.QuoteMeta(topic)),
 		}},

@@ -41,6 +41,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kmirror/kmirror/bench/internal/kfakeproc"
 	"github.com/kmirror/kmirror/bench/internal/machine"
 	"github.com/kmirror/kmirror/bench/internal/workload"
 )
@@ -110,7 +111,7 @@ func run() int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	bin, err := buildKfakesrv(dir)
+	bin, err := kfakeproc.Build(dir)
 	if err != nil {
 		log.Print(err)
 		return 1
@@ -190,20 +191,20 @@ func runOnce(ctx context.Context, bin string, o *options, name string, run int, 
 	start := contenders[name]
 	res = result{contender: name, run: run, records: o.records, bytesPerRec: recordBytes(o.valueSize), profiled: prof.cpu != ""}
 
-	cs, err := startClusters(bin, o.brokers)
+	cs, err := kfakeproc.StartPair(bin, o.brokers)
 	if err != nil {
 		return res, err
 	}
-	defer cs.stop()
+	defer cs.Stop()
 
 	// Setup: the whole source topic is written before the contender starts.
 	setupCtx, cancel := context.WithTimeout(ctx, 2*time.Minute+time.Duration(o.records/1000)*time.Second)
 	defer cancel()
-	if err := createTopic(setupCtx, cs.src.addrs, throughputTopic, o.partitions); err != nil {
+	if err := createTopic(setupCtx, cs.Src.Addrs, throughputTopic, o.partitions); err != nil {
 		return res, err
 	}
 	t := time.Now()
-	if err := preload(setupCtx, cs.src.addrs, throughputTopic, o.records, o.partitions, o.valueSize); err != nil {
+	if err := preload(setupCtx, cs.Src.Addrs, throughputTopic, o.records, o.partitions, o.valueSize); err != nil {
 		return res, err
 	}
 	log.Printf("  preloaded %d records in %.1fs", o.records, time.Since(t).Seconds())
@@ -223,7 +224,7 @@ func runOnce(ctx context.Context, bin string, o *options, name string, run int, 
 		defer pprof.StopCPUProfile() // in case of an early return
 	}
 	busy0, steal0 := machine.CPU()
-	cpu0, kfake0, t0 := machine.SelfCPU(), cs.cpu(), time.Now()
+	cpu0, kfake0, t0 := machine.SelfCPU(), cs.CPU(), time.Now()
 	c, err := start(setupCtx, cs, throughputTopic, o.partitions)
 	if err != nil {
 		return res, err
@@ -231,7 +232,7 @@ func runOnce(ctx context.Context, bin string, o *options, name string, run int, 
 	err = waitForTarget(setupCtx, c, int64(o.records))
 	res.seconds = time.Since(t0).Seconds()
 	res.cpu = (machine.SelfCPU() - cpu0).Seconds()
-	res.kfakeCPU = (cs.cpu() - kfake0).Seconds()
+	res.kfakeCPU = (cs.CPU() - kfake0).Seconds()
 	st := c.stats()
 	res.requests, res.batches = float64(st.requests.Load()), float64(st.batches.Load())
 	busy1, steal1 := machine.CPU()
@@ -267,10 +268,10 @@ func runOnce(ctx context.Context, bin string, o *options, name string, run int, 
 // latencyPhase copies a fresh topic with a fresh contender while records
 // are produced at a steady rate, and returns the distribution of their
 // production-to-arrival times.
-func latencyPhase(ctx context.Context, cs *clusters, o *options, start startFunc) (p50, p99, maxLat time.Duration, err error) {
+func latencyPhase(ctx context.Context, cs *kfakeproc.Pair, o *options, start startFunc) (p50, p99, maxLat time.Duration, err error) {
 	ctx, cancel := context.WithTimeout(ctx, warmup+o.latencyDuration+time.Minute)
 	defer cancel()
-	if err := createTopic(ctx, cs.src.addrs, latencyTopic, o.partitions); err != nil {
+	if err := createTopic(ctx, cs.Src.Addrs, latencyTopic, o.partitions); err != nil {
 		return 0, 0, 0, err
 	}
 	c, err := start(ctx, cs, latencyTopic, o.partitions)
@@ -283,11 +284,11 @@ func latencyPhase(ctx context.Context, cs *clusters, o *options, start startFunc
 	}
 	skip := int(warmup.Seconds() * float64(o.rate))
 	total := skip + int(o.latencyDuration.Seconds()*float64(o.rate))
-	lr, err := startLatencyReader(ctx, cs.dst.addrs, targetTopic(latencyTopic), o.partitions, total, skip)
+	lr, err := startLatencyReader(ctx, cs.Dst.Addrs, targetTopic(latencyTopic), o.partitions, total, skip)
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	if err := produceAtRate(ctx, cs.src.addrs, latencyTopic, o.partitions, o.valueSize, o.rate, total); err != nil {
+	if err := produceAtRate(ctx, cs.Src.Addrs, latencyTopic, o.partitions, o.valueSize, o.rate, total); err != nil {
 		cancel()
 		lr.Wait()
 		return 0, 0, 0, fmt.Errorf("latency producer: %w", err)

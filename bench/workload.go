@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/kmirror/kmirror/bench/internal/kfakeproc"
 	"github.com/kmirror/kmirror/bench/internal/workload"
 )
 
@@ -24,19 +25,19 @@ var (
 // verifyCopy checks that the target topic holds exactly the source topic's
 // records per partition, and n in all: fewer means loss, more means
 // duplicates.
-func verifyCopy(ctx context.Context, cs *clusters, srcTopic, dstTopic string, n int64) error {
-	src, err := partitionCounts(ctx, cs.src.addrs, srcTopic)
+func verifyCopy(ctx context.Context, cs *kfakeproc.Pair, srcTopic, dstTopic string, n int64) error {
+	src, err := partitionCounts(ctx, cs.Src.Addrs, srcTopic)
 	if err != nil {
 		return err
 	}
-	dst, err := partitionCounts(ctx, cs.dst.addrs, dstTopic)
+	dst, err := partitionCounts(ctx, cs.Dst.Addrs, dstTopic)
 	if err != nil {
 		return err
 	}
 	if !maps.Equal(src, dst) {
 		// Offsets count transaction markers too (kmirror-eos): count
 		// the committed records themselves.
-		if dst, err = workload.CommittedCounts(ctx, cs.dst.addrs, dstTopic); err != nil {
+		if dst, err = workload.CommittedCounts(ctx, cs.Dst.Addrs, dstTopic); err != nil {
 			return err
 		}
 	}

@@ -1,4 +1,8 @@
-package main
+// Package kfakeproc runs kfake clusters as processes of their own
+// (bench/internal/kfakesrv) for the benchmarks, so that the measured
+// process does only the copying: in one process, kfake's own CPU and
+// garbage would be charged to the contender.
+package kfakeproc
 
 import (
 	"bufio"
@@ -13,11 +17,11 @@ import (
 	"time"
 )
 
-// buildKfakesrv compiles bench/internal/kfakesrv into dir. The clusters run
+// Build compiles bench/internal/kfakesrv into dir. The clusters run
 // as separate processes so that the measured process does only the copying:
 // in one process, kfake's own CPU and garbage would be charged to the
 // contender.
-func buildKfakesrv(dir string) (string, error) {
+func Build(dir string) (string, error) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		return "", fmt.Errorf("the go command is needed to build kfakesrv: %w", err)
@@ -31,15 +35,16 @@ func buildKfakesrv(dir string) (string, error) {
 	return bin, nil
 }
 
-// cluster is one running kfakesrv process.
-type cluster struct {
-	cmd   *exec.Cmd
-	addrs []string
+// Cluster is one running kfakesrv process.
+type Cluster struct {
+	cmd *exec.Cmd
+	// Addrs are its brokers' addresses.
+	Addrs []string
 }
 
-// startCluster starts a fresh kfake cluster on loopback (kfake only listens
+// Start starts a fresh kfake cluster on loopback (kfake only listens
 // on 127.0.0.1) and waits for its addresses.
-func startCluster(bin string, brokers int) (*cluster, error) {
+func Start(bin string, brokers int) (*Cluster, error) {
 	cmd := exec.Command(bin, "-brokers", strconv.Itoa(brokers))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
@@ -62,7 +67,7 @@ func startCluster(bin string, brokers int) (*cluster, error) {
 			_ = cmd.Wait()
 			return nil, errors.New("kfakesrv exited without printing its addresses")
 		}
-		return &cluster{cmd: cmd, addrs: strings.Split(s, ",")}, nil
+		return &Cluster{cmd: cmd, Addrs: strings.Split(s, ",")}, nil
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
@@ -70,10 +75,10 @@ func startCluster(bin string, brokers int) (*cluster, error) {
 	}
 }
 
-// cpu returns the CPU time the cluster process has used so far, from
+// CPU returns the CPU time the cluster process has used so far, from
 // /proc/<pid>/stat (utime and stime, in clock ticks of 1/100 s: USER_HZ is
 // 100 in Linux's user ABI). It returns 0 where /proc is unavailable.
-func (c *cluster) cpu() time.Duration {
+func (c *Cluster) CPU() time.Duration {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
 	if err != nil {
 		return 0
@@ -94,9 +99,9 @@ func (c *cluster) cpu() time.Duration {
 	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
-// stop sends SIGTERM and waits for a clean exit, killing the process if it
+// Stop sends SIGTERM and waits for a clean exit, killing the process if it
 // takes longer than 10s.
-func (c *cluster) stop() {
+func (c *Cluster) Stop() {
 	_ = c.cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan struct{})
 	go func() {
@@ -111,27 +116,30 @@ func (c *cluster) stop() {
 	}
 }
 
-// clusters are the source and target of one contender run.
-type clusters struct {
-	src, dst *cluster
+// Pair is the source and target of one contender run.
+type Pair struct {
+	Src, Dst *Cluster
 }
 
-func startClusters(bin string, brokers int) (*clusters, error) {
-	src, err := startCluster(bin, brokers)
+// StartPair starts a source and a target cluster.
+func StartPair(bin string, brokers int) (*Pair, error) {
+	src, err := Start(bin, brokers)
 	if err != nil {
 		return nil, err
 	}
-	dst, err := startCluster(bin, brokers)
+	dst, err := Start(bin, brokers)
 	if err != nil {
-		src.stop()
+		src.Stop()
 		return nil, err
 	}
-	return &clusters{src: src, dst: dst}, nil
+	return &Pair{Src: src, Dst: dst}, nil
 }
 
-func (cs *clusters) cpu() time.Duration { return cs.src.cpu() + cs.dst.cpu() }
+// CPU is both clusters' CPU time so far.
+func (p *Pair) CPU() time.Duration { return p.Src.CPU() + p.Dst.CPU() }
 
-func (cs *clusters) stop() {
-	cs.src.stop()
-	cs.dst.stop()
+// Stop stops both clusters.
+func (p *Pair) Stop() {
+	p.Src.Stop()
+	p.Dst.Stop()
 }
