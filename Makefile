@@ -3,7 +3,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build demo test test-unit test-e2e kafka-jars bench bench-mm2 lint generate clean
+.PHONY: all build demo test test-unit test-e2e kafka-jars bench bench-mm2 bench-scale lint generate clean
 
 all: build
 
@@ -51,6 +51,16 @@ bench:
 BENCH_MM2_FLAGS ?=
 bench-mm2:
 	$(GO) run ./bench/mm2 $(BENCH_MM2_FLAGS)
+
+## bench-scale: kmirror and the plain loop with many partitions, one worker: start to every
+## partition's first record, peak RSS, idle and trickle CPU, memory over the trickle, restart time;
+## 100,000 partitions on kfake, then 10,000 on real Apache Kafka 4.3.1 (Java and Maven as
+## test-e2e); writes bench/results/scale-kfake.md and scale-kafka.md. Smoke run:
+## make bench-scale BENCH_SCALE_FLAGS="-topics 200 -partitions 5 -idle 3s -trickle 5s -out -"
+BENCH_SCALE_FLAGS ?=
+bench-scale:
+	$(GO) run ./bench/scale -backend kfake $(BENCH_SCALE_FLAGS)
+	$(GO) run ./bench/scale -backend kafka $(BENCH_SCALE_FLAGS)
 
 ## lint: go vet (both build tags) and gofmt
 lint:

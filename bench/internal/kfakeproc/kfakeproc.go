@@ -143,3 +143,6 @@ func (p *Pair) Stop() {
 	p.Src.Stop()
 	p.Dst.Stop()
 }
+
+// Pid is the cluster process's ID.
+func (c *Cluster) Pid() int { return c.cmd.Process.Pid }

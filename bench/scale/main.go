@@ -1,0 +1,604 @@
+// Command scale (make bench-scale) measures kmirror and the plain loop
+// with many partitions, one worker each (issue 14):
+//
+//   - start: -topics topics of -partitions partitions, one record in each,
+//     are on the source before the contender starts; the figure is the time
+//     from its start to the first record of the last partition visible at
+//     the target (the loop creates the target topics itself, kmirror
+//     discovers and creates them), with the peak RSS;
+//   - idle: the contender's CPU over -idle with no traffic;
+//   - trickle: -trickle-rate records a second spread over every partition
+//     for -trickle: CPU, and RSS at its start and end (memory that grows
+//     with time shows here);
+//   - restart (kmirror): SIGTERM, one more record in every partition,
+//     start again: the time until the target holds every source record
+//     (state loaded, copying resumed), with the peak RSS of the new process.
+//
+// The target must then hold exactly the source's records per partition.
+// Backends: kfake (-backend kfake: two kfakesrv processes, each the only
+// broker of its cluster) and real Apache Kafka 4.3.1 from the Maven jars
+// (-backend kafka, as bench-mm2). Every contender gets a fresh pair of
+// clusters. Usage:
+//
+//	go run ./bench/scale -backend kfake -topics 10000 -partitions 10
+//	go run ./bench/scale -backend kafka -topics 2000 -partitions 5
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/bench/internal/kfakeproc"
+	"github.com/kmirror/kmirror/bench/internal/machine"
+	"github.com/kmirror/kmirror/bench/internal/workload"
+	"github.com/kmirror/kmirror/e2e/kafkatest"
+)
+
+// The loop's copy settings: kmirror's defaults (as bench-mm2).
+var limitSettings = workload.LimitConfig{FetchMaxWait: 500 * time.Millisecond, Linger: 5 * time.Millisecond, BatchMaxBytes: 1 << 20}
+
+const (
+	topicPrefix  = "sc-"
+	targetPrefix = "src." // the default replication policy with source alias "src"
+)
+
+type options struct {
+	backend            string
+	topics, partitions int
+	contenders         []string
+	idle, trickle      time.Duration
+	trickleRate        int
+	brokerHeap         string
+	out                string
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "limit-child" {
+		os.Exit(workload.LimitChild(os.Args[2:], limitSettings))
+	}
+	log.SetFlags(log.Ltime)
+	log.SetPrefix("bench-scale: ")
+	os.Exit(run())
+}
+
+func run() int {
+	var o options
+	var contenders string
+	flag.StringVar(&o.backend, "backend", "kfake", "kfake or kafka")
+	flag.IntVar(&o.topics, "topics", 0, "source topics (default: 10000 on kfake, 2000 on kafka)")
+	flag.IntVar(&o.partitions, "partitions", 0, "partitions per topic (default: 10 on kfake, 5 on kafka)")
+	flag.StringVar(&contenders, "contenders", "limit,kmirror", "limit, kmirror")
+	flag.DurationVar(&o.idle, "idle", 10*time.Second, "idle phase")
+	flag.DurationVar(&o.trickle, "trickle", 60*time.Second, "trickle phase")
+	flag.IntVar(&o.trickleRate, "trickle-rate", 1000, "trickle: records per second over all partitions")
+	flag.StringVar(&o.brokerHeap, "broker-heap", "2g", "kafka: each broker's -Xmx")
+	flag.StringVar(&o.out, "out", "", "also write the report here when every run passed (default bench/results/scale-<backend>.md; \"-\" to skip)")
+	flag.Parse()
+	switch o.backend {
+	case "kfake":
+		o.topics, o.partitions = or(o.topics, 10000), or(o.partitions, 10)
+	case "kafka":
+		o.topics, o.partitions = or(o.topics, 2000), or(o.partitions, 5)
+	default:
+		log.Printf("unknown backend %q (want kfake or kafka)", o.backend)
+		return 2
+	}
+	for _, n := range strings.Split(contenders, ",") {
+		if n = strings.TrimSpace(n); n != "limit" && n != "kmirror" {
+			log.Printf("unknown contender %q (want limit or kmirror)", n)
+			return 2
+		}
+		o.contenders = append(o.contenders, strings.TrimSpace(n))
+	}
+	switch o.out {
+	case "":
+		o.out = "bench/results/scale-" + o.backend + ".md"
+	case "-":
+		o.out = ""
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	e, err := newEnv(ctx, &o)
+	if err != nil {
+		log.Print(err)
+		return 1
+	}
+	defer os.RemoveAll(e.dir)
+	rep := report{o: &o, started: time.Now(), load0: machine.Loadavg(), kmirrorVersion: e.kmirrorVersion}
+	var failed error
+	for _, name := range o.contenders {
+		log.Printf("%s: %d topics x %d partitions on %s (load %s)", name, o.topics, o.partitions, o.backend, machine.Loadavg())
+		r, err := e.runContender(ctx, name)
+		if err != nil {
+			failed = fmt.Errorf("%s: %w", name, err)
+			log.Print(failed)
+			break
+		}
+		rep.rows = append(rep.rows, r)
+		log.Printf("  %s: every partition's first record after %.1fs, peak RSS %s MiB", name, r.start.Seconds(), mib(r.startRSS))
+	}
+	out := o.out
+	return workload.Publish(rep.render(failed), out, failed)
+}
+
+func or(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// env is what the runs share: the built kmirror binary and kfakesrv (or
+// the Kafka runtime), this binary (the loop's child) and a scratch
+// directory.
+type env struct {
+	o                    *options
+	dir                  string
+	self, kmirror, kfake string
+	kmirrorVersion       string
+	rt                   *kafkatest.Runtime
+	brokerJVM            []string
+	clusterSeq           int
+	pairStop             func()
+	srcAddr, dstAddr     string
+	brokerPids           []int
+}
+
+func newEnv(ctx context.Context, o *options) (*env, error) {
+	dir, err := os.MkdirTemp("", "kmirror-bench-scale-")
+	if err != nil {
+		return nil, err
+	}
+	e := &env{o: o, dir: dir}
+	if e.self, err = os.Executable(); err != nil {
+		return nil, err
+	}
+	e.kmirror = filepath.Join(dir, "kmirror")
+	build := exec.CommandContext(ctx, "go", "build", "-o", e.kmirror, "./cmd/kmirror")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return nil, fmt.Errorf("go build ./cmd/kmirror: %w", err)
+	}
+	if out, err := exec.Command(e.kmirror, "version").CombinedOutput(); err == nil {
+		e.kmirrorVersion = strings.TrimSpace(string(out))
+	}
+	switch o.backend {
+	case "kfake":
+		if e.kfake, err = kfakeproc.Build(dir); err != nil {
+			return nil, err
+		}
+	case "kafka":
+		if e.rt, err = kafkatest.Find(); err != nil {
+			return nil, err
+		}
+		if err := e.rt.Ensure(ctx, os.Stderr); err != nil {
+			return nil, err
+		}
+		e.brokerJVM = []string{"-XX:TieredStopAtLevel=4"}
+	}
+	return e, nil
+}
+
+// startPair starts a fresh source and target.
+func (e *env) startPair(ctx context.Context) error {
+	e.clusterSeq++
+	switch e.o.backend {
+	case "kfake":
+		p, err := kfakeproc.StartPair(e.kfake, 1)
+		if err != nil {
+			return err
+		}
+		e.srcAddr, e.dstAddr, e.pairStop = p.Src.Addrs[0], p.Dst.Addrs[0], p.Stop
+		e.brokerPids = []int{p.Src.Pid(), p.Dst.Pid()}
+		return nil
+	}
+	var cs []*kafkatest.Cluster
+	for _, n := range []string{"source", "target"} {
+		c, err := e.rt.NewCluster(kafkatest.Config{Name: n, Dir: filepath.Join(e.dir, fmt.Sprintf("%s-%d", n, e.clusterSeq)), Heap: e.o.brokerHeap, JVMOpts: e.brokerJVM})
+		if err != nil {
+			return err
+		}
+		if err := c.Start(ctx); err != nil {
+			return err
+		}
+		cs = append(cs, c)
+	}
+	e.srcAddr, e.dstAddr = cs[0].Addr(kafkatest.PLAINTEXT), cs[1].Addr(kafkatest.PLAINTEXT)
+	e.brokerPids = []int{cs[0].Pid(), cs[1].Pid()}
+	e.pairStop = func() {
+		for _, c := range cs {
+			_ = c.Stop(60 * time.Second)
+		}
+	}
+	return nil
+}
+
+// row is one contender's figures.
+type row struct {
+	name                  string
+	create                time.Duration // the source topics, by this harness
+	start                 time.Duration
+	startRSS, startCPU    int64
+	idleCPU               time.Duration
+	trickleCPU            time.Duration
+	trickleRecords        int
+	rssBefore, rssAfter   int64
+	restart               time.Duration // -1: not measured
+	restartRSS            int64
+	brokerCPU             time.Duration
+	loadBefore, loadAfter string
+	verified              int64
+}
+
+func (e *env) runContender(ctx context.Context, name string) (r row, err error) {
+	r.name, r.restart, r.loadBefore = name, -1, machine.Loadavg()
+	if err := e.startPair(ctx); err != nil {
+		return r, err
+	}
+	defer e.pairStop()
+	srcCl, err := kgo.NewClient(kgo.SeedBrokers(e.srcAddr), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.MaxBufferedRecords(100_000), kgo.UnknownTopicRetries(-1), kgo.RecordDeliveryTimeout(5*time.Minute))
+	if err != nil {
+		return r, err
+	}
+	defer srcCl.Close()
+	srcAdm := kadm.NewClient(srcCl)
+	var topics []string
+	for i := range e.o.topics {
+		topics = append(topics, fmt.Sprintf("%s%05d", topicPrefix, i))
+	}
+	t0 := time.Now()
+	for chunk := range slices.Chunk(topics, 1000) {
+		res, err := srcAdm.CreateTopics(ctx, int32(e.o.partitions), 1, nil, chunk...)
+		if err == nil {
+			err = res.Error()
+		}
+		if err != nil {
+			return r, fmt.Errorf("create source topics: %w", err)
+		}
+	}
+	if err := produceEach(ctx, srcCl, topics, e.o.partitions, "first"); err != nil {
+		return r, err
+	}
+	r.create = time.Since(t0)
+	log.Printf("  %d source partitions with a record each in %.1fs", len(topics)*e.o.partitions, r.create.Seconds())
+	time.Sleep(2 * time.Second) // let the brokers settle
+
+	dir := filepath.Join(e.dir, fmt.Sprintf("%s-%d", name, e.clusterSeq))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return r, err
+	}
+	brokers0 := e.brokerCPU()
+	proc, err := e.startContender(name, dir)
+	if err != nil {
+		return r, err
+	}
+	defer func() {
+		if proc != nil {
+			proc.Stop(60 * time.Second)
+			if err != nil {
+				log.Printf("  %s log %s, last lines:\n%s", name, proc.LogPath, proc.Tail(30))
+			}
+		}
+	}()
+	dstAdm, closeDst, err := admin(e.dstAddr)
+	if err != nil {
+		return r, err
+	}
+	defer closeDst()
+	targets := make([]string, len(topics))
+	for i, t := range topics {
+		targets[i] = targetPrefix + t
+	}
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
+	defer cancel()
+	if err := waitTarget(wctx, proc, dstAdm, targets, func(p int64) bool { return p >= 1 }); err != nil {
+		return r, fmt.Errorf("start: %w", err)
+	}
+	r.start = time.Since(proc.Started)
+	st, _ := kafkatest.ReadProcStat(proc.Pid())
+	r.startRSS, r.startCPU = st.PeakRSS, int64(st.CPU)
+
+	// Idle.
+	idle0 := st.CPU
+	time.Sleep(e.o.idle)
+	st, _ = kafkatest.ReadProcStat(proc.Pid())
+	r.idleCPU = st.CPU - idle0
+
+	// Trickle: round-robin over every partition at the rate.
+	r.rssBefore = st.RSS
+	trickle0 := st.CPU
+	n, err := trickle(ctx, srcCl, topics, e.o.partitions, e.o.trickleRate, e.o.trickle)
+	if err != nil {
+		return r, err
+	}
+	r.trickleRecords = n
+	st, _ = kafkatest.ReadProcStat(proc.Pid())
+	r.trickleCPU, r.rssAfter = st.CPU-trickle0, st.RSS
+
+	if name == "kmirror" {
+		// Restart: stop, one more record everywhere, start again.
+		if _, killed := proc.Stop(60 * time.Second); killed {
+			return r, errors.New("kmirror did not stop within 60s of SIGTERM")
+		}
+		if err := produceEach(ctx, srcCl, topics, e.o.partitions, "after-restart"); err != nil {
+			return r, err
+		}
+		want, err := endOffsets(ctx, srcAdm, topics)
+		if err != nil {
+			return r, err
+		}
+		if proc, err = e.startContender(name, dir); err != nil {
+			return r, err
+		}
+		wctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
+		defer cancel()
+		if err := waitTargetExact(wctx, proc, dstAdm, targets, want); err != nil {
+			return r, fmt.Errorf("restart: %w", err)
+		}
+		r.restart = time.Since(proc.Started)
+		st, _ = kafkatest.ReadProcStat(proc.Pid())
+		r.restartRSS = st.PeakRSS
+	}
+	// Every source record, once: the target's end offsets are the
+	// source's (no transactions: offsets are records).
+	want, err := endOffsets(ctx, srcAdm, topics)
+	if err != nil {
+		return r, err
+	}
+	vctx, cancel2 := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel2()
+	if err := waitTargetExact(vctx, proc, dstAdm, targets, want); err != nil {
+		return r, fmt.Errorf("final check: %w", err)
+	}
+	for _, ps := range want {
+		for _, v := range ps {
+			r.verified += v
+		}
+	}
+	r.brokerCPU = e.brokerCPU() - brokers0
+	r.loadAfter = machine.Loadavg()
+	return r, nil
+}
+
+func (e *env) brokerCPU() time.Duration {
+	var d time.Duration
+	for _, pid := range e.brokerPids {
+		if st, err := kafkatest.ReadProcStat(pid); err == nil {
+			d += st.CPU
+		}
+	}
+	return d
+}
+
+// startContender starts kmirror (its binary, with a config of defaults but
+// the topic pattern and replication factor 1) or the loop (this binary's
+// limit-child).
+func (e *env) startContender(name, dir string) (*kafkatest.Process, error) {
+	if name == "limit" {
+		cmd := exec.Command(e.self, "limit-child", "-src", e.srcAddr, "-dst", e.dstAddr, "-topics", topicPrefix+".*", "-prefix", targetPrefix)
+		return kafkatest.StartProcess(cmd, filepath.Join(dir, "limit.log"))
+	}
+	cfg := fmt.Sprintf(`# generated by bench/scale
+clusters:
+  src: {bootstrap_servers: [%q]}
+  dst: {bootstrap_servers: [%q]}
+mirrors:
+  - name: scale
+    source: src
+    target: dst
+    replication_factor: 1
+    topics: {include: [%q]}
+    producer: {compression: none}
+http: {listen: "127.0.0.1:0"}
+`, e.srcAddr, e.dstAddr, topicPrefix+".*")
+	path := filepath.Join(dir, "kmirror.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		return nil, err
+	}
+	return kafkatest.StartProcess(exec.Command(e.kmirror, "run", "--config", path), filepath.Join(dir, "kmirror.log"))
+}
+
+func admin(addr string) (*kadm.Client, func(), error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.MetadataMinAge(100*time.Millisecond))
+	if err != nil {
+		return nil, nil, err
+	}
+	return kadm.NewClient(cl), cl.Close, nil
+}
+
+// produceEach writes one record to every partition of topics.
+func produceEach(ctx context.Context, cl *kgo.Client, topics []string, partitions int, tag string) error {
+	var failed workload.ErrOnce
+	for _, t := range topics {
+		for p := range partitions {
+			cl.Produce(ctx, &kgo.Record{Topic: t, Partition: int32(p), Value: []byte(tag)}, func(_ *kgo.Record, err error) {
+				if err != nil {
+					failed.Set(err)
+				}
+			})
+		}
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return err
+	}
+	if err := failed.Get(); err != nil {
+		return fmt.Errorf("produce to every partition: %w", err)
+	}
+	return nil
+}
+
+// trickle produces rate records a second, one partition after the other,
+// for d, and returns how many it produced.
+func trickle(ctx context.Context, cl *kgo.Client, topics []string, partitions, rate int, d time.Duration) (int, error) {
+	var failed workload.ErrOnce
+	total := int(d.Seconds() * float64(rate))
+	begin := time.Now()
+	for i := range total {
+		// Pace by the clock, ten sends a second.
+		if i%max(1, rate/10) == 0 {
+			due := begin.Add(time.Duration(float64(i) / float64(rate) * float64(time.Second)))
+			time.Sleep(time.Until(due))
+		}
+		part := i % (len(topics) * partitions)
+		cl.Produce(ctx, &kgo.Record{Topic: topics[part/partitions], Partition: int32(part % partitions), Value: []byte("trickle")}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				failed.Set(err)
+			}
+		})
+		if err := ctx.Err(); err != nil {
+			return i, err
+		}
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return total, err
+	}
+	return total, failed.Get()
+}
+
+// endOffsets lists every partition's end offset of topics, in chunks.
+func endOffsets(ctx context.Context, adm *kadm.Client, topics []string) (map[string]map[int32]int64, error) {
+	out := map[string]map[int32]int64{}
+	for chunk := range slices.Chunk(topics, 2000) {
+		ends, err := adm.ListEndOffsets(ctx, chunk...)
+		if err != nil {
+			return nil, err
+		}
+		ends.Each(func(o kadm.ListedOffset) {
+			if o.Err != nil {
+				return
+			}
+			if out[o.Topic] == nil {
+				out[o.Topic] = map[int32]int64{}
+			}
+			out[o.Topic][o.Partition] = o.Offset
+		})
+	}
+	return out, nil
+}
+
+// waitTarget polls the target's end offsets (every second: listing tens
+// of thousands of partitions is not free) until every partition of
+// targets satisfies ok, failing when the contender exits.
+func waitTarget(ctx context.Context, proc *kafkatest.Process, adm *kadm.Client, targets []string, ok func(int64) bool) error {
+	return poll(ctx, proc, adm, targets, func(got map[string]map[int32]int64, t string, p int32) bool { return ok(got[t][p]) })
+}
+
+// waitTargetExact waits until every target partition's end offset equals
+// its source partition's, and fails at once if one is above it.
+func waitTargetExact(ctx context.Context, proc *kafkatest.Process, adm *kadm.Client, targets []string, want map[string]map[int32]int64) error {
+	var over error
+	err := poll(ctx, proc, adm, targets, func(got map[string]map[int32]int64, t string, p int32) bool {
+		w := want[strings.TrimPrefix(t, targetPrefix)][p]
+		if got[t][p] > w && over == nil {
+			over = fmt.Errorf("%s/%d holds %d records, the source %d: copied twice", t, p, got[t][p], w)
+		}
+		return got[t][p] == w
+	})
+	return errors.Join(over, err)
+}
+
+func poll(ctx context.Context, proc *kafkatest.Process, adm *kadm.Client, targets []string, done func(map[string]map[int32]int64, string, int32) bool) error {
+	parts := 0
+	var last int
+	for {
+		if exited, err := proc.Exited(); exited {
+			return fmt.Errorf("the contender exited (%v):\n%s", err, proc.Tail(20))
+		}
+		got, err := endOffsets(ctx, adm, targets)
+		if err == nil {
+			n := 0
+			for _, t := range targets {
+				ps := got[t]
+				if parts == 0 && len(ps) > 0 {
+					parts = len(ps)
+				}
+				for p := range ps {
+					if done(got, t, p) {
+						n++
+					}
+				}
+			}
+			last = n
+			if parts > 0 && n == len(targets)*parts {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d target partitions done: %w", last, ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.0f", float64(b)/(1<<20)) }
+
+type report struct {
+	o              *options
+	started        time.Time
+	load0          string
+	kmirrorVersion string
+	rows           []row
+}
+
+func (r *report) render(failed error) string {
+	o := r.o
+	var b strings.Builder
+	parts := o.topics * o.partitions
+	fmt.Fprintf(&b, "# Scale: %d partitions (%d topics × %d) on %s, one worker\n\n", parts, o.topics, o.partitions, o.backend)
+	fmt.Fprintf(&b, "- date: %s (took %s)\n", r.started.UTC().Format(time.RFC3339), time.Since(r.started).Round(time.Second))
+	fmt.Fprintf(&b, "- machine: %d cores, GOMAXPROCS %d, %s/%s; load average at start %s, at end %s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, r.load0, machine.Loadavg())
+	fmt.Fprintf(&b, "- kmirror: %s; command: `go run ./bench/scale %s`\n", r.kmirrorVersion, strings.Join(os.Args[1:], " "))
+	if o.backend == "kafka" {
+		fmt.Fprintf(&b, "- clusters: Apache Kafka %s, a fresh pair of single-node KRaft clusters (-Xmx%s) per contender, on loopback\n", kafkatest.Version, o.brokerHeap)
+	} else {
+		fmt.Fprintf(&b, "- clusters: a fresh pair of kfake clusters (one broker each, bench/internal/kfakesrv processes) per contender, on loopback\n")
+	}
+	fmt.Fprintf(&b, "- workload: one record in every source partition before the contender starts; then %s idle; then %d records/s spread over every partition for %s; kmirror then restarts with one more record in every partition\n\n", o.idle, o.trickleRate, o.trickle)
+	b.WriteString("| contender | start → every partition's first record s | peak RSS MiB | CPU to there s | idle CPU % | trickle CPU % | RSS before → after trickle MiB | restart → every record s | peak RSS after restart MiB | broker CPU s | records checked | load before → after |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|\n")
+	for _, w := range r.rows {
+		restart, rrss := "-", "-"
+		if w.restart >= 0 {
+			restart, rrss = fmt.Sprintf("%.1f", w.restart.Seconds()), mib(w.restartRSS)
+		}
+		fmt.Fprintf(&b, "| %s | %.1f | %s | %.1f | %.1f | %.1f | %s → %s | %s | %s | %.0f | %d | %s → %s |\n",
+			w.name, w.start.Seconds(), mib(w.startRSS), time.Duration(w.startCPU).Seconds(),
+			100*w.idleCPU.Seconds()/o.idle.Seconds(), 100*w.trickleCPU.Seconds()/o.trickle.Seconds(),
+			mib(w.rssBefore), mib(w.rssAfter), restart, rrss, w.brokerCPU.Seconds(), w.verified, w.loadBefore, w.loadAfter)
+	}
+	b.WriteString("\nstart: from the contender's process start; the loop lists the topics once and creates the target topics itself, kmirror discovers and creates them. Target end offsets are polled every second (listing this many partitions is not free), so figures are within a second. CPU %: of one core. The last check: every target partition holds exactly its source partition's records.\n")
+	var lim, km *row
+	for i := range r.rows {
+		switch r.rows[i].name {
+		case "limit":
+			lim = &r.rows[i]
+		case "kmirror":
+			km = &r.rows[i]
+		}
+	}
+	if lim != nil && km != nil {
+		fmt.Fprintf(&b, "\n**kmirror / loop, start to every partition's first record: %.2f×** (%.1f s / %.1f s).\n", km.start.Seconds()/lim.start.Seconds(), km.start.Seconds(), lim.start.Seconds())
+	}
+	if failed != nil {
+		fmt.Fprintf(&b, "\n**FAILED:** %v\n", failed)
+	}
+	return b.String()
+}
