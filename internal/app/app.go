@@ -6,11 +6,13 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 	"runtime"
 	"slices"
 	"sync"
@@ -276,6 +278,11 @@ func (a *App) Reload(ctx context.Context) error {
 		}
 		m.Reconfigure(sel.connector())
 	}
+	if !reflect.DeepEqual(a.opts.Config.HTTP, cfg.HTTP) {
+		// The server, its certificate and token are set up once, from
+		// the config kmirror started with.
+		a.opts.Logger.Warn("config reload: http (listen, tls, auth) changes take effect only after a restart")
+	}
 	for _, mc := range cfg.Mirrors {
 		if old.Mirror(mc.Name) == nil {
 			a.opts.Logger.Warn("config reload: a new mirror starts only after a restart", "mirror", mc.Name)
@@ -412,15 +419,32 @@ func (a *App) Run(ctx context.Context) error {
 	for _, d := range a.dispatchers {
 		d.Start()
 	}
-	ln, err := net.Listen("tcp", a.opts.Config.HTTP.Listen)
-	if err != nil {
-		return fmt.Errorf("http: listen on %s (http.listen): %w", a.opts.Config.HTTP.Listen, err)
+	hc := a.opts.Config.HTTP
+	for _, w := range securityWarnings(a.opts.Config) {
+		log.Warn(w.msg, w.args...)
 	}
 	srv := &http.Server{
-		Handler:           httpapi.Handler(a.opts.Registry, a, a.Reload),
+		Handler:           httpapi.Protect(httpapi.Handler(a.opts.Registry, a, a.Reload), httpSecurity(hc)),
 		ReadHeaderTimeout: 10 * time.Second,
+		// The server's own errors (a refused TLS handshake, say) in
+		// kmirror's log format rather than on the standard logger.
+		ErrorLog: slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelInfo),
 	}
-	log.Info("http server listening", "addr", ln.Addr().String())
+	if hc.TLS != nil {
+		tc, err := httpapi.ServerTLS(hc.TLS.CertFile, hc.TLS.KeyFile, hc.TLS.ClientCAFile)
+		if err != nil {
+			return err
+		}
+		srv.TLSConfig = tc
+	}
+	ln, err := net.Listen("tcp", hc.Listen)
+	if err != nil {
+		return fmt.Errorf("http: listen on %s (http.listen): %w", hc.Listen, err)
+	}
+	if srv.TLSConfig != nil {
+		ln = tls.NewListener(ln, srv.TLSConfig)
+	}
+	log.Info("http server listening", "addr", ln.Addr().String(), "tls", hc.TLS != nil, "mtls", hc.TLS != nil && hc.TLS.ClientCAFile != "", "auth", hc.Auth != nil)
 	if a.opts.Ready != nil {
 		a.opts.Ready(ln.Addr().String())
 	}
