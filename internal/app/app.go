@@ -64,6 +64,9 @@ type App struct {
 	// mirror, in mirror order.
 	listenerImpls map[string]listenerImpl
 	dispatchers   []*listeners.Dispatcher
+	// changes is the recent history of every mirror's replicated set,
+	// for the status page.
+	changes *changeLog
 
 	mu       sync.Mutex
 	cfg      *config.Config          // the config in force (a reload swaps it)
@@ -97,6 +100,10 @@ func (a *App) Groups() []connector.GroupStatus {
 	}
 	return out
 }
+
+// Changes implements httpapi.ChangeSource: the recent changes to the
+// replicated sets, newest first.
+func (a *App) Changes() []httpapi.Change { return a.changes.Changes() }
 
 // Mirrors returns the configured mirrors, in config order.
 func (a *App) Mirrors() []*connector.Mirror { return a.mirrors }
@@ -151,6 +158,7 @@ func New(opts Options) (*App, error) {
 		extMetrics:    newExtensionMetrics(reg),
 		listenerImpls: make(map[string]listenerImpl),
 		specs:         make(map[string]plugins.Spec),
+		changes:       newChangeLog(maxChanges),
 	}
 	host, err := plugins.NewHost(plugins.HostOptions{Logger: opts.Logger, Registerer: reg, OnRestart: a.onPluginRestart})
 	if err != nil {
@@ -170,7 +178,8 @@ func New(opts Options) (*App, error) {
 			a.closeExtensions()
 			return nil, err
 		}
-		m, err := newMirror(cfg, mc, opts.Logger, metrics, sel, d)
+		rec := &recordingNotifier{next: d, log: a.changes, mirror: mc.Name}
+		m, err := newMirror(cfg, mc, opts.Logger, metrics, sel, rec)
 		if err != nil {
 			a.closeExtensions()
 			return nil, fmt.Errorf("mirror %s: %w", mc.Name, err)
@@ -294,7 +303,7 @@ func (a *App) Reload(ctx context.Context) error {
 	return nil
 }
 
-func newMirror(cfg *config.Config, mc *config.Mirror, log *slog.Logger, metrics *connector.Metrics, sel selectionParts, notifier *listeners.Dispatcher) (*connector.Mirror, error) {
+func newMirror(cfg *config.Config, mc *config.Mirror, log *slog.Logger, metrics *connector.Metrics, sel selectionParts, notifier connector.Notifier) (*connector.Mirror, error) {
 	pol, err := policy.New(mc.ReplicationPolicy.Type, mc.ReplicationPolicy.Separator)
 	if err != nil {
 		return nil, err

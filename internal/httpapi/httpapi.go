@@ -1,5 +1,6 @@
 // Package httpapi serves kmirror's HTTP endpoints: Prometheus metrics,
-// liveness, readiness and the JSON status API.
+// liveness, readiness, the JSON status API and the status page (static
+// files embedded in the binary that poll the JSON API).
 package httpapi
 
 import (
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -36,6 +38,42 @@ type TopicsResponse struct {
 type StatusResponse struct {
 	Ready   bool               `json:"ready"`
 	Mirrors []connector.Status `json:"mirrors"`
+}
+
+// ChangeSource is implemented by a StatusSource that keeps a history of
+// the replicated sets; GET /api/v1/changes serves it.
+type ChangeSource interface {
+	// Changes returns the recent changes, newest first.
+	Changes() []Change
+}
+
+// Kinds of Change.
+const (
+	ChangeInitial      = "initial" // the first set after a start
+	ChangeTopicAdded   = "topic_added"
+	ChangeTopicRemoved = "topic_removed"
+	ChangeTopicChanged = "topic_changed" // state, partitions, target or metadata
+	ChangeGroupAdded   = "group_added"
+	ChangeGroupRemoved = "group_removed"
+)
+
+// Change is one change to a mirror's replicated set, as the listeners are
+// told about it.
+type Change struct {
+	Time   time.Time `json:"time"`
+	Mirror string    `json:"mirror"`
+	Kind   string    `json:"kind"`
+	// Name is the source topic or the group; empty for ChangeInitial.
+	Name string `json:"name,omitempty"`
+	// Target is the target topic.
+	Target string `json:"target,omitempty"`
+	// Detail says what changed, for people.
+	Detail string `json:"detail,omitempty"`
+}
+
+// ChangesResponse is the body of GET /api/v1/changes.
+type ChangesResponse struct {
+	Changes []Change `json:"changes"`
 }
 
 // Reloader re-reads the configuration; nil disables POST /api/v1/reload.
@@ -115,6 +153,34 @@ func Handler(gatherer prometheus.Gatherer, src StatusSource, reload Reloader) ht
 		}
 		writeJSON(w, http.StatusOK, resp)
 	})
+	// ?limit=N keeps the N newest (default 100); ?mirror=NAME one
+	// mirror's.
+	mux.HandleFunc("GET /api/v1/changes", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		limit := 100
+		if l := q.Get("limit"); l != "" {
+			n, err := strconv.Atoi(l)
+			if err != nil || n < 1 {
+				writeJSON(w, http.StatusBadRequest, map[string]string{"error": "limit must be a positive integer, got " + strconv.Quote(l)})
+				return
+			}
+			limit = n
+		}
+		resp := ChangesResponse{Changes: []Change{}}
+		if cs, ok := src.(ChangeSource); ok {
+			for _, c := range cs.Changes() {
+				if len(resp.Changes) == limit {
+					break
+				}
+				if m := q.Get("mirror"); m == "" || c.Mirror == m {
+					resp.Changes = append(resp.Changes, c)
+				}
+			}
+		}
+		writeJSON(w, http.StatusOK, resp)
+	})
+	mux.Handle("GET /{$}", pageHandler())
+	mux.Handle("GET /ui/", pageHandler())
 	mux.HandleFunc("GET /api/v1/status", func(w http.ResponseWriter, _ *http.Request) {
 		sts := src.Statuses()
 		resp := StatusResponse{Ready: true, Mirrors: sts}

@@ -108,5 +108,7 @@ func ServerTLS(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
 }
 
 // isStatic reports whether path is one of the status page's static files,
-// which hold no data and so need no token (the page asks for it).
-func isStatic(path string) bool { return false }
+// which hold no data and so need no token: a browser cannot send one when
+// it opens the page, which then asks for it and sends it with its API
+// calls.
+func isStatic(path string) bool { return path == "/" || strings.HasPrefix(path, "/ui/") }
