@@ -279,3 +279,95 @@ func TestStatusPage(t *testing.T) {
 		t.Errorf("console errors:\n%s", strings.Join(errs, "\n"))
 	}
 }
+
+// navigate opens url in the tab.
+func navigate(t *testing.T, ctx context.Context, url string) {
+	t.Helper()
+	c, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := chromedp.Do(c, chromedp.Navigate(url)); err != nil {
+		t.Fatalf("opening %s: %v", url, err)
+	}
+}
+
+// TestStatusPageToken: with http.auth, the page itself opens without the
+// token, asks for it, then shows the topics; the token stays in the tab
+// (sessionStorage, not localStorage unless asked) and survives a reload.
+func TestStatusPageToken(t *testing.T) {
+	t.Parallel()
+	ctx, consoleErrors := browser(t)
+	e := newEnv(t, kfakeBackend{}, ClusterSpec{Brokers: 1})
+	orders := e.topic("orders")
+	createTopic(t, e.srcCl, orders, 1, nil)
+	const token = "page-token-0123456789abcdef"
+	path := e.writeExtConfig("", e.defaultConfig(), extConfig{})
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const plainHTTP = `http: {listen: "127.0.0.1:0"}`
+	if !strings.Contains(string(b), plainHTTP) {
+		t.Fatalf("the config template changed: no %q in\n%s", plainHTTP, b)
+	}
+	writeFileAtomic(t, path, []byte(strings.Replace(string(b), plainHTTP,
+		`http: {listen: "127.0.0.1:0", auth: {bearer_token_env: KMIRROR_E2E_HTTP_TOKEN}}`, 1)))
+	w := e.startWorkerEnv(path, "KMIRROR_E2E_HTTP_TOKEN="+token)
+	addr := w.httpAddr(t)
+
+	navigate(t, ctx, "http://"+addr+"/")
+	type loginView struct {
+		Login, Main bool // visible
+		Topics      int
+		Session     string
+		Local       string
+	}
+	const readLogin = `(() => ({Login: !document.getElementById("login").hidden, Main: !document.getElementById("main").hidden,
+  Topics: document.querySelectorAll("tr[data-topic]").length,
+  Session: sessionStorage.getItem("kmirror.token") || "", Local: localStorage.getItem("kmirror.token") || ""}))()`
+	view := func() (loginView, error) {
+		c, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		return chromedp.Run(c, chromedp.Evaluate[loginView](readLogin))
+	}
+	e.waitFor(30*time.Second, "the page to ask for the token", func() (bool, string) {
+		v, err := view()
+		if err != nil {
+			return false, err.Error()
+		}
+		return v.Login && !v.Main && v.Topics == 0, fmt.Sprintf("%+v", v)
+	})
+	c, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = chromedp.Do(c, chromedp.SendKeys(chromedp.CSS("#token"), token), chromedp.Click(chromedp.CSS(`#login button[type="submit"]`)))
+	cancel()
+	if err != nil {
+		t.Fatalf("entering the token: %v", err)
+	}
+	shows := func(desc string) {
+		t.Helper()
+		e.waitFor(60*time.Second, desc, func() (bool, string) {
+			v, err := view()
+			if err != nil {
+				return false, err.Error()
+			}
+			pv, err := viewPage(ctx)
+			if err != nil {
+				return false, err.Error()
+			}
+			_, ok := pv.Topics[orders]
+			return ok && !v.Login && v.Main && v.Session == token && v.Local == "", fmt.Sprintf("%+v %+v", v, pv)
+		})
+	}
+	shows("the page to show " + orders + " with the token, kept in sessionStorage only")
+	navigate(t, ctx, "http://"+addr+"/")
+	shows("the reloaded page to show " + orders + " without asking again")
+
+	// The API's 401s before the token was entered are logged by the
+	// browser as failed loads; nothing else may be.
+	msgs := consoleErrors()
+	t.Logf("console errors (401s expected): %q", msgs)
+	for _, msg := range msgs {
+		if !strings.Contains(msg, "401") {
+			t.Errorf("console error: %s", msg)
+		}
+	}
+}

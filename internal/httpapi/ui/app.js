@@ -8,6 +8,7 @@
   let token = sessionStorage.getItem(TOKEN_KEY) || localStorage.getItem(TOKEN_KEY) || "";
   let timer = null;
   let busy = false; // a refresh is in flight: it schedules the next one
+  let polls = 0; // successful refreshes, shown as data-polls on <body>
 
   const $ = (id) => document.getElementById(id);
 
@@ -191,7 +192,7 @@
         $("groups").replaceChildren(renderGroups(groups.groups || []));
         $("changes").replaceChildren(renderChanges(changes.changes || []));
         $("updated").textContent = "updated " + new Date().toLocaleTimeString();
-        document.body.dataset.loaded = "true";
+        document.body.dataset.polls = String(++polls);
       } catch (e) {
         if (e instanceof AuthError) {
           showLogin(Boolean(token));
