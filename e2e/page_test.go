@@ -101,6 +101,8 @@ type pageView struct {
 	Banner string               `json:"banner"`
 	// Changes are the recent changes' rows: "kind name".
 	Changes []string `json:"changes"`
+	// Listeners are the listeners' rows: "name health-text".
+	Listeners []string `json:"listeners"`
 }
 
 const readPage = `(() => {
@@ -108,6 +110,7 @@ const readPage = `(() => {
     banner: document.getElementById("banner").hidden ? "" : document.getElementById("banner").textContent};
   for (const r of document.querySelectorAll("tr[data-topic]")) v.topics[r.dataset.topic] = {state: r.dataset.state, text: r.innerText};
   v.changes = [...document.querySelectorAll("tr[data-change]")].map((r) => r.dataset.change + " " + r.dataset.name);
+  v.listeners = [...document.querySelectorAll("tr[data-listener]")].map((r) => r.dataset.listener + " " + r.children[3].innerText);
   return v;
 })()`
 
@@ -149,7 +152,8 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 // headless Chromium, loads without console errors and shows the mirrored
 // topics; a topic created at the source appears within two of the page's
 // refreshes after the API has it, without a reload; a failed topic shows
-// its reason; the page fits a phone's width. Screenshots of both widths
+// its reason; the listeners show their health; the page fits a phone's
+// width. Screenshots of both widths
 // are written as artifacts.
 func TestStatusPage(t *testing.T) {
 	t.Parallel()
@@ -168,7 +172,13 @@ func TestStatusPage(t *testing.T) {
 
 	cfg := e.defaultConfig()
 	// The target's limit is the test's: no config sync.
-	path := e.writeExtConfig("", cfg, extConfig{MirrorRaw: "    sync: {topic_configs: {enabled: false}}"})
+	path := e.writeExtConfig("", cfg, extConfig{MirrorRaw: "    sync: {topic_configs: {enabled: false}}",
+		// hook posts to a port where nothing listens: it fails, and is
+		// retried.
+		Listeners: []string{"journal", "hook"}, ListenerDefs: map[string]any{
+			"journal": map[string]any{"type": "log"},
+			"hook":    map[string]any{"type": "webhook", "timeout": "2s", "config": map[string]string{"url": "http://127.0.0.1:1/kmirror"}},
+		}})
 	w := e.startWorker(path)
 	addr := w.httpAddr(t)
 	e.waitFor(60*time.Second, bad+" failed with MESSAGE_TOO_LARGE in /api/v1/status", func() (bool, string) {
@@ -194,7 +204,8 @@ func TestStatusPage(t *testing.T) {
 		}
 		o, b := v.Topics[orders], v.Topics[bad]
 		return o.State == "mirroring" && strings.Contains(o.Text, "src."+orders) &&
-				b.State == "failed" && strings.Contains(b.Text, "MESSAGE_TOO_LARGE"),
+				b.State == "failed" && strings.Contains(b.Text, "MESSAGE_TOO_LARGE") &&
+				slices.Equal(v.Listeners, []string{"hook failing", "journal ok"}),
 			fmt.Sprintf("%+v", v)
 	})
 	// Marks this document: a reload would lose the mark.

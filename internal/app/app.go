@@ -67,6 +67,8 @@ type App struct {
 	// changes is the recent history of every mirror's replicated set,
 	// for the status page.
 	changes *changeLog
+	// listenerHealth is the outcome of the calls to each listener.
+	listenerHealth *listenerHealth
 
 	mu       sync.Mutex
 	cfg      *config.Config          // the config in force (a reload swaps it)
@@ -152,13 +154,14 @@ func New(opts Options) (*App, error) {
 	metrics := connector.NewMetrics(reg)
 
 	a := &App{
-		opts:          opts,
-		cfg:           opts.Config,
-		coalescer:     newCoalescer(time.Second),
-		extMetrics:    newExtensionMetrics(reg),
-		listenerImpls: make(map[string]listenerImpl),
-		specs:         make(map[string]plugins.Spec),
-		changes:       newChangeLog(maxChanges),
+		opts:           opts,
+		cfg:            opts.Config,
+		coalescer:      newCoalescer(time.Second),
+		extMetrics:     newExtensionMetrics(reg),
+		listenerImpls:  make(map[string]listenerImpl),
+		specs:          make(map[string]plugins.Spec),
+		changes:        newChangeLog(maxChanges),
+		listenerHealth: newListenerHealth(),
 	}
 	host, err := plugins.NewHost(plugins.HostOptions{Logger: opts.Logger, Registerer: reg, OnRestart: a.onPluginRestart})
 	if err != nil {

@@ -76,6 +76,44 @@ type ChangesResponse struct {
 	Changes []Change `json:"changes"`
 }
 
+// ExtensionSource is implemented by a StatusSource that runs plugins and
+// listeners; GET /api/v1/extensions serves their health.
+type ExtensionSource interface {
+	Extensions() ExtensionsResponse
+}
+
+// ExtensionsResponse is the body of GET /api/v1/extensions.
+type ExtensionsResponse struct {
+	Plugins   []PluginStatus   `json:"plugins"`
+	Listeners []ListenerStatus `json:"listeners"`
+}
+
+// PluginStatus is one plugin process (a filter, or a plugin listener).
+type PluginStatus struct {
+	Name string `json:"name"`
+	// Up is true while its process runs; a dead one is restarted.
+	Up       bool   `json:"up"`
+	Pid      int    `json:"pid,omitempty"`
+	Restarts uint64 `json:"restarts"`
+	// Version is what the plugin reported at its first start.
+	Version string `json:"version,omitempty"`
+}
+
+// ListenerStatus is one configured listener, with the outcome of the calls
+// made to it since the start.
+type ListenerStatus struct {
+	Name    string   `json:"name"`
+	Type    string   `json:"type"`
+	Mirrors []string `json:"mirrors"`
+	Calls   uint64   `json:"calls"`
+	Errors  uint64   `json:"errors"`
+	// Healthy is false while its last call failed (it is retried).
+	Healthy     bool      `json:"healthy"`
+	LastCallAt  time.Time `json:"last_call_at"`
+	LastError   string    `json:"last_error,omitempty"`
+	LastErrorAt time.Time `json:"last_error_at"`
+}
+
 // Reloader re-reads the configuration; nil disables POST /api/v1/reload.
 type Reloader func(ctx context.Context) error
 
@@ -176,6 +214,15 @@ func Handler(gatherer prometheus.Gatherer, src StatusSource, reload Reloader) ht
 					resp.Changes = append(resp.Changes, c)
 				}
 			}
+		}
+		writeJSON(w, http.StatusOK, resp)
+	})
+	mux.HandleFunc("GET /api/v1/extensions", func(w http.ResponseWriter, _ *http.Request) {
+		resp := ExtensionsResponse{Plugins: []PluginStatus{}, Listeners: []ListenerStatus{}}
+		if es, ok := src.(ExtensionSource); ok {
+			got := es.Extensions()
+			resp.Plugins = append(resp.Plugins, got.Plugins...)
+			resp.Listeners = append(resp.Listeners, got.Listeners...)
 		}
 		writeJSON(w, http.StatusOK, resp)
 	})

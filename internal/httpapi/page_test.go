@@ -88,3 +88,26 @@ func TestChangesEndpoint(t *testing.T) {
 		t.Errorf("without a history: %d %s", code, body)
 	}
 }
+
+type withExtensions struct {
+	statuses
+	ext httpapi.ExtensionsResponse
+}
+
+func (w withExtensions) Extensions() httpapi.ExtensionsResponse { return w.ext }
+
+func TestExtensionsEndpoint(t *testing.T) {
+	t.Parallel()
+	src := withExtensions{ext: httpapi.ExtensionsResponse{
+		Plugins:   []httpapi.PluginStatus{{Name: "catalog", Up: true, Pid: 42}},
+		Listeners: []httpapi.ListenerStatus{{Name: "hook", Type: "webhook", LastError: "503"}},
+	}}
+	code, body := get(t, httpapi.Handler(prometheus.NewRegistry(), src, nil), "/api/v1/extensions")
+	var resp httpapi.ExtensionsResponse
+	if err := json.Unmarshal([]byte(body), &resp); err != nil || code != 200 || len(resp.Plugins) != 1 || resp.Plugins[0].Pid != 42 || resp.Listeners[0].LastError != "503" {
+		t.Fatalf("/api/v1/extensions = %d %s", code, body)
+	}
+	if code, body := get(t, httpapi.Handler(prometheus.NewRegistry(), statuses{}, nil), "/api/v1/extensions"); code != 200 || !strings.Contains(body, `"plugins": []`) || !strings.Contains(body, `"listeners": []`) {
+		t.Errorf("without extensions: %d %s", code, body)
+	}
+}

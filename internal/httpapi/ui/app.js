@@ -128,6 +128,33 @@
     ], groups, (g) => ({ "data-group": g.group }));
   }
 
+  function renderExtensions(ext) {
+    const plugins = ext.plugins || [], listeners = ext.listeners || [];
+    if (plugins.length === 0 && listeners.length === 0) return el("p", { class: "muted" }, "None configured.");
+    const out = el("div", {});
+    if (plugins.length) {
+      out.append(table([
+        ["Plugin", (p) => p.name],
+        ["State", (p) => (p.up ? badge("up", "ok") : badge("down", "failed"))],
+        ["PID", (p) => p.pid || "", true],
+        ["Restarts", (p) => fmt(p.restarts), true],
+        ["Version", (p) => p.version || ""],
+      ], plugins, (p) => ({ "data-plugin": p.name })));
+    }
+    if (listeners.length) {
+      out.append(table([
+        ["Listener", (l) => l.name],
+        ["Type", (l) => l.type],
+        ["Mirrors", (l) => (l.mirrors || []).join(", ")],
+        ["Health", (l) => (l.healthy ? badge("ok") : badge("failing", "failed"))],
+        ["Calls", (l) => fmt(l.calls), true],
+        ["Errors", (l) => fmt(l.errors), true],
+        ["Last error", (l) => (l.last_error ? el("span", { class: "error" }, l.last_error + " (" + ago(l.last_error_at) + ")") : "")],
+      ], listeners, (l) => ({ "data-listener": l.name })));
+    }
+    return out;
+  }
+
   function renderChanges(changes) {
     if (changes.length === 0) return el("p", { class: "muted" }, "No changes yet.");
     return table([
@@ -180,8 +207,8 @@
   async function poll() {
     if (!document.hidden) {
       try {
-        const [status, groups, changes] = await Promise.all([
-          get("api/v1/status"), get("api/v1/groups"), get("api/v1/changes?limit=100")]);
+        const [status, groups, ext, changes] = await Promise.all([
+          get("api/v1/status"), get("api/v1/groups"), get("api/v1/extensions"), get("api/v1/changes?limit=100")]);
         $("login").hidden = true;
         $("main").hidden = false;
         $("logout").hidden = !token;
@@ -190,6 +217,7 @@
         $("overall").className = "badge " + (status.ready ? "ok" : "notready");
         $("mirrors").replaceChildren(...(status.mirrors || []).map(renderMirror));
         $("groups").replaceChildren(renderGroups(groups.groups || []));
+        $("extensions").replaceChildren(renderExtensions(ext));
         $("changes").replaceChildren(renderChanges(changes.changes || []));
         $("updated").textContent = "updated " + new Date().toLocaleTimeString();
         document.body.dataset.polls = String(++polls);
