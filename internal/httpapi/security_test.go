@@ -83,6 +83,13 @@ func TestAuthToken(t *testing.T) {
 		t.Fatalf("unauthenticated requests reloaded %d times", n)
 	}
 	h := httpapi.Protect(inner, httpapi.Security{Token: token})
+	// A path that starts like an open one but is not one gets no data
+	// without the token (the mux redirects unclean paths; nothing more).
+	for _, path := range []string{"/ui/../api/v1/status", "/healthz/../api/v1/status", "//api/v1/status", "/api/v1/status/", "/ui/%2e%2e/api/v1/status"} {
+		if rec := do(h, "GET", path); rec.Code == http.StatusOK || strings.Contains(rec.Body.String(), "mirrors") {
+			t.Errorf("GET %s without a token = %d %s", path, rec.Code, rec.Body)
+		}
+	}
 	if rec := do(h, "POST", "/api/v1/reload", "Authorization: bearer "+token); rec.Code != http.StatusOK || reloads.Load() != 1 {
 		t.Fatalf("POST /api/v1/reload with the token = %d %s (reloads %d)", rec.Code, rec.Body, reloads.Load())
 	}
