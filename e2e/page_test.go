@@ -103,6 +103,8 @@ type pageView struct {
 	Changes []string `json:"changes"`
 	// Listeners are the listeners' rows: "name health-text".
 	Listeners []string `json:"listeners"`
+	// Rate is the first mirror's throughput.
+	Rate string `json:"rate"`
 }
 
 const readPage = `(() => {
@@ -111,6 +113,8 @@ const readPage = `(() => {
   for (const r of document.querySelectorAll("tr[data-topic]")) v.topics[r.dataset.topic] = {state: r.dataset.state, text: r.innerText};
   v.changes = [...document.querySelectorAll("tr[data-change]")].map((r) => r.dataset.change + " " + r.dataset.name);
   v.listeners = [...document.querySelectorAll("tr[data-listener]")].map((r) => r.dataset.listener + " " + r.children[3].innerText);
+  const rate = document.querySelector("[data-mirror] .rate");
+  v.rate = rate ? rate.textContent : "";
   return v;
 })()`
 
@@ -152,8 +156,8 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 // headless Chromium, loads without console errors and shows the mirrored
 // topics; a topic created at the source appears within two of the page's
 // refreshes after the API has it, without a reload; a failed topic shows
-// its reason; the listeners show their health; the page fits a phone's
-// width. Screenshots of both widths
+// its reason; the listeners show their health and the mirror its
+// throughput; the page fits a phone's width. Screenshots of both widths
 // are written as artifacts.
 func TestStatusPage(t *testing.T) {
 	t.Parallel()
@@ -251,6 +255,10 @@ func TestStatusPage(t *testing.T) {
 		}
 		return slices.Contains(v.Changes, "topic_added "+late), fmt.Sprintf("%q", v.Changes)
 	})
+	// After two refreshes the page has two samples of the counters.
+	if !strings.HasSuffix(v.Rate, "B/s") || !strings.Contains(v.Rate, " records/s, ") {
+		t.Errorf("the mirror's throughput reads %q, want \"N records/s, N B/s\"", v.Rate)
+	}
 	if v.Banner != "" {
 		t.Errorf("the page shows an error banner: %q", v.Banner)
 	}

@@ -114,6 +114,52 @@ type ListenerStatus struct {
 	LastErrorAt time.Time `json:"last_error_at"`
 }
 
+// CountersResponse is the body of GET /api/v1/counters: each mirror's
+// copied records and bytes since the start (kmirror_replication_records_total
+// and kmirror_replication_bytes_total), from which a client that polls
+// computes the throughput.
+type CountersResponse struct {
+	Time    time.Time                 `json:"time"`
+	Mirrors map[string]MirrorCounters `json:"mirrors"`
+}
+
+// MirrorCounters are one mirror's counters.
+type MirrorCounters struct {
+	Records float64 `json:"records"`
+	Bytes   float64 `json:"bytes"`
+}
+
+// counters reads CountersResponse from the metrics.
+func counters(g prometheus.Gatherer) (CountersResponse, error) {
+	resp := CountersResponse{Time: time.Now(), Mirrors: map[string]MirrorCounters{}}
+	mfs, err := g.Gather()
+	if err != nil && len(mfs) == 0 {
+		return resp, err
+	}
+	for _, mf := range mfs {
+		name := mf.GetName()
+		if name != "kmirror_replication_records_total" && name != "kmirror_replication_bytes_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var mirror string
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "mirror" {
+					mirror = l.GetValue()
+				}
+			}
+			c := resp.Mirrors[mirror]
+			if name == "kmirror_replication_records_total" {
+				c.Records += m.GetCounter().GetValue()
+			} else {
+				c.Bytes += m.GetCounter().GetValue()
+			}
+			resp.Mirrors[mirror] = c
+		}
+	}
+	return resp, nil
+}
+
 // Reloader re-reads the configuration; nil disables POST /api/v1/reload.
 type Reloader func(ctx context.Context) error
 
@@ -223,6 +269,14 @@ func Handler(gatherer prometheus.Gatherer, src StatusSource, reload Reloader) ht
 			got := es.Extensions()
 			resp.Plugins = append(resp.Plugins, got.Plugins...)
 			resp.Listeners = append(resp.Listeners, got.Listeners...)
+		}
+		writeJSON(w, http.StatusOK, resp)
+	})
+	mux.HandleFunc("GET /api/v1/counters", func(w http.ResponseWriter, _ *http.Request) {
+		resp, err := counters(gatherer)
+		if err != nil {
+			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "gathering metrics: " + err.Error()})
+			return
 		}
 		writeJSON(w, http.StatusOK, resp)
 	})

@@ -111,3 +111,24 @@ func TestExtensionsEndpoint(t *testing.T) {
 		t.Errorf("without extensions: %d %s", code, body)
 	}
 }
+
+func TestCountersEndpoint(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	records := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kmirror_replication_records_total", Help: "h"}, []string{"mirror"})
+	bytes := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kmirror_replication_bytes_total", Help: "h"}, []string{"mirror"})
+	other := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kmirror_produce_errors_total", Help: "h"}, []string{"mirror"})
+	reg.MustRegister(records, bytes, other)
+	records.WithLabelValues("a").Add(120)
+	bytes.WithLabelValues("a").Add(4096)
+	records.WithLabelValues("b").Add(3)
+	other.WithLabelValues("a").Add(7)
+	code, body := get(t, httpapi.Handler(reg, statuses{}, nil), "/api/v1/counters")
+	var resp httpapi.CountersResponse
+	if err := json.Unmarshal([]byte(body), &resp); err != nil || code != 200 {
+		t.Fatalf("/api/v1/counters = %d %s", code, body)
+	}
+	if resp.Time.IsZero() || len(resp.Mirrors) != 2 || resp.Mirrors["a"] != (httpapi.MirrorCounters{Records: 120, Bytes: 4096}) || resp.Mirrors["b"] != (httpapi.MirrorCounters{Records: 3}) {
+		t.Errorf("counters = %+v", resp)
+	}
+}

@@ -9,6 +9,7 @@
   let timer = null;
   let busy = false; // a refresh is in flight: it schedules the next one
   let polls = 0; // successful refreshes, shown as data-polls on <body>
+  let prevCounters = null; // the previous /api/v1/counters, for rates
 
   const $ = (id) => document.getElementById(id);
 
@@ -63,7 +64,20 @@
     return parts.join(" ");
   }
 
-  function renderMirror(m) {
+  // rate is a mirror's throughput between the previous and the current
+  // counters, as text; "" until there are two samples.
+  function rate(name, cur) {
+    if (!prevCounters || !cur) return "";
+    const a = prevCounters.mirrors[name], b = cur.mirrors[name];
+    const dt = (Date.parse(cur.time) - Date.parse(prevCounters.time)) / 1000;
+    if (!a || !b || !(dt > 0)) return "";
+    const rps = Math.max(0, (b.records - a.records) / dt), bps = Math.max(0, (b.bytes - a.bytes) / dt);
+    const size = bps >= 1e6 ? (bps / 1e6).toFixed(1) + " MB/s" : bps >= 1e3 ? (bps / 1e3).toFixed(1) + " kB/s" : Math.round(bps) + " B/s";
+    return fmt(Math.round(rps)) + " records/s, " + size;
+  }
+
+  function renderMirror(m, counters) {
+    const throughput = rate(m.name, counters);
     const passed = m.last_pass_at && Date.parse(m.last_pass_at) > 0;
     const card = el("article", { class: "card", "data-mirror": m.name },
       el("div", { class: "card-head" },
@@ -71,6 +85,7 @@
         el("span", { class: "muted" }, m.source + " → " + m.target),
         m.ready ? badge("ready", "ok") : badge("not ready", "notready"),
         el("span", {}, "lag " + fmt(m.lag) + " records"),
+        throughput && el("span", { class: "rate" }, throughput),
         el("span", { class: "muted" }, passed ? "last pass " + ago(m.last_pass_at) : "no pass yet")));
     if (m.last_pass_error) card.append(el("p", { class: "error" }, "Last pass failed: " + m.last_pass_error));
     const topics = [...(m.topics || [])].sort((a, b) => a.source_topic.localeCompare(b.source_topic));
@@ -207,15 +222,17 @@
   async function poll() {
     if (!document.hidden) {
       try {
-        const [status, groups, ext, changes] = await Promise.all([
-          get("api/v1/status"), get("api/v1/groups"), get("api/v1/extensions"), get("api/v1/changes?limit=100")]);
+        const [status, groups, ext, changes, counters] = await Promise.all([
+          get("api/v1/status"), get("api/v1/groups"), get("api/v1/extensions"), get("api/v1/changes?limit=100"),
+          get("api/v1/counters")]);
         $("login").hidden = true;
         $("main").hidden = false;
         $("logout").hidden = !token;
         banner("");
         $("overall").textContent = status.ready ? "ready" : "not ready";
         $("overall").className = "badge " + (status.ready ? "ok" : "notready");
-        $("mirrors").replaceChildren(...(status.mirrors || []).map(renderMirror));
+        $("mirrors").replaceChildren(...(status.mirrors || []).map((m) => renderMirror(m, counters)));
+        prevCounters = counters;
         $("groups").replaceChildren(renderGroups(groups.groups || []));
         $("extensions").replaceChildren(renderExtensions(ext));
         $("changes").replaceChildren(renderChanges(changes.changes || []));
