@@ -460,12 +460,52 @@ type DeadLetter struct {
 	Topic string `yaml:"topic"`
 }
 
-// HTTP configures the HTTP endpoint (metrics, health, API).
+// HTTP configures the HTTP endpoint (metrics, health, API, status page).
 type HTTP struct {
 	// Listen is the "host:port" to listen on. Default "127.0.0.1:9644"; an
 	// empty host listens on every interface and port 0 picks a free port.
 	Listen string `yaml:"listen"`
+	// TLS, when set, serves HTTPS only.
+	TLS *HTTPTLS `yaml:"tls,omitempty"`
+	// Auth, when set, requires a bearer token on every endpoint but
+	// /healthz, /readyz and the status page's static files (which hold no
+	// data).
+	Auth *HTTPAuth `yaml:"auth,omitempty"`
 }
+
+// HTTPTLS is the HTTP server's certificate and, for mutual TLS, the CAs
+// its clients' certificates must chain to. Relative paths are resolved
+// against the config file's directory.
+type HTTPTLS struct {
+	// CertFile and KeyFile are the server's PEM certificate (with its
+	// chain) and key. Both required.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// ClientCAFile, when set, is a PEM bundle of CAs: every client must
+	// present a certificate signed by one of them (mutual TLS), health
+	// checks included.
+	ClientCAFile string `yaml:"client_ca_file"`
+}
+
+// HTTPAuth requires "Authorization: Bearer <token>" on the HTTP API.
+type HTTPAuth struct {
+	// BearerTokenFile is a file holding the token (one trailing newline is
+	// dropped), read when the config is loaded. Exactly one of it and
+	// BearerTokenEnv is required.
+	BearerTokenFile string `yaml:"bearer_token_file"`
+	// BearerTokenEnv names an environment variable holding the token.
+	BearerTokenEnv string `yaml:"bearer_token_env"`
+	// Metrics says whether /metrics needs the token too. Default true;
+	// false lets a Prometheus without credentials scrape it.
+	Metrics bool `yaml:"metrics"`
+
+	token Secret // read from the file or the environment by Load
+}
+
+// Token returns the bearer token read by Load.
+func (a *HTTPAuth) Token() Secret { return a.token }
+
+func (a *HTTPAuth) setDefaults() { a.Metrics = true }
 
 // Log configures the process logger.
 type Log struct {

@@ -266,6 +266,11 @@ testdata/bad_bootstrap_port.yaml:5: clusters.west.bootstrap_servers[0]: invalid 
 		"compression":          `11: mirrors[0].producer.compression: unknown compression "brotli" (want none, gzip, snappy, lz4 or zstd)`,
 		"empty_topics_include": "11: mirrors[0].topics.include: at least one pattern is required (leave the key out to mirror every topic)",
 		"http_listen":          `11: http.listen: invalid listen address "localhost" (want host:port, such as "127.0.0.1:9644"; the host may be empty and the port 0)`,
+		"http_auth_no_token":   "11: http.auth.bearer_token_file: required field missing (or set bearer_token_env)",
+		"http_auth_two_tokens": "13: http.auth.bearer_token_env: set bearer_token_file or bearer_token_env, not both",
+		"http_auth_unset_env":  "12: http.auth.bearer_token_env: environment variable KMIRROR_TEST_NEVER_SET is not set or empty",
+		"http_tls_missing_ca":  "14: http.tls.client_ca_file: cannot read testdata/no-such-ca.pem: no such file or directory",
+		"http_tls_no_key":      "11: http.tls.key_file: required field missing (the server certificate's PEM key)",
 		"unset_env":            "6: clusters.west.client_id: environment variable KMIRROR_TEST_NEVER_SET is not set (use ${KMIRROR_TEST_NEVER_SET:-default} to give a default)",
 		"no_mirrors":           "6: mirrors: at least one mirror is required",
 		"no_clusters": `2: clusters: at least one cluster is required
@@ -616,8 +621,8 @@ func TestDocs(t *testing.T) {
 		t.Error("docs/configuration.md does not contain testdata/good.yaml verbatim")
 	}
 	keys := yamlKeys(reflect.TypeFor[config.Config]())
-	if len(keys) != 87 {
-		t.Errorf("found %d keys, want 87: %q (update this test and the docs when adding keys)", len(keys), keys)
+	if len(keys) != 95 {
+		t.Errorf("found %d keys, want 95: %q (update this test and the docs when adding keys)", len(keys), keys)
 	}
 	for _, key := range keys {
 		if !strings.Contains(string(doc), "| `"+key+"` |") {
@@ -688,5 +693,31 @@ func TestPluginsFiltersListeners(t *testing.T) {
 	}
 	if c.Listeners["hook"].Timeout != config.Duration(5*time.Second) || c.Listeners["audit"].Path != "testdata/bin/fake-plugin" {
 		t.Errorf("listeners = %+v %+v", c.Listeners["hook"], c.Listeners["audit"])
+	}
+}
+
+func TestHTTPSecurity(t *testing.T) {
+	c := mustLoadFile(t, "testdata/http_secure.yaml")
+	h := c.HTTP
+	if h.TLS == nil || h.TLS.CertFile != "testdata/good.yaml" || h.TLS.KeyFile != "testdata/minimal.yaml" || h.TLS.ClientCAFile != "testdata/tls_sasl.yaml" {
+		t.Errorf("http.tls = %+v (paths resolve against the config's directory)", h.TLS)
+	}
+	if h.Auth == nil || h.Auth.Token().Reveal() != "from-a-file" || h.Auth.Metrics {
+		t.Errorf("http.auth = %+v, token %q", h.Auth, h.Auth.Token().Reveal())
+	}
+	if strings.Contains(c.String(), "from-a-file") {
+		t.Errorf("String() shows the token:\n%s", c)
+	}
+
+	t.Setenv("KMIRROR_TEST_TOKEN", "s3cret")
+	c = mustLoad(t, `clusters: {a: {bootstrap_servers: ["h:1"]}, b: {bootstrap_servers: ["h:2"]}}
+mirrors: [{name: m, source: a, target: b}]
+http: {auth: {bearer_token_env: KMIRROR_TEST_TOKEN}}
+`)
+	if a := c.HTTP.Auth; a.Token().Reveal() != "s3cret" || !a.Metrics {
+		t.Errorf("http.auth from the environment = %+v, token %q (metrics must default to true)", a, a.Token().Reveal())
+	}
+	if c := mustLoadFile(t, "testdata/minimal.yaml"); c.HTTP.Auth != nil || c.HTTP.TLS != nil {
+		t.Errorf("auth and tls must be off by default: %+v", c.HTTP)
 	}
 }

@@ -96,6 +96,12 @@ func (v *validator) validate(c *Config) {
 	if !validHostPort(c.HTTP.Listen, true, 0) {
 		v.errorf("http.listen", "invalid listen address %q (want host:port, such as \"127.0.0.1:9644\"; the host may be empty and the port 0)", c.HTTP.Listen)
 	}
+	if t := c.HTTP.TLS; t != nil {
+		v.httpTLS(t, "http.tls")
+	}
+	if a := c.HTTP.Auth; a != nil {
+		v.httpAuth(a, "http.auth")
+	}
 	if !slices.Contains(logLevels, c.Log.Level) {
 		v.errorf("log.level", "unknown log level %q (want %s)", c.Log.Level, orList(logLevels))
 	}
@@ -175,22 +181,69 @@ func (v *validator) sasl(s *SASL, path string) {
 	case s.Password == "" && s.PasswordFile == "":
 		v.errorf(path+".password", "required field missing (or set password_file)")
 	case s.PasswordFile != "":
-		s.PasswordFile = v.file_(path+".password_file", s.PasswordFile)
-		if s.PasswordFile == "" {
-			return
-		}
-		b, err := os.ReadFile(s.PasswordFile)
-		if err != nil {
-			v.errorf(path+".password_file", "%v", err)
-			return
-		}
-		pw := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
-		if pw == "" {
-			v.errorf(path+".password_file", "file %s is empty", s.PasswordFile)
-			return
-		}
-		s.Password = Secret(pw)
+		s.PasswordFile, s.Password = v.secretFile(path+".password_file", s.PasswordFile)
 	}
+}
+
+func (v *validator) httpTLS(t *HTTPTLS, path string) {
+	if t.CertFile == "" {
+		v.errorf(path+".cert_file", "required field missing (the server's PEM certificate)")
+	}
+	if t.KeyFile == "" {
+		v.errorf(path+".key_file", "required field missing (the server certificate's PEM key)")
+	}
+	t.CertFile = v.file_(path+".cert_file", t.CertFile)
+	t.KeyFile = v.file_(path+".key_file", t.KeyFile)
+	t.ClientCAFile = v.file_(path+".client_ca_file", t.ClientCAFile)
+}
+
+// envNameRE is what an environment variable name must look like.
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func (v *validator) httpAuth(a *HTTPAuth, path string) {
+	switch {
+	case a.BearerTokenFile != "" && a.BearerTokenEnv != "":
+		v.errorf(path+".bearer_token_env", "set bearer_token_file or bearer_token_env, not both")
+	case a.BearerTokenFile == "" && a.BearerTokenEnv == "":
+		v.errorf(path+".bearer_token_file", "required field missing (or set bearer_token_env)")
+	case a.BearerTokenEnv != "":
+		if !envNameRE.MatchString(a.BearerTokenEnv) {
+			v.errorf(path+".bearer_token_env", "invalid environment variable name %q", a.BearerTokenEnv)
+			return
+		}
+		tok, ok := os.LookupEnv(a.BearerTokenEnv)
+		if !ok || strings.TrimSpace(tok) == "" {
+			v.errorf(path+".bearer_token_env", "environment variable %s is not set or empty", a.BearerTokenEnv)
+			return
+		}
+		a.token = Secret(tok)
+	default:
+		a.BearerTokenFile, a.token = v.secretFile(path+".bearer_token_file", a.BearerTokenFile)
+		if strings.ContainsAny(string(a.token), "\r\n") {
+			v.errorf(path+".bearer_token_file", "file %s holds more than one line (want just the token)", a.BearerTokenFile)
+		}
+	}
+}
+
+// secretFile resolves and reads a file holding one secret (one trailing
+// newline dropped). It returns the resolved name and the secret, or ""
+// twice after reporting a problem.
+func (v *validator) secretFile(path, name string) (string, Secret) {
+	name = v.file_(path, name)
+	if name == "" {
+		return "", ""
+	}
+	b, err := os.ReadFile(name)
+	if err != nil {
+		v.errorf(path, "%v", err)
+		return "", ""
+	}
+	secret := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	if strings.TrimSpace(secret) == "" {
+		v.errorf(path, "file %s is empty", name)
+		return "", ""
+	}
+	return name, Secret(secret)
 }
 
 // file_ resolves a path from the config against the config's directory and

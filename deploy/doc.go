@@ -1,6 +1,8 @@
-// Package deploy holds kmirror's alerting kit: Prometheus alert rules
-// (prometheus/kmirror-rules.yml, with promtool unit tests in
+// Package deploy holds kmirror's deploy kit (README.md): a hardened systemd
+// unit (systemd/kmirror.service), sample configs (examples/), Prometheus
+// alert rules (prometheus/kmirror-rules.yml, with promtool unit tests in
 // prometheus/kmirror-rules_test.yml) and a Grafana dashboard
-// (grafana/kmirror-dashboard.json). It has no Go code; its tests validate
-// the kit with promtool (Debian package prometheus; see REQUIREMENTS).
+// (grafana/kmirror-dashboard.json). It has no Go code; its tests check the
+// kit: the examples with `kmirror validate`, the unit with systemd-analyze,
+// the rules with promtool (Debian package prometheus; see REQUIREMENTS).
 package deploy

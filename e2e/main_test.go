@@ -20,7 +20,8 @@
 //	                      $HOME/.cache/kmirror/kafka-<version>)
 //	KMIRROR_BIN           use this kmirror binary instead of building ./cmd/kmirror
 //	KMIRROR_E2E_RACE=1    build the binary with -race
-//	KMIRROR_E2E_LOGDIR    where full worker logs of failed tests are kept
+//	KMIRROR_E2E_LOGDIR    where full worker logs of failed tests are kept, and
+//	                      the status page's screenshots (TestStatusPage)
 //	                      (default $TMPDIR/kmirror-e2e-logs)
 //	KMIRROR_E2E_SHOWLOGS=1 log worker stderr for passing tests too
 package e2e

@@ -14,7 +14,7 @@ import (
 func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("demo", "Starts two embedded Kafka clusters (kfake), seeds topics (one compacted, one with\nheaders) and a live producer, mirrors between them and prints what was mirrored\nand where the metrics and status are. Runs until Ctrl-C or --duration.", stderr)
 	duration := fs.Duration("duration", 0, "stop after this long (0: run until Ctrl-C)")
-	listen := fs.String("http", "127.0.0.1:9644", "HTTP listen address for /metrics and /api/v1/status")
+	listen := fs.String("http", "127.0.0.1:9644", "HTTP listen address for the status page, /metrics and /api/v1/status")
 	if code := parse(fs, args); code >= 0 {
 		return code
 	}

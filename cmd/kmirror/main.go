@@ -43,7 +43,8 @@ Usage:
                                    --apply commits them to the target group, never
                                    moving it backwards unless --allow-rewind
   kmirror status --config FILE     what the running worker reports: mirrors, topics, lag, and in
-                                   cluster mode the workers and their slots (or --url ADDR)
+                                   cluster mode the workers and their slots (or --url ADDR;
+                                   the config's http.auth token, or --token-file)
   kmirror demo [--duration D]      mirror between two embedded clusters, no setup
   kmirror version                  print the version
 

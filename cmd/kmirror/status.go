@@ -2,11 +2,16 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -19,32 +24,62 @@ import (
 func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("status", "Prints what a running worker reports on GET /api/v1/status: each mirror's state and\nlag, its topics (state, lag, the error of a failed one) and, in cluster mode, the\nworkers of the mirror, the slots each owns, which one runs the control plane and\nthe lag of this worker's slots. The worker is the one at --url, or the one that\nlistens on http.listen of --config.", stderr)
 	path := fs.String("config", "kmirror.yaml", "config file: the worker listens on its http.listen")
-	url := fs.String("url", "", "the worker's HTTP address, e.g. http://127.0.0.1:9644 (instead of --config)")
+	url := fs.String("url", "", "the worker's HTTP address, e.g. http://127.0.0.1:9644 (instead of --config; with it, --config gives only the token and the scheme)")
 	output := fs.String("o", "table", "output format: table or json")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
+	tokenFile := fs.String("token-file", "", "file holding the bearer token (http.auth); with --config, the config's token is used when this is not set")
+	caFile := fs.String("ca-file", "", "PEM CAs to verify the worker's certificate with (https; default: the system's roots)")
+	certFile := fs.String("cert-file", "", "PEM client certificate, for a worker that requires one (http.tls.client_ca_file)")
+	keyFile := fs.String("key-file", "", "PEM key of --cert-file")
 	if code := parse(fs, args); code >= 0 {
 		return code
 	}
 	if !oneOf(stderr, "-o", *output, "table", "json") {
 		return 2
 	}
+	var token string
 	base := strings.TrimSuffix(*url, "/")
-	if base == "" {
+	// --config alone names the worker; with --url too, it only gives the
+	// token (and the scheme) for the worker at --url.
+	configSet := false
+	fs.Visit(func(f *flag.Flag) { configSet = configSet || f.Name == "config" })
+	if base == "" || configSet {
 		cfg, _ := loadForCommand(*path, stderr)
 		if cfg == nil {
 			return 1
 		}
-		var err error
-		if base, err = statusURL(cfg.HTTP.Listen); err != nil {
-			fmt.Fprintf(stderr, "%s: http.listen: %v\n", *path, err)
+		if cfg.HTTP.Auth != nil {
+			token = cfg.HTTP.Auth.Token().Reveal()
+		}
+		if base == "" {
+			var err error
+			if base, err = statusURL(cfg.HTTP.Listen, cfg.HTTP.TLS != nil); err != nil {
+				fmt.Fprintf(stderr, "%s: http.listen: %v\n", *path, err)
+				return 1
+			}
+		} else if !strings.Contains(base, "://") && cfg.HTTP.TLS != nil {
+			base = "https://" + base
+		}
+	}
+	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
+		base = "http://" + base
+	}
+	if *tokenFile != "" {
+		b, err := os.ReadFile(*tokenFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "--token-file: %v\n", err)
 			return 1
 		}
-	} else if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
-		base = "http://" + base
+		token = strings.TrimSpace(string(b))
+	}
+	client, err := statusClient(*caFile, *certFile, *keyFile)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	st, err := fetchStatus(ctx, base+"/api/v1/status")
+	st, err := fetchStatus(ctx, client, base+"/api/v1/status", token)
 	if err != nil {
 		fmt.Fprintf(stderr, "status: %v\n", err)
 		return 1
@@ -59,9 +94,39 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// statusURL is where a worker listening on listen answers: a wildcard
-// host is reached on loopback.
-func statusURL(listen string) (string, error) {
+// statusClient is the HTTP client for a worker, with the TLS settings of
+// the flags.
+func statusClient(caFile, certFile, keyFile string) (*http.Client, error) {
+	if caFile == "" && certFile == "" && keyFile == "" {
+		return http.DefaultClient, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("--ca-file: %w", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--ca-file: no PEM certificate in %s", caFile)
+		}
+	}
+	if (certFile == "") != (keyFile == "") {
+		return nil, errors.New("--cert-file and --key-file go together")
+	}
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--cert-file/--key-file: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment}}, nil
+}
+
+// statusURL is where a worker listening on listen answers (https when it
+// serves TLS): a wildcard host is reached on loopback.
+func statusURL(listen string, https bool) (string, error) {
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil {
 		return "", err
@@ -75,16 +140,23 @@ func statusURL(listen string) (string, error) {
 	case "::":
 		host = "::1"
 	}
-	return "http://" + net.JoinHostPort(host, port), nil
+	scheme := "http://"
+	if https {
+		scheme = "https://"
+	}
+	return scheme + net.JoinHostPort(host, port), nil
 }
 
-func fetchStatus(ctx context.Context, url string) (httpapi.StatusResponse, error) {
+func fetchStatus(ctx context.Context, client *http.Client, url, token string) (httpapi.StatusResponse, error) {
 	var st httpapi.StatusResponse
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return st, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return st, fmt.Errorf("is a worker running? %w", err)
 	}
@@ -92,6 +164,9 @@ func fetchStatus(ctx context.Context, url string) (httpapi.StatusResponse, error
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return st, fmt.Errorf("GET %s: %w", url, err)
+	}
+	if resp.StatusCode == http.StatusUnauthorized {
+		return st, fmt.Errorf("GET %s: %s: the worker requires a bearer token (http.auth): pass --token-file, or --config with the worker's config", url, resp.Status)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return st, fmt.Errorf("GET %s: %s: %s", url, resp.Status, strings.TrimSpace(string(body)))

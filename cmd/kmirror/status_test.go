@@ -92,17 +92,7 @@ func TestStatusJSON(t *testing.T) {
 func TestStatusFromConfig(t *testing.T) {
 	url := statusServer(t, clusterStatus)
 	dir := t.TempDir()
-	path := filepath.Join(dir, "kmirror.yaml")
-	cfg := `clusters:
-  east: {bootstrap_servers: ["127.0.0.1:9092"]}
-  west: {bootstrap_servers: ["127.0.0.1:9093"]}
-mirrors:
-  - {name: east-to-west, source: east, target: west}
-http: {listen: "` + strings.TrimPrefix(url, "http://") + `"}
-`
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := writeStatusConfig(t, dir, `{listen: "`+strings.TrimPrefix(url, "http://")+`"}`)
 	var stdout, stderr bytes.Buffer
 	if code := run([]string{"status", "--config", path}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
@@ -140,11 +130,56 @@ func TestStatusURL(t *testing.T) {
 		"[::]:9644":      "http://[::1]:9644",
 		"host.lan:80":    "http://host.lan:80",
 	} {
-		if got, err := statusURL(listen); err != nil || got != want {
+		if got, err := statusURL(listen, false); err != nil || got != want {
 			t.Errorf("statusURL(%q) = %q, %v; want %q", listen, got, err, want)
 		}
 	}
-	if _, err := statusURL("127.0.0.1:0"); err == nil || !strings.Contains(err.Error(), "--url") {
+	if got, err := statusURL("127.0.0.1:9644", true); err != nil || got != "https://127.0.0.1:9644" {
+		t.Errorf("statusURL with TLS = %q, %v", got, err)
+	}
+	if _, err := statusURL("127.0.0.1:0", false); err == nil || !strings.Contains(err.Error(), "--url") {
 		t.Errorf("port 0: %v, want a hint to --url", err)
 	}
+}
+
+// A worker with http.auth: status takes the token from --token-file or from
+// the worker's config.
+func TestStatusToken(t *testing.T) {
+	srv := httptest.NewServer(httpapi.Protect(httpapi.Handler(prometheus.NewRegistry(), clusterStatus, nil), httpapi.Security{Token: "s3cret-token"}))
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"status", "--url", srv.URL}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "--token-file") {
+		t.Fatalf("without a token: exit %d, stderr %q; want 1 and a hint to --token-file", code, stderr.String())
+	}
+	stdout.Reset()
+	if code := run([]string{"status", "--url", srv.URL, "--token-file", tokenFile}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "MIRROR east-to-west") {
+		t.Fatalf("--token-file: exit %d: %s%s", code, stdout.String(), stderr.String())
+	}
+	path := writeStatusConfig(t, dir, `{listen: "`+strings.TrimPrefix(srv.URL, "http://")+`", auth: {bearer_token_file: token}}`)
+	stdout.Reset()
+	if code := run([]string{"status", "--config", path}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "MIRROR east-to-west") {
+		t.Fatalf("--config with http.auth: exit %d: %s%s", code, stdout.String(), stderr.String())
+	}
+}
+
+// writeStatusConfig writes dir/kmirror.yaml: one mirror east-to-west, the
+// given http section.
+func writeStatusConfig(t *testing.T, dir, http string) string {
+	t.Helper()
+	path := filepath.Join(dir, "kmirror.yaml")
+	cfg := `clusters:
+  east: {bootstrap_servers: ["127.0.0.1:9092"]}
+  west: {bootstrap_servers: ["127.0.0.1:9093"]}
+mirrors:
+  - {name: east-to-west, source: east, target: west}
+http: ` + http + "\n"
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

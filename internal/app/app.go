@@ -6,11 +6,13 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 	"runtime"
 	"slices"
 	"sync"
@@ -62,6 +64,11 @@ type App struct {
 	// mirror, in mirror order.
 	listenerImpls map[string]listenerImpl
 	dispatchers   []*listeners.Dispatcher
+	// changes is the recent history of every mirror's replicated set,
+	// for the status page.
+	changes *changeLog
+	// listenerHealth is the outcome of the calls to each listener.
+	listenerHealth *listenerHealth
 
 	mu       sync.Mutex
 	cfg      *config.Config          // the config in force (a reload swaps it)
@@ -95,6 +102,10 @@ func (a *App) Groups() []connector.GroupStatus {
 	}
 	return out
 }
+
+// Changes implements httpapi.ChangeSource: the recent changes to the
+// replicated sets, newest first.
+func (a *App) Changes() []httpapi.Change { return a.changes.Changes() }
 
 // Mirrors returns the configured mirrors, in config order.
 func (a *App) Mirrors() []*connector.Mirror { return a.mirrors }
@@ -143,12 +154,14 @@ func New(opts Options) (*App, error) {
 	metrics := connector.NewMetrics(reg)
 
 	a := &App{
-		opts:          opts,
-		cfg:           opts.Config,
-		coalescer:     newCoalescer(time.Second),
-		extMetrics:    newExtensionMetrics(reg),
-		listenerImpls: make(map[string]listenerImpl),
-		specs:         make(map[string]plugins.Spec),
+		opts:           opts,
+		cfg:            opts.Config,
+		coalescer:      newCoalescer(time.Second),
+		extMetrics:     newExtensionMetrics(reg),
+		listenerImpls:  make(map[string]listenerImpl),
+		specs:          make(map[string]plugins.Spec),
+		changes:        newChangeLog(maxChanges),
+		listenerHealth: newListenerHealth(),
 	}
 	host, err := plugins.NewHost(plugins.HostOptions{Logger: opts.Logger, Registerer: reg, OnRestart: a.onPluginRestart})
 	if err != nil {
@@ -168,7 +181,8 @@ func New(opts Options) (*App, error) {
 			a.closeExtensions()
 			return nil, err
 		}
-		m, err := newMirror(cfg, mc, opts.Logger, metrics, sel, d)
+		rec := &recordingNotifier{next: d, log: a.changes, mirror: mc.Name}
+		m, err := newMirror(cfg, mc, opts.Logger, metrics, sel, rec)
 		if err != nil {
 			a.closeExtensions()
 			return nil, fmt.Errorf("mirror %s: %w", mc.Name, err)
@@ -276,6 +290,11 @@ func (a *App) Reload(ctx context.Context) error {
 		}
 		m.Reconfigure(sel.connector())
 	}
+	if !reflect.DeepEqual(a.opts.Config.HTTP, cfg.HTTP) {
+		// The server, its certificate and token are set up once, from
+		// the config kmirror started with.
+		a.opts.Logger.Warn("config reload: http (listen, tls, auth) changes take effect only after a restart")
+	}
 	for _, mc := range cfg.Mirrors {
 		if old.Mirror(mc.Name) == nil {
 			a.opts.Logger.Warn("config reload: a new mirror starts only after a restart", "mirror", mc.Name)
@@ -287,7 +306,7 @@ func (a *App) Reload(ctx context.Context) error {
 	return nil
 }
 
-func newMirror(cfg *config.Config, mc *config.Mirror, log *slog.Logger, metrics *connector.Metrics, sel selectionParts, notifier *listeners.Dispatcher) (*connector.Mirror, error) {
+func newMirror(cfg *config.Config, mc *config.Mirror, log *slog.Logger, metrics *connector.Metrics, sel selectionParts, notifier connector.Notifier) (*connector.Mirror, error) {
 	pol, err := policy.New(mc.ReplicationPolicy.Type, mc.ReplicationPolicy.Separator)
 	if err != nil {
 		return nil, err
@@ -414,15 +433,32 @@ func (a *App) Run(ctx context.Context) error {
 	for _, d := range a.dispatchers {
 		d.Start()
 	}
-	ln, err := net.Listen("tcp", a.opts.Config.HTTP.Listen)
-	if err != nil {
-		return fmt.Errorf("http: listen on %s (http.listen): %w", a.opts.Config.HTTP.Listen, err)
+	hc := a.opts.Config.HTTP
+	for _, w := range securityWarnings(a.opts.Config) {
+		log.Warn(w.msg, w.args...)
 	}
 	srv := &http.Server{
-		Handler:           httpapi.Handler(a.opts.Registry, a, a.Reload),
+		Handler:           httpapi.Protect(httpapi.Handler(a.opts.Registry, a, a.Reload), httpSecurity(hc)),
 		ReadHeaderTimeout: 10 * time.Second,
+		// The server's own errors (a refused TLS handshake, say) in
+		// kmirror's log format rather than on the standard logger.
+		ErrorLog: slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelInfo),
 	}
-	log.Info("http server listening", "addr", ln.Addr().String())
+	if hc.TLS != nil {
+		tc, err := httpapi.ServerTLS(hc.TLS.CertFile, hc.TLS.KeyFile, hc.TLS.ClientCAFile)
+		if err != nil {
+			return err
+		}
+		srv.TLSConfig = tc
+	}
+	ln, err := net.Listen("tcp", hc.Listen)
+	if err != nil {
+		return fmt.Errorf("http: listen on %s (http.listen): %w", hc.Listen, err)
+	}
+	if srv.TLSConfig != nil {
+		ln = tls.NewListener(ln, srv.TLSConfig)
+	}
+	log.Info("http server listening", "addr", ln.Addr().String(), "tls", hc.TLS != nil, "mtls", hc.TLS != nil && hc.TLS.ClientCAFile != "", "auth", hc.Auth != nil)
 	if a.opts.Ready != nil {
 		a.opts.Ready(ln.Addr().String())
 	}

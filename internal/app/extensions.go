@@ -500,7 +500,10 @@ func (a *App) dispatcherFor(mc *config.Mirror, cfg *config.Config, log *slog.Log
 		Mirror:  mc.Name,
 		Logger:  log,
 		Timeout: timeout,
-		OnCall:  a.extMetrics.onCall,
+		OnCall: func(listener, kind string, err error, took time.Duration) {
+			a.extMetrics.onCall(listener, kind, err, took)
+			a.listenerHealth.onCall(listener, err, time.Now())
+		},
 	})
 	names := slices.Clone(mc.Listeners)
 	sort.Strings(names)

@@ -116,7 +116,7 @@ func Run(ctx context.Context, opts Options) error {
 		Logger:  opts.Logger,
 		Version: opts.Version,
 		Ready: func(addr string) {
-			fmt.Fprintf(opts.Out, "metrics: http://%s/metrics  status: http://%s/api/v1/status  ready: http://%s/readyz\n", addr, addr, addr)
+			fmt.Fprintf(opts.Out, "status page: http://%s/  metrics: http://%s/metrics  status: http://%s/api/v1/status  ready: http://%s/readyz\n", addr, addr, addr, addr)
 		},
 	})
 	if err != nil {

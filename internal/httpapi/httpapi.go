@@ -1,5 +1,6 @@
 // Package httpapi serves kmirror's HTTP endpoints: Prometheus metrics,
-// liveness, readiness and the JSON status API.
+// liveness, readiness, the JSON status API and the status page (static
+// files embedded in the binary that poll the JSON API).
 package httpapi
 
 import (
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -36,6 +38,126 @@ type TopicsResponse struct {
 type StatusResponse struct {
 	Ready   bool               `json:"ready"`
 	Mirrors []connector.Status `json:"mirrors"`
+}
+
+// ChangeSource is implemented by a StatusSource that keeps a history of
+// the replicated sets; GET /api/v1/changes serves it.
+type ChangeSource interface {
+	// Changes returns the recent changes, newest first.
+	Changes() []Change
+}
+
+// Kinds of Change.
+const (
+	ChangeInitial      = "initial" // the first set after a start
+	ChangeTopicAdded   = "topic_added"
+	ChangeTopicRemoved = "topic_removed"
+	ChangeTopicChanged = "topic_changed" // state, partitions, target or metadata
+	ChangeGroupAdded   = "group_added"
+	ChangeGroupRemoved = "group_removed"
+)
+
+// Change is one change to a mirror's replicated set, as the listeners are
+// told about it.
+type Change struct {
+	Time   time.Time `json:"time"`
+	Mirror string    `json:"mirror"`
+	Kind   string    `json:"kind"`
+	// Name is the source topic or the group; empty for ChangeInitial.
+	Name string `json:"name,omitempty"`
+	// Target is the target topic.
+	Target string `json:"target,omitempty"`
+	// Detail says what changed, for people.
+	Detail string `json:"detail,omitempty"`
+}
+
+// ChangesResponse is the body of GET /api/v1/changes.
+type ChangesResponse struct {
+	Changes []Change `json:"changes"`
+}
+
+// ExtensionSource is implemented by a StatusSource that runs plugins and
+// listeners; GET /api/v1/extensions serves their health.
+type ExtensionSource interface {
+	Extensions() ExtensionsResponse
+}
+
+// ExtensionsResponse is the body of GET /api/v1/extensions.
+type ExtensionsResponse struct {
+	Plugins   []PluginStatus   `json:"plugins"`
+	Listeners []ListenerStatus `json:"listeners"`
+}
+
+// PluginStatus is one plugin process (a filter, or a plugin listener).
+type PluginStatus struct {
+	Name string `json:"name"`
+	// Up is true while its process runs; a dead one is restarted.
+	Up       bool   `json:"up"`
+	Pid      int    `json:"pid,omitempty"`
+	Restarts uint64 `json:"restarts"`
+	// Version is what the plugin reported at its first start.
+	Version string `json:"version,omitempty"`
+}
+
+// ListenerStatus is one configured listener, with the outcome of the calls
+// made to it since the start.
+type ListenerStatus struct {
+	Name    string   `json:"name"`
+	Type    string   `json:"type"`
+	Mirrors []string `json:"mirrors"`
+	Calls   uint64   `json:"calls"`
+	Errors  uint64   `json:"errors"`
+	// Healthy is false while its last call failed (it is retried).
+	Healthy     bool      `json:"healthy"`
+	LastCallAt  time.Time `json:"last_call_at"`
+	LastError   string    `json:"last_error,omitempty"`
+	LastErrorAt time.Time `json:"last_error_at"`
+}
+
+// CountersResponse is the body of GET /api/v1/counters: each mirror's
+// copied records and bytes since the start (kmirror_replication_records_total
+// and kmirror_replication_bytes_total), from which a client that polls
+// computes the throughput.
+type CountersResponse struct {
+	Time    time.Time                 `json:"time"`
+	Mirrors map[string]MirrorCounters `json:"mirrors"`
+}
+
+// MirrorCounters are one mirror's counters.
+type MirrorCounters struct {
+	Records float64 `json:"records"`
+	Bytes   float64 `json:"bytes"`
+}
+
+// counters reads CountersResponse from the metrics.
+func counters(g prometheus.Gatherer) (CountersResponse, error) {
+	resp := CountersResponse{Time: time.Now(), Mirrors: map[string]MirrorCounters{}}
+	mfs, err := g.Gather()
+	if err != nil && len(mfs) == 0 {
+		return resp, err
+	}
+	for _, mf := range mfs {
+		name := mf.GetName()
+		if name != "kmirror_replication_records_total" && name != "kmirror_replication_bytes_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var mirror string
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "mirror" {
+					mirror = l.GetValue()
+				}
+			}
+			c := resp.Mirrors[mirror]
+			if name == "kmirror_replication_records_total" {
+				c.Records += m.GetCounter().GetValue()
+			} else {
+				c.Bytes += m.GetCounter().GetValue()
+			}
+			resp.Mirrors[mirror] = c
+		}
+	}
+	return resp, nil
 }
 
 // Reloader re-reads the configuration; nil disables POST /api/v1/reload.
@@ -115,6 +237,51 @@ func Handler(gatherer prometheus.Gatherer, src StatusSource, reload Reloader) ht
 		}
 		writeJSON(w, http.StatusOK, resp)
 	})
+	// ?limit=N keeps the N newest (default 100); ?mirror=NAME one
+	// mirror's.
+	mux.HandleFunc("GET /api/v1/changes", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		limit := 100
+		if l := q.Get("limit"); l != "" {
+			n, err := strconv.Atoi(l)
+			if err != nil || n < 1 {
+				writeJSON(w, http.StatusBadRequest, map[string]string{"error": "limit must be a positive integer, got " + strconv.Quote(l)})
+				return
+			}
+			limit = n
+		}
+		resp := ChangesResponse{Changes: []Change{}}
+		if cs, ok := src.(ChangeSource); ok {
+			for _, c := range cs.Changes() {
+				if len(resp.Changes) == limit {
+					break
+				}
+				if m := q.Get("mirror"); m == "" || c.Mirror == m {
+					resp.Changes = append(resp.Changes, c)
+				}
+			}
+		}
+		writeJSON(w, http.StatusOK, resp)
+	})
+	mux.HandleFunc("GET /api/v1/extensions", func(w http.ResponseWriter, _ *http.Request) {
+		resp := ExtensionsResponse{Plugins: []PluginStatus{}, Listeners: []ListenerStatus{}}
+		if es, ok := src.(ExtensionSource); ok {
+			got := es.Extensions()
+			resp.Plugins = append(resp.Plugins, got.Plugins...)
+			resp.Listeners = append(resp.Listeners, got.Listeners...)
+		}
+		writeJSON(w, http.StatusOK, resp)
+	})
+	mux.HandleFunc("GET /api/v1/counters", func(w http.ResponseWriter, _ *http.Request) {
+		resp, err := counters(gatherer)
+		if err != nil {
+			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "gathering metrics: " + err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, resp)
+	})
+	mux.Handle("GET /{$}", pageHandler())
+	mux.Handle("GET /ui/", pageHandler())
 	mux.HandleFunc("GET /api/v1/status", func(w http.ResponseWriter, _ *http.Request) {
 		sts := src.Statuses()
 		resp := StatusResponse{Ready: true, Mirrors: sts}

@@ -1,0 +1,106 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kmirror/kmirror/connector"
+	"github.com/kmirror/kmirror/internal/httpapi"
+)
+
+// fixedSource is a worker's state, fixed: what a cluster-mode worker with
+// translated groups reports.
+type fixedSource struct{}
+
+func (fixedSource) Statuses() []connector.Status {
+	return []connector.Status{{
+		Name: "east-to-west", Source: "east", Target: "west", Ready: true, LastPassAt: time.Now(), Lag: 40,
+		Topics: []connector.TopicStatus{{SourceTopic: "orders", TargetTopic: "east.orders", Partitions: 8, State: connector.StateMirroring, Lag: 40}},
+		Cluster: &connector.ClusterStatus{
+			Member: "kmirror-a-7f3", Slots: 8, Owned: []int32{0, 1, 2, 3, 6}, ControlPlane: true,
+			SlotLag: map[int32]int64{0: 10, 1: 0, 2: 30, 3: 0, 6: 0},
+			Workers: []connector.WorkerStatus{
+				{Member: "kmirror-a-7f3", ClientID: "kmirror", Host: "/10.0.0.1", Slots: []int32{0, 1, 2, 3, 6}, ControlPlane: true},
+				{Member: "kmirror-b-9c1", ClientID: "kmirror", Host: "/10.0.0.2", Slots: []int32{4, 5, 7}},
+			},
+			WorkersError: "",
+		},
+	}}
+}
+
+func (fixedSource) Topics() []connector.TopicMetadata { return nil }
+
+func (fixedSource) Groups() []connector.GroupStatus {
+	return []connector.GroupStatus{{
+		Mirror: "east-to-west", Group: "billing", State: connector.GroupPartial, LastSyncAt: time.Now(),
+		Partitions: []connector.GroupPartition{
+			{SourceTopic: "orders", TargetTopic: "east.orders", Partition: 0, SourceOffset: 120, TargetOffset: 117},
+			{SourceTopic: "orders", TargetTopic: "east.orders", Partition: 1, SourceOffset: 5, TargetOffset: -1, Untranslatable: true, Reason: "older than the offset index"},
+		},
+	}}
+}
+
+// TestStatusPageCluster: the page renders a cluster-mode worker (its
+// workers, their slots, the control plane) and a group's translation per
+// partition, on a desktop and at a phone's width, without console errors.
+// The API is served from fixed state: the page is what is tested.
+func TestStatusPageCluster(t *testing.T) {
+	t.Parallel()
+	ctx, consoleErrors := browser(t)
+	srv := httptest.NewServer(httpapi.Protect(httpapi.Handler(prometheus.NewRegistry(), fixedSource{}, nil), httpapi.Security{LoopbackHosts: true}))
+	t.Cleanup(srv.Close)
+	navigate(t, ctx, srv.URL+"/")
+	type clusterView struct {
+		Cluster, Workers, Groups string
+		Width, ScrollWidth       int
+	}
+	const read = `(() => {
+  const card = document.querySelector('[data-mirror="east-to-west"]');
+  const cluster = card ? card.querySelector(".cluster") : null;
+  return {Cluster: cluster ? cluster.innerText : "",
+    Workers: cluster ? [...cluster.querySelectorAll("tbody tr")].map((r) => [...r.children].map((c) => c.innerText).join("|")).join("\n") : "",
+    Groups: [...document.querySelectorAll("tr[data-group]")].map((r) => r.textContent).join("\n"),
+    Width: window.innerWidth, ScrollWidth: document.documentElement.scrollWidth};
+})()`
+	check := func(desc string) {
+		t.Helper()
+		waitFor(t, 30*time.Second, desc, func() (bool, string) {
+			c, cancel := context.WithTimeout(ctx, 15*time.Second)
+			defer cancel()
+			v, err := chromedp.Run(c, chromedp.Evaluate[clusterView](read))
+			if err != nil {
+				return false, err.Error()
+			}
+			ok := strings.Contains(v.Cluster, "Cluster: 8 slots; this worker kmirror-a-7f3 owns 0-3 6; control plane: yes") &&
+				strings.Contains(v.Workers, "kmirror-a-7f3|kmirror|/10.0.0.1|0-3 6|yes") &&
+				strings.Contains(v.Workers, "kmirror-b-9c1|kmirror|/10.0.0.2|4-5 7|") &&
+				strings.Contains(v.Cluster, "0: 10, 1: 0, 2: 30, 3: 0, 6: 0") &&
+				strings.Contains(v.Groups, "billing") && strings.Contains(v.Groups, "partial") &&
+				strings.Contains(v.Groups, "orders/0: 120 → 117 on east.orders") &&
+				strings.Contains(v.Groups, "orders/1: 5 → untranslatable (older than the offset index)") &&
+				v.ScrollWidth <= v.Width
+			return ok, fmt.Sprintf("%+v", v)
+		})
+	}
+	check("the page to show the workers, their slots and the group's partitions")
+	screenshot(t, ctx, "desktop")
+	c, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(c, chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile)); err != nil {
+		t.Fatal(err)
+	}
+	check("the same at a phone's width, with nothing wider than the screen")
+	screenshot(t, ctx, "phone")
+	if errs := consoleErrors(); len(errs) > 0 {
+		t.Errorf("console errors:\n%s", strings.Join(errs, "\n"))
+	}
+}

@@ -1,0 +1,270 @@
+// kmirror status page: polls the JSON API and renders it. Plain
+// JavaScript, no dependencies; every value from the API is set as text,
+// never as HTML.
+"use strict";
+(function () {
+  const INTERVAL_SECONDS = 3;
+  const TOKEN_KEY = "kmirror.token";
+  let token = sessionStorage.getItem(TOKEN_KEY) || localStorage.getItem(TOKEN_KEY) || "";
+  let timer = null;
+  let busy = false; // a refresh is in flight: it schedules the next one
+  let polls = 0; // successful refreshes, shown as data-polls on <body>
+  let prevCounters = null; // the previous /api/v1/counters, for rates
+
+  const $ = (id) => document.getElementById(id);
+
+  // el builds an element: attrs are set as attributes (class, data-*),
+  // children are nodes or strings (as text).
+  function el(tag, attrs, ...children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v !== undefined && v !== null && v !== false) e.setAttribute(k, v === true ? "" : String(v));
+    }
+    for (const c of children) {
+      if (c === undefined || c === null || c === false) continue;
+      e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return e;
+  }
+
+  function badge(text, cls) {
+    return el("span", { class: "badge " + (cls || text) }, text);
+  }
+
+  // table renders rows under labelled columns; each column is
+  // [label, cell function, numeric?]. rowAttrs gives a row's attributes.
+  function table(columns, rows, rowAttrs) {
+    const head = el("tr", {}, ...columns.map(([label, , num]) => el("th", { class: num ? "num" : null }, label)));
+    const body = rows.map((r) => el("tr", rowAttrs ? rowAttrs(r) : {},
+      ...columns.map(([label, cell, num]) => el("td", { "data-label": label, class: num ? "num" : null }, cell(r)))));
+    return el("table", {}, el("thead", {}, head), el("tbody", {}, ...body));
+  }
+
+  function ago(iso) {
+    const t = Date.parse(iso);
+    if (!iso || isNaN(t) || t <= 0) return "never";
+    const s = Math.max(0, Math.round((Date.now() - t) / 1000));
+    if (s < 120) return s + "s ago";
+    if (s < 7200) return Math.round(s / 60) + "m ago";
+    return Math.round(s / 3600) + "h ago";
+  }
+
+  const fmt = (n) => (typeof n === "number" ? n.toLocaleString("en-US") : "");
+
+  function formatSlots(ss) {
+    if (!ss || ss.length === 0) return "none";
+    const s = [...ss].sort((a, b) => a - b);
+    const parts = [];
+    for (let i = 0; i < s.length; ) {
+      let j = i;
+      while (j + 1 < s.length && s[j + 1] === s[j] + 1) j++;
+      parts.push(j > i ? s[i] + "-" + s[j] : String(s[i]));
+      i = j + 1;
+    }
+    return parts.join(" ");
+  }
+
+  // rate is a mirror's throughput between the previous and the current
+  // counters, as text; "" until there are two samples.
+  function rate(name, cur) {
+    if (!prevCounters || !cur) return "";
+    const a = prevCounters.mirrors[name], b = cur.mirrors[name];
+    const dt = (Date.parse(cur.time) - Date.parse(prevCounters.time)) / 1000;
+    if (!a || !b || !(dt > 0)) return "";
+    const rps = Math.max(0, (b.records - a.records) / dt), bps = Math.max(0, (b.bytes - a.bytes) / dt);
+    const size = bps >= 1e6 ? (bps / 1e6).toFixed(1) + " MB/s" : bps >= 1e3 ? (bps / 1e3).toFixed(1) + " kB/s" : Math.round(bps) + " B/s";
+    return fmt(Math.round(rps)) + " records/s, " + size;
+  }
+
+  function renderMirror(m, counters) {
+    const throughput = rate(m.name, counters);
+    const passed = m.last_pass_at && Date.parse(m.last_pass_at) > 0;
+    const card = el("article", { class: "card", "data-mirror": m.name },
+      el("div", { class: "card-head" },
+        el("h3", {}, m.name),
+        el("span", { class: "muted" }, m.source + " → " + m.target),
+        m.ready ? badge("ready", "ok") : badge("not ready", "notready"),
+        el("span", {}, "lag " + fmt(m.lag) + " records"),
+        throughput && el("span", { class: "rate" }, throughput),
+        el("span", { class: "muted" }, passed ? "last pass " + ago(m.last_pass_at) : "no pass yet")));
+    if (m.last_pass_error) card.append(el("p", { class: "error" }, "Last pass failed: " + m.last_pass_error));
+    const topics = [...(m.topics || [])].sort((a, b) => a.source_topic.localeCompare(b.source_topic));
+    if (topics.length === 0) {
+      card.append(el("p", { class: "muted" }, "No topics selected."));
+    } else {
+      card.append(table([
+        ["Source topic", (t) => t.source_topic],
+        ["Target topic", (t) => t.target_topic],
+        ["Partitions", (t) => fmt(t.partitions), true],
+        ["State", (t) => badge(t.state)],
+        ["Lag", (t) => fmt(t.lag), true],
+        ["Error", (t) => (t.error ? el("span", { class: "error" }, t.error) : "")],
+      ], topics, (t) => ({ "data-topic": t.source_topic, "data-state": t.state })));
+    }
+    const c = m.cluster;
+    if (c) {
+      const box = el("div", { class: "cluster" },
+        el("p", {}, "Cluster: " + c.slots + " slots; this worker ", el("code", {}, c.member || "?"),
+          " owns " + formatSlots(c.owned) + "; control plane: " + (c.control_plane ? "yes" : "no")));
+      if (c.workers_error) box.append(el("p", { class: "error" }, "Workers as last described (describing the group failed: " + c.workers_error + ")"));
+      box.append(table([
+        ["Worker", (w) => w.member],
+        ["Client ID", (w) => w.client_id],
+        ["Host", (w) => w.host],
+        ["Slots", (w) => formatSlots(w.slots)],
+        ["Control plane", (w) => (w.control_plane ? "yes" : "")],
+      ], c.workers || []));
+      const lag = Object.entries(c.slot_lag || {}).sort((a, b) => a[0] - b[0]);
+      if (lag.length) box.append(el("p", { class: "muted" }, "Lag of this worker's slots (slot: records): " + lag.map(([s, n]) => s + ": " + n).join(", ")));
+      card.append(box);
+    }
+    return card;
+  }
+
+  function renderGroups(groups) {
+    if (groups.length === 0) return el("p", { class: "muted" }, "No translated groups.");
+    return table([
+      ["Group", (g) => g.group],
+      ["Mirror", (g) => g.mirror],
+      ["State", (g) => badge(g.state)],
+      ["Last sync", (g) => ago(g.last_sync_at)],
+      ["Partitions", (g) => {
+        const ps = g.partitions || [];
+        if (ps.length === 0) return "none";
+        const list = el("ul", {}, ...ps.map((p) => {
+          let s = p.source_topic + "/" + p.partition + ": " + fmt(p.source_offset) + " → ";
+          s += p.untranslatable ? "untranslatable" + (p.reason ? " (" + p.reason + ")" : "") : fmt(p.target_offset) + " on " + p.target_topic;
+          if (p.behind) s += " (behind the copy)";
+          return el("li", { class: p.untranslatable ? "error" : null }, s);
+        }));
+        return el("details", {}, el("summary", {}, ps.length + " partitions"), list);
+      }],
+      ["Error", (g) => (g.error ? el("span", { class: "error" }, g.error) : "")],
+    ], groups, (g) => ({ "data-group": g.group }));
+  }
+
+  function renderExtensions(ext) {
+    const plugins = ext.plugins || [], listeners = ext.listeners || [];
+    if (plugins.length === 0 && listeners.length === 0) return el("p", { class: "muted" }, "None configured.");
+    const out = el("div", {});
+    if (plugins.length) {
+      out.append(table([
+        ["Plugin", (p) => p.name],
+        ["State", (p) => (p.up ? badge("up", "ok") : badge("down", "failed"))],
+        ["PID", (p) => p.pid || "", true],
+        ["Restarts", (p) => fmt(p.restarts), true],
+        ["Version", (p) => p.version || ""],
+      ], plugins, (p) => ({ "data-plugin": p.name })));
+    }
+    if (listeners.length) {
+      out.append(table([
+        ["Listener", (l) => l.name],
+        ["Type", (l) => l.type],
+        ["Mirrors", (l) => (l.mirrors || []).join(", ")],
+        ["Health", (l) => (l.healthy ? badge("ok") : badge("failing", "failed"))],
+        ["Calls", (l) => fmt(l.calls), true],
+        ["Errors", (l) => fmt(l.errors), true],
+        ["Last error", (l) => (l.last_error ? el("span", { class: "error" }, l.last_error + " (" + ago(l.last_error_at) + ")") : "")],
+      ], listeners, (l) => ({ "data-listener": l.name })));
+    }
+    return out;
+  }
+
+  function renderChanges(changes) {
+    if (changes.length === 0) return el("p", { class: "muted" }, "No changes yet.");
+    return table([
+      ["When", (c) => new Date(c.time).toLocaleTimeString()],
+      ["Mirror", (c) => c.mirror],
+      ["Change", (c) => badge(c.kind.replace("_", " "), c.kind)],
+      ["Name", (c) => c.name || ""],
+      ["Target", (c) => c.target || ""],
+      ["Detail", (c) => c.detail || ""],
+    ], changes, (c) => ({ "data-change": c.kind, "data-name": c.name || "" }));
+  }
+
+  class AuthError extends Error {}
+
+  async function get(path) {
+    const headers = token ? { Authorization: "Bearer " + token } : {};
+    const r = await fetch(path, { headers, cache: "no-store", credentials: "same-origin" });
+    if (r.status === 401) throw new AuthError("token required");
+    if (!r.ok) throw new Error(path + ": " + r.status + " " + (await r.text()).trim());
+    return r.json();
+  }
+
+  function banner(text) {
+    $("banner").textContent = text;
+    $("banner").hidden = !text;
+  }
+
+  function showLogin(refused) {
+    $("login").hidden = false;
+    $("main").hidden = true;
+    $("overall").textContent = "token required";
+    $("overall").className = "badge notready";
+    banner(refused ? "The token was refused." : "");
+    $("token").focus();
+  }
+
+  async function refresh() {
+    if (busy) return;
+    busy = true;
+    clearTimeout(timer);
+    try {
+      await poll();
+    } finally {
+      busy = false;
+    }
+  }
+
+  // poll fetches and renders once; it schedules the next poll unless a
+  // token is needed first.
+  async function poll() {
+    if (!document.hidden) {
+      try {
+        const [status, groups, ext, changes, counters] = await Promise.all([
+          get("api/v1/status"), get("api/v1/groups"), get("api/v1/extensions"), get("api/v1/changes?limit=100"),
+          get("api/v1/counters")]);
+        $("login").hidden = true;
+        $("main").hidden = false;
+        $("logout").hidden = !token;
+        banner("");
+        $("overall").textContent = status.ready ? "ready" : "not ready";
+        $("overall").className = "badge " + (status.ready ? "ok" : "notready");
+        $("mirrors").replaceChildren(...(status.mirrors || []).map((m) => renderMirror(m, counters)));
+        prevCounters = counters;
+        $("groups").replaceChildren(renderGroups(groups.groups || []));
+        $("extensions").replaceChildren(renderExtensions(ext));
+        $("changes").replaceChildren(renderChanges(changes.changes || []));
+        $("updated").textContent = "updated " + new Date().toLocaleTimeString();
+        document.body.dataset.polls = String(++polls);
+      } catch (e) {
+        if (e instanceof AuthError) {
+          showLogin(Boolean(token));
+          return; // until a token is entered
+        }
+        // An error is not an absence: keep the last state shown.
+        banner("Cannot reach the worker (" + e.message + "); showing the last known state.");
+      }
+    }
+    timer = setTimeout(refresh, INTERVAL_SECONDS * 1000);
+  }
+
+  $("interval").textContent = String(INTERVAL_SECONDS);
+  $("login").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    token = $("token").value.trim();
+    $("token").value = "";
+    sessionStorage.setItem(TOKEN_KEY, token);
+    if ($("remember").checked) localStorage.setItem(TOKEN_KEY, token);
+    refresh();
+  });
+  $("logout").addEventListener("click", () => {
+    token = "";
+    sessionStorage.removeItem(TOKEN_KEY);
+    localStorage.removeItem(TOKEN_KEY);
+    showLogin(false);
+  });
+  document.addEventListener("visibilitychange", () => { if (!document.hidden) refresh(); });
+  refresh();
+})();
