@@ -121,6 +121,11 @@ type partitionState struct {
 	failures int64
 	paused   bool
 	acks     uint64 // acknowledgements, for sampling latency
+	// copied counts the records acknowledged since start and lastCopied
+	// is the (source) timestamp of the last: the status's throughput and
+	// time lag.
+	copied     int64
+	lastCopied time.Time
 
 	// Isolation. A refusal no retry can fix (isPermanent) names a batch,
 	// not a record: franz-go fails every record of the refused batch. So
@@ -247,6 +252,7 @@ func (p *partitionState) promise(r *kgo.Record, err error) {
 		p.backoff = 0
 		p.stuck = nil
 		p.index.add(src, r.Offset)
+		p.copied, p.lastCopied = p.copied+1, r.Timestamp
 	}
 	p.acks++
 	// Latency is sampled: every 16th acknowledgement, and the last one
@@ -837,6 +843,14 @@ func (c *copier) inFlight() int {
 
 // status returns the partition's acked position, source end and current
 // error, if it is failing.
+// copyStats are the records acknowledged since start and the timestamp of
+// the last of them (zero before the first).
+func (p *partitionState) copyStats() (copied int64, last time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.copied, p.lastCopied
+}
+
 func (p *partitionState) status() (acked, end int64, failed error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -83,8 +83,15 @@ type TopicStatus struct {
 	State       State  `json:"state"`
 	// Lag is the records committed at the source and not yet acknowledged
 	// by the target (transaction markers count as records).
-	Lag   int64  `json:"lag"`
-	Error string `json:"error"`
+	Lag int64 `json:"lag"`
+	// LagSeconds is how far behind the copy is in time: for the partition
+	// furthest behind, now minus the timestamp of the last record it
+	// copied; 0 when nothing is behind (or nothing was copied yet).
+	LagSeconds float64 `json:"lag_seconds"`
+	// Copied is the records the target acknowledged since this worker
+	// started: two readings give the throughput.
+	Copied int64  `json:"copied"`
+	Error  string `json:"error"`
 }
 
 // topicState is the control plane's view of one selected topic. Fields are
@@ -626,6 +633,7 @@ func (m *Mirror) Status() Status {
 	}
 	m.mu.Unlock()
 
+	now := time.Now()
 	for i := range st.Topics {
 		t := &st.Topics[i]
 		if cp != nil {
@@ -635,7 +643,13 @@ func (m *Mirror) Status() Status {
 					continue
 				}
 				acked, end, failed := ps.status()
-				t.Lag += lag(acked, end)
+				behind := lag(acked, end)
+				t.Lag += behind
+				copied, last := ps.copyStats()
+				t.Copied += copied
+				if behind > 0 && !last.IsZero() {
+					t.LagSeconds = max(t.LagSeconds, now.Sub(last).Seconds())
+				}
 				if failed != nil && t.State != StateFailed {
 					t.State, t.Error = StateFailed, fmt.Sprintf("partition %d: target refused records: %v", p, failed)
 				}

@@ -198,3 +198,50 @@ func TestStateLoadBoundedByStallNotTotal(t *testing.T) {
 		t.Fatalf("a read that stalls: %v, want an error saying no record arrived", err)
 	}
 }
+
+// TestStatusThroughputAndTimeLag: a topic's status counts the records its
+// partitions copied (two readings give the throughput) and says how far
+// behind in time the copy is: now minus the timestamp of the last record
+// copied by the partition furthest behind, 0 for a partition that is not
+// behind.
+func TestStatusThroughputAndTimeLag(t *testing.T) {
+	t.Parallel()
+	src, dst := testClusters(t)
+	h := newPassHarness(t, src, dst)
+	h.createWithProgress(t, "orders", 2, 0)
+	h.mustPass(t)
+	old := time.Now().Add(-30 * time.Second)
+	for p, ts := range []time.Time{old, time.Now()} {
+		ps := h.cp.partition(topicPartition{"orders", int32(p)})
+		ps.mu.Lock()
+		ps.acked = 0
+		ps.inflight = []int64{0, 1, 2}
+		ps.mu.Unlock()
+		for range 3 {
+			ps.promise(&kgo.Record{Timestamp: ts}, nil)
+		}
+		ps.mu.Lock()
+		ps.end = 3 + int64(p)*2 // partition 0 caught up, partition 1 two behind
+		ps.mu.Unlock()
+	}
+	var got TopicStatus
+	for _, ts := range h.m.Status().Topics {
+		if ts.SourceTopic == "orders" {
+			got = ts
+		}
+	}
+	// Partition 1 is the one behind, and its last record is fresh:
+	// partition 0's old timestamp must not count, it is caught up.
+	if got.Copied != 6 || got.Lag != 2 || got.LagSeconds > 10 {
+		t.Fatalf("status of orders: copied %d (want 6), lag %d (want 2), lag seconds %.1f (want under 10: partition 0 is caught up)", got.Copied, got.Lag, got.LagSeconds)
+	}
+	ps0 := h.cp.partition(topicPartition{"orders", 0})
+	ps0.mu.Lock()
+	ps0.end = 5 // now partition 0 is behind too, its last copy 30s old
+	ps0.mu.Unlock()
+	for _, ts := range h.m.Status().Topics {
+		if ts.SourceTopic == "orders" && (ts.LagSeconds < 29 || ts.LagSeconds > 60) {
+			t.Fatalf("lag seconds %.1f, want about 30", ts.LagSeconds)
+		}
+	}
+}

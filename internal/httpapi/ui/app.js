@@ -10,6 +10,10 @@
   let busy = false; // a refresh is in flight: it schedules the next one
   let polls = 0; // successful refreshes, shown as data-polls on <body>
   let prevCounters = null; // the previous /api/v1/counters, for rates
+  // prevCopied: each topic's "copied" count at the previous poll
+  // ("mirror/topic" -> {copied, at}), for per-topic throughput.
+  let prevCopied = new Map();
+  let nextCopied = new Map();
 
   const $ = (id) => document.getElementById(id);
 
@@ -76,6 +80,23 @@
     return fmt(Math.round(rps)) + " records/s, " + size;
   }
 
+  // topicRate is a topic's records/s since the previous poll, "" until
+  // there are two samples.
+  function topicRate(m, t) {
+    const key = m.name + "/" + t.source_topic, now = Date.now();
+    nextCopied.set(key, { copied: t.copied || 0, at: now });
+    const prev = prevCopied.get(key);
+    if (!prev || !(now > prev.at)) return "";
+    return fmt(Math.round(Math.max(0, ((t.copied || 0) - prev.copied) / ((now - prev.at) / 1000))));
+  }
+
+  // lagTime is a topic's time lag as text ("" when not behind).
+  function lagTime(t) {
+    const s = t.lag_seconds || 0;
+    if (!(t.lag > 0) || s <= 0) return "";
+    return s < 120 ? s.toFixed(1) + " s" : s < 7200 ? (s / 60).toFixed(1) + " min" : (s / 3600).toFixed(1) + " h";
+  }
+
   function renderMirror(m, counters) {
     const throughput = rate(m.name, counters);
     const passed = m.last_pass_at && Date.parse(m.last_pass_at) > 0;
@@ -98,6 +119,8 @@
         ["Partitions", (t) => fmt(t.partitions), true],
         ["State", (t) => badge(t.state)],
         ["Lag", (t) => fmt(t.lag), true],
+        ["Behind by", (t) => lagTime(t), true],
+        ["Records/s", (t) => topicRate(m, t), true],
         ["Error", (t) => (t.error ? el("span", { class: "error" }, t.error) : "")],
       ], topics, (t) => ({ "data-topic": t.source_topic, "data-state": t.state })));
     }
@@ -231,8 +254,10 @@
         banner("");
         $("overall").textContent = status.ready ? "ready" : "not ready";
         $("overall").className = "badge " + (status.ready ? "ok" : "notready");
+        nextCopied = new Map();
         $("mirrors").replaceChildren(...(status.mirrors || []).map((m) => renderMirror(m, counters)));
         prevCounters = counters;
+        prevCopied = nextCopied;
         $("groups").replaceChildren(renderGroups(groups.groups || []));
         $("extensions").replaceChildren(renderExtensions(ext));
         $("changes").replaceChildren(renderChanges(changes.changes || []));
