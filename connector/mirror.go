@@ -2,6 +2,7 @@ package connector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -317,8 +318,14 @@ func (m *Mirror) Run(ctx context.Context) error {
 			return fmt.Errorf("mirror %s: join the cluster: %w", m.cfg.Name, err)
 		}
 		cp = m.slots
+		if m.cfg.SourceCompression {
+			// Slots write through transactional producers (fencing,
+			// records and progress in one transaction): a raw Produce
+			// would be neither fenced nor in the transaction.
+			m.log.Info("producer.compression: source in cluster mode: records are decoded and produced again uncompressed (batch pass-through needs the single-worker mode)", "reason", reasonCluster)
+		}
 	} else {
-		single = newCopier(m.log, m.metrics, c.dst, m.produceCtx, copierOpts{deadLetter: m.cfg.DeadLetterTopic, deliveryTimeout: m.cfg.DeliveryTimeout})
+		single = newCopier(m.log, m.metrics, c.dst, m.produceCtx, copierOpts{deadLetter: m.cfg.DeadLetterTopic, deliveryTimeout: m.cfg.DeliveryTimeout, passthrough: m.cfg.SourceCompression})
 		defer single.close()
 		cp = single
 		writer = &progressWriter{topic: m.progressTopic, dst: c.dst, c: single, sealer: m.sealer, failed: m.internalWriteFailed}
@@ -458,6 +465,9 @@ func (m *Mirror) shutdown(c *clients, cp dataPlane, writer *progressWriter, stop
 	// count of records produced and not acknowledged decides.
 	var abandonedErr error
 	err := c.dst.Flush(flushCtx)
+	if single, ok := cp.(*copier); ok {
+		err = errors.Join(err, single.flushPassthrough(flushCtx))
+	}
 	if err != nil {
 		m.cancelProduce()
 	}
