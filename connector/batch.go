@@ -169,14 +169,16 @@ const (
 //     producer takes the record path, where franz-go's parser drops the
 //     aborted ones (keeping it per batch would need the markers' order);
 //   - a batch whose base is below pos holds records already copied;
-//   - the broker keeps a compressed batch as it is only when the record
-//     offsets inside are exactly 0..n-1 (validateMessagesAndAssignOffsetsCompressed
-//     compares each record's offset with an expected counter and otherwise
-//     rebuilds the batch, renumbering the offsets). A compacted source batch
-//     keeps its last offset delta but loses records, so count ==
-//     lastDelta+1 tells a contiguous batch from a compacted one without
-//     decompressing it (the source broker validated the deltas as
-//     increasing when the batch was appended);
+//   - a compacted source batch keeps its last offset delta but loses
+//     records. The target broker refuses a v2 batch whose record count is
+//     not lastOffsetDelta+1 (LogValidator.validateBatch: "Inconsistent
+//     batch offset range", INVALID_RECORD), and it keeps a compressed
+//     batch as it is only when the record offsets inside are exactly
+//     0..n-1 (validateMessagesAndAssignOffsetsCompressed compares each
+//     with a counter and otherwise rebuilds the batch, renumbering).
+//     count == lastDelta+1 tells a contiguous batch from a compacted one
+//     without decompressing it (the source broker checked the deltas when
+//     it appended the batch), so the refusal never has to happen;
 //   - a LogAppendTime batch carries the source broker's append time only
 //     in its max timestamp; a target topic with CreateTime would take the
 //     records' own (producer) timestamps instead, one with LogAppendTime

@@ -272,7 +272,18 @@ func (m *Mirror) producerOpts() []kgo.Opt {
 	if len(m.cfg.Compression) > 0 {
 		opts = append(opts, kgo.ProducerBatchCompression(m.cfg.Compression...))
 	}
-	return opts
+	return append(opts, kgo.WithHooks(recordBatchHook{m}))
+}
+
+// recordBatchHook counts the record path's batches of mirrored records
+// (kmirror_batches_total{path="records"}); kmirror's own topics are not
+// counted.
+type recordBatchHook struct{ m *Mirror }
+
+func (h recordBatchHook) OnProduceBatchWritten(_ kgo.BrokerMetadata, topic string, _ int32, _ kgo.ProduceBatchMetrics) {
+	if !policy.IsInternalTopic(topic) && topic != h.m.cfg.DeadLetterTopic {
+		h.m.metrics.batchWritten(false)
+	}
 }
 
 // dstProduce produces a record of kmirror's own (metadata, checkpoints,

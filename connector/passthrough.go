@@ -847,7 +847,12 @@ func (p *passthrough) result(tp topicPartition, q *ptQueue, u *ptUnit, base int6
 		p.settle(q.ps, u, base, nil)
 		return
 	}
-	if retriable(err) && u.ctx.Err() == nil {
+	// A refusal of the batch itself goes to the record path even when
+	// Kafka calls it retriable (CORRUPT_MESSAGE is): the same bytes would
+	// be refused forever.
+	if !fallbackErr(err) && retriable(err) && u.ctx.Err() == nil {
+		p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-produce:%s/%d", q.ps.target, tp.partition), "produce to the target failed; retrying the batch",
+			"topic", tp.topic, "partition", tp.partition, "target_topic", q.ps.target, "err", err)
 		p.mu.Lock()
 		q.sending = false
 		delete(p.dstMeta.at, q.ps.target)

@@ -3,10 +3,13 @@
 package e2e
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // passthroughMetrics returns the batches written by path and the source
@@ -120,6 +123,45 @@ func TestPassthroughAbortedTransactions(t *testing.T) {
 		t.Logf("batches forwarded %v, re-encoded %v, fallbacks %v", forwarded, records, fallbacks)
 		if records == 0 {
 			t.Errorf("kmirror_batches_total{path=records} = 0: the aborted transaction's fetch should have been decoded")
+		}
+	})
+}
+
+// TestPassthroughTargetRefuses: a target topic whose max.message.bytes is
+// smaller than the source's batches refuses them; the partition falls
+// back to the record path (batches of producer.batch_max_bytes) and every
+// record arrives, in order, nothing skipped; the fallback is counted
+// (reason target_refused) and the record path's batches too.
+func TestPassthroughTargetRefuses(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b Backend) {
+		e := newEnv(t, b, ClusterSpec{Brokers: 1})
+		topic := e.topic("big")
+		createTopic(t, e.srcCl, topic, 1, nil)
+		createTopic(t, e.dstCl, "src."+topic, 1, map[string]*string{"max.message.bytes": kmsg.StringPtr("20000")})
+		rng := rand.New(rand.NewPCG(1, 2))
+		var recs []*kgo.Record
+		want := map[int32][]string{}
+		for i := range 200 {
+			v := make([]byte, 500)
+			for j := range v {
+				v[j] = byte(rng.Uint32()) // incompressible: the batch stays ~100 KB
+			}
+			v = append([]byte(fmt.Sprintf("r%03d-", i)), v...)
+			recs = append(recs, &kgo.Record{Topic: topic, Value: v})
+			want[0] = append(want[0], string(v))
+		}
+		produce(t, newClient(t, e.src.Addrs(), kgo.ProducerBatchCompression(kgo.ZstdCompression()), kgo.ProducerLinger(50*time.Millisecond)), recs...)
+
+		cfg := e.kmConfigFor()
+		cfg.Mirrors[0].Producer = map[string]any{"batch_max_bytes": 8192}
+		w := e.startWorker(e.kmWriteConfig(cfg))
+		addr := w.httpAddr(t)
+		e.waitTargetValues(60*time.Second, "src."+topic, want)
+		forwarded, records, fallbacks := passthroughMetrics(t, addr)
+		t.Logf("batches forwarded %v, record path %v, fallbacks %v", forwarded, records, fallbacks)
+		if fallbacks["target_refused"] == 0 || records == 0 {
+			t.Errorf("want the refused batch counted (target_refused %v) and the record path taken (records %v)", fallbacks["target_refused"], records)
 		}
 	})
 }
