@@ -705,6 +705,11 @@ func (p *passthrough) settle(ps *partitionState, u *ptUnit, base int64, err erro
 	}
 	if err == nil {
 		p.c.metrics.batchWritten(u.forward)
+		if m := p.c.metrics; m != nil {
+			// The records are not decoded: the batch's bytes as
+			// written stand for them (compressed).
+			m.bytes.Add(float64(len(u.batch)))
+		}
 	}
 }
 
