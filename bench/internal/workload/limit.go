@@ -25,6 +25,8 @@ type LimitConfig struct {
 	FetchMaxWait  time.Duration
 	Linger        time.Duration
 	BatchMaxBytes int32
+	// Compression is the producer's codec (zero: none).
+	Compression kgo.CompressionCodec
 }
 
 // Limit is the plainest franz-go loop that does the same work as kmirror's
@@ -57,7 +59,7 @@ func StartLimit(ctx context.Context, cfg LimitConfig) (*Limit, error) {
 		kgo.UnknownTopicRetries(20),
 		kgo.ProducerLinger(cfg.Linger),
 		kgo.ProducerBatchMaxBytes(cfg.BatchMaxBytes),
-		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.ProducerBatchCompression(cfg.Compression),
 		kgo.MaxBufferedBytes(connector.ProducerMaxBufferedBytes), // as kmirror's producer
 	}, cfg.DstOpts...)...)
 	if err != nil {
