@@ -83,6 +83,11 @@ type copier struct {
 // end of its current poll.
 func (c *copier) wake() {
 	c.attention.Store(true)
+	c.wakePoll()
+}
+
+// wakePoll ends the poll in progress (the batch path has fetched data).
+func (c *copier) wakePoll() {
 	c.woken.Store(true)
 	if cancel := c.cancelPoll.Load(); cancel != nil {
 		(*cancel)()

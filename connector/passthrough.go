@@ -51,6 +51,7 @@ type passthrough struct {
 	// looked up again.
 	srcMeta, dstMeta ptMeta
 	kickFetch        chan struct{}
+	gens             uint64 // source of ptPart.gen, unique across re-adds
 
 	// Producer side.
 	queues         map[topicPartition]*ptQueue
@@ -69,6 +70,7 @@ type ptPart struct {
 	paused   bool
 	gen      uint64 // bumped by rewinds: older fetches are dropped
 	buffered bool   // a fetch of it waits in ready
+	fetching bool   // in a Fetch request in flight
 	topicID  [16]byte
 }
 
@@ -154,7 +156,8 @@ func kick(ch chan struct{}) {
 // add starts fetching tp from next (the log start when next < 0).
 func (p *passthrough) add(tp topicPartition, next int64) {
 	p.mu.Lock()
-	p.parts[tp] = &ptPart{pos: next}
+	p.gens++
+	p.parts[tp] = &ptPart{pos: next, gen: p.gens}
 	p.mu.Unlock()
 	kick(p.kickFetch)
 }
@@ -176,7 +179,8 @@ func (p *passthrough) pause(tp topicPartition) {
 	p.mu.Lock()
 	if pp := p.parts[tp]; pp != nil {
 		pp.paused = true
-		pp.gen++
+		p.gens++
+		pp.gen = p.gens
 	}
 	p.mu.Unlock()
 }
@@ -186,7 +190,8 @@ func (p *passthrough) rewind(tp topicPartition, pos int64) {
 	p.mu.Lock()
 	if pp := p.parts[tp]; pp != nil {
 		pp.pos, pp.paused = pos, false
-		pp.gen++
+		p.gens++
+		pp.gen = p.gens
 	}
 	p.mu.Unlock()
 	kick(p.kickFetch)
@@ -209,30 +214,31 @@ func (p *passthrough) take() []ptFetch {
 	return out
 }
 
-// fetchLoop fetches the partitions that have nothing waiting in ready,
-// one Fetch request per source leader at a time, until ctx ends.
+// fetchLoop fetches the partitions that have nothing waiting in ready and
+// no fetch in flight, with one Fetch request in flight per source leader
+// (each leader at its own pace: an idle one's long poll does not hold up
+// the others), until ctx ends.
 func (p *passthrough) fetchLoop(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	busy := make(map[int32]bool) // leaders with a fetch in flight
+	var busyMu sync.Mutex
 	for ctx.Err() == nil {
 		p.mu.Lock()
-		type want struct {
-			tp  topicPartition
-			pos int64
-			gen uint64
-		}
-		var wants []want
+		var wants []ptWant
 		for tp, pp := range p.parts {
-			if !pp.paused && !pp.buffered {
-				wants = append(wants, want{tp, pp.pos, pp.gen})
+			if !pp.paused && !pp.buffered && !pp.fetching {
+				wants = append(wants, ptWant{tp, pp.pos, pp.gen})
 			}
 		}
 		p.mu.Unlock()
-		// Positions below zero (a new partition) are the log start.
-		for i, w := range wants {
+		byLeader := make(map[int32][]ptWant)
+		for _, w := range wants {
 			if w.pos < 0 {
+				// A new partition, or one out of range: its log start.
 				start, err := p.logStart(ctx, w.tp)
 				if err != nil {
 					p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-start:%s/%d", w.tp.topic, w.tp.partition), "could not list the source partition's start offset; retrying", "topic", w.tp.topic, "partition", w.tp.partition, "err", err)
-					wants[i].pos = -1
 					continue
 				}
 				p.mu.Lock()
@@ -240,113 +246,136 @@ func (p *passthrough) fetchLoop(ctx context.Context) {
 					pp.pos = start
 				}
 				p.mu.Unlock()
-				wants[i].pos = start
-			}
-		}
-		byLeader := make(map[int32][]want)
-		for _, w := range wants {
-			if w.pos < 0 {
-				continue
+				w.pos = start
 			}
 			leader, err := p.leader(ctx, p.src, &p.srcMeta, w.tp)
 			if err != nil {
 				p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-leader:%s/%d", w.tp.topic, w.tp.partition), "source partition leader unknown; retrying", "topic", w.tp.topic, "partition", w.tp.partition, "err", err)
 				continue
 			}
-			byLeader[leader] = append(byLeader[leader], w)
-		}
-		if len(byLeader) == 0 {
-			select {
-			case <-ctx.Done():
-			case <-p.kickFetch:
-			case <-time.After(fetchErrBackoff):
+			busyMu.Lock()
+			b := busy[leader]
+			busyMu.Unlock()
+			if !b {
+				byLeader[leader] = append(byLeader[leader], w)
 			}
-			continue
 		}
-		var wg sync.WaitGroup
-		got := 0
-		var gotMu sync.Mutex
 		for leader, ws := range byLeader {
+			busyMu.Lock()
+			busy[leader] = true
+			busyMu.Unlock()
+			p.mu.Lock()
+			for _, w := range ws {
+				if pp := p.parts[w.tp]; pp != nil {
+					pp.fetching = true
+				}
+			}
+			p.mu.Unlock()
 			wg.Go(func() {
-				req := kmsg.NewPtrFetchRequest()
-				req.ReplicaID = -1
-				req.MaxWaitMillis = int32(ptFetchWait / time.Millisecond)
-				req.MinBytes = 1
-				req.MaxBytes = FetchMaxBytes
-				req.IsolationLevel = 1 // read_committed: nothing past the last stable offset
-				req.SessionEpoch = -1  // no fetch session
-				rand.Shuffle(len(ws), func(i, j int) { ws[i], ws[j] = ws[j], ws[i] })
-				topics := make(map[string]int)
+				got := p.fetch(ctx, leader, ws)
+				p.mu.Lock()
 				for _, w := range ws {
-					i, ok := topics[w.tp.topic]
-					if !ok {
-						i = len(req.Topics)
-						topics[w.tp.topic] = i
-						t := kmsg.NewFetchRequestTopic()
-						t.Topic = w.tp.topic
-						t.TopicID = p.topicID(&p.srcMeta, w.tp.topic)
-						req.Topics = append(req.Topics, t)
-					}
-					rp := kmsg.NewFetchRequestTopicPartition()
-					rp.Partition = w.tp.partition
-					rp.FetchOffset = w.pos
-					rp.CurrentLeaderEpoch = -1
-					rp.LastFetchedEpoch = -1
-					rp.LogStartOffset = -1
-					rp.PartitionMaxBytes = ptPartitionMaxBytes
-					req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
-				}
-				rctx, cancel := context.WithTimeout(ctx, ptFetchWait+30*time.Second)
-				defer cancel()
-				resp, err := req.RequestWith(rctx, p.src.Broker(int(leader)))
-				if err != nil {
-					if ctx.Err() == nil {
-						p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-fetch:%d", leader), "fetch from source failed", "broker", leader, "err", err)
-						p.forgetLeaders(&p.srcMeta, ws[0].tp.topic)
-					}
-					return
-				}
-				if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-					p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-fetch:%d", leader), "fetch from source failed", "broker", leader, "err", err)
-					return
-				}
-				gens := make(map[topicPartition]want, len(ws))
-				for _, w := range ws {
-					gens[w.tp] = w
-				}
-				for i := range resp.Topics {
-					rt := &resp.Topics[i]
-					topic := rt.Topic
-					if topic == "" {
-						topic = p.topicByID(&p.srcMeta, rt.TopicID)
-					}
-					for j := range rt.Partitions {
-						rp := rt.Partitions[j]
-						tp := topicPartition{topic, rp.Partition}
-						w, ok := gens[tp]
-						if !ok {
-							continue
-						}
-						if n := p.accept(tp, w.gen, w.pos, rp); n {
-							gotMu.Lock()
-							got++
-							gotMu.Unlock()
-						}
+					if pp := p.parts[w.tp]; pp != nil {
+						pp.fetching = false
 					}
 				}
+				p.mu.Unlock()
+				busyMu.Lock()
+				busy[leader] = false
+				busyMu.Unlock()
+				if got {
+					p.c.wakePoll()
+				} else {
+					// Errors only: do not spin on this leader.
+					select {
+					case <-ctx.Done():
+					case <-time.After(fetchErrBackoff):
+					}
+				}
+				kick(p.kickFetch)
 			})
 		}
-		wg.Wait()
-		if got > 0 {
-			p.c.wake()
-		} else {
-			select { // errors only: do not spin
-			case <-ctx.Done():
-			case <-p.kickFetch:
-			case <-time.After(fetchErrBackoff):
+		select {
+		case <-ctx.Done():
+		case <-p.kickFetch:
+		case <-time.After(fetchErrBackoff):
+		}
+	}
+}
+
+type ptWant struct {
+	tp  topicPartition
+	pos int64
+	gen uint64
+}
+
+// fetch sends one Fetch request to leader for ws and hands the response's
+// partitions to accept; it reports whether any was buffered.
+func (p *passthrough) fetch(ctx context.Context, leader int32, ws []ptWant) bool {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.MaxWaitMillis = int32(ptFetchWait / time.Millisecond)
+	req.MinBytes = 1
+	req.MaxBytes = FetchMaxBytes
+	req.IsolationLevel = 1 // read_committed: nothing past the last stable offset
+	req.SessionEpoch = -1  // no fetch session
+	// The broker fills partitions in request order up to MaxBytes: a
+	// shuffle keeps one busy partition from starving the others.
+	rand.Shuffle(len(ws), func(i, j int) { ws[i], ws[j] = ws[j], ws[i] })
+	topics := make(map[string]int)
+	for _, w := range ws {
+		i, ok := topics[w.tp.topic]
+		if !ok {
+			i = len(req.Topics)
+			topics[w.tp.topic] = i
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic = w.tp.topic
+			t.TopicID = p.topicID(&p.srcMeta, w.tp.topic)
+			req.Topics = append(req.Topics, t)
+		}
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = w.tp.partition
+		rp.FetchOffset = w.pos
+		rp.CurrentLeaderEpoch = -1
+		rp.LastFetchedEpoch = -1
+		rp.LogStartOffset = -1
+		rp.PartitionMaxBytes = ptPartitionMaxBytes
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
+	rctx, cancel := context.WithTimeout(ctx, ptFetchWait+30*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(rctx, p.src.Broker(int(leader)))
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-fetch:%d", leader), "fetch from source failed", "broker", leader, "err", err)
+			for _, w := range ws {
+				p.forgetLeaders(&p.srcMeta, w.tp.topic)
+			}
+		}
+		return false
+	}
+	asked := make(map[topicPartition]ptWant, len(ws))
+	for _, w := range ws {
+		asked[w.tp] = w
+	}
+	got := false
+	for i := range resp.Topics {
+		rt := &resp.Topics[i]
+		topic := rt.Topic
+		if topic == "" {
+			topic = p.topicByID(&p.srcMeta, rt.TopicID)
+		}
+		for j := range rt.Partitions {
+			tp := topicPartition{topic, rt.Partitions[j].Partition}
+			if w, ok := asked[tp]; ok && p.accept(tp, w.gen, w.pos, rt.Partitions[j]) {
+				got = true
 			}
 		}
 	}
+	return got
 }
 
 // accept handles one partition of a fetch response: an error moves or
