@@ -257,6 +257,6 @@ func renderCompressed(o *options, cp map[string]map[string]compressed) string {
 		parts = append(parts, fmt.Sprintf("target on disk %.3f× the source's", float64(k.dstDisk)/float64(k.srcDisk)))
 		fmt.Fprintf(&b, "- %s: kmirror %s\n", codec, strings.Join(parts, "; "))
 	}
-	b.WriteString("\nAs the throughput phase: over the copy window; MB and GB = 10^6 / 10^9 B of key+value+headers (uncompressed). On disk: the topic's `.log` segment files summed over its partition directories on each broker (index files are preallocated sparse and left out). The source's records are produced by franz-go with the codec (linger 5ms, 1 MiB batches).\n\n")
+	b.WriteString("\nAs the throughput phase: over the copy window; MB and GB = 10^6 / 10^9 B of key+value+headers (uncompressed). On disk: the topic's `.log` segment files summed over its partition directories on each broker (index files are preallocated sparse and left out). The source's records are produced by franz-go with the codec (linger 5ms, 1 MiB batches). Settings as in the throughput phase (see Settings), except: kmirror without `compression` (its default, `source`: batches forwarded as they are); the limit with `-codec <codec>` (its producer compresses with the codec); MM2 with `dst.producer.compression.type = <codec>`.\n\n")
 	return b.String()
 }

@@ -163,10 +163,9 @@ func run() int {
 				}
 			case "compressed":
 				var r map[string]compressed
-				var settings string
-				r, settings, err = compressedPhase(ctx, e, &o, c)
+				r, _, err = compressedPhase(ctx, e, &o, c)
 				if err == nil {
-					rep.cp[name], rep.settings[name+" (compressed)"] = r, settings
+					rep.cp[name] = r
 				}
 			case "failover":
 				var r failover
