@@ -135,8 +135,11 @@ type partitionState struct {
 	paused   bool
 	acks     uint64 // acknowledgements, for sampling latency
 	// passthrough: copied by the batch path (passthrough.go), not by the
-	// record path's consumer and producer.
+	// record path's consumer and producer. ptRefusals counts the batch
+	// path's refusals since the last acknowledgement: past ptMaxRefusals
+	// the partition takes the record path, whatever the reason.
 	passthrough bool
+	ptRefusals  int
 
 	// Isolation. A refusal no retry can fix (isPermanent) names a batch,
 	// not a record: franz-go fails every record of the refused batch. So
@@ -260,7 +263,7 @@ func (p *partitionState) promise(r *kgo.Record, err error) {
 	// produced again after the rewind, so they must not move the position.
 	if p.failed == nil && src >= 0 {
 		p.acked = src + 1
-		p.backoff = 0
+		p.backoff, p.ptRefusals = 0, 0
 		p.stuck = nil
 		p.index.add(src, r.Offset)
 	}
@@ -805,14 +808,19 @@ func (c *copier) rewindFailed() {
 					ps.poison = nil
 				}
 				switch {
-				case ps.passthrough && (fallbackErr(ps.failed) || ps.isolateUntil >= ps.acked):
+				case ps.passthrough && (fallbackErr(ps.failed) || ps.isolateUntil >= ps.acked || ps.ptRefusals >= ptMaxRefusals):
 					// The target refuses what the batch path sends:
 					// the record path's own batches (and its
 					// isolation of a refused record) take over.
 					ps.passthrough = false
 					c.pt.remove(ps.tp)
+					c.pt.logFallback(ps.tp, reasonRefused, ps.failed)
+					c.metrics.incFallback(reasonRefused)
 					fallback = append(fallback, ps)
 				case ps.passthrough:
+					if ps.expired == nil && !errors.Is(ps.failed, context.Canceled) {
+						ps.ptRefusals++ // a refusal, not a timeout or a shutdown
+					}
 					c.pt.rewind(ps.tp, ps.acked)
 				default:
 					addRewind(rewind, resume, ps)

@@ -113,6 +113,11 @@ type ptUnit struct {
 	seqSet  bool // rewritten for the current producer ID and sequence
 }
 
+// ptMaxRefusals is how many times in a row the target may refuse a
+// partition's batch-path batches, with an error not known to be about the
+// batch (fallbackErr), before the partition takes the record path.
+const ptMaxRefusals = 3
+
 // Raw fetch sizes: as the record path's consumer (FetchMaxBytes), with a
 // per-partition limit large enough that one partition fills a fetch.
 const (
@@ -896,10 +901,6 @@ func (p *passthrough) result(tp topicPartition, q *ptQueue, u *ptUnit, base int6
 	}
 	if u.ctx.Err() != nil && retriable(err) {
 		err = u.ctx.Err()
-	}
-	if fallbackErr(err) {
-		p.logFallback(tp, reasonRefused, err)
-		p.c.metrics.incFallback(reasonRefused)
 	}
 	p.failQueue(tp, q, err)
 }

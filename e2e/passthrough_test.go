@@ -119,7 +119,28 @@ func TestPassthroughAbortedTransactions(t *testing.T) {
 		produce(t, newClient(t, e.src.Addrs(), kgo.ProducerBatchCompression(kgo.ZstdCompression())), after...)
 		e.waitTargetValues(45*time.Second, "src."+topic, appendWant(before, wantAfter))
 		e.waitMetric(addr, "kmirror_batches_total", map[string]string{"path": "passthrough"}, 30*time.Second, "> 0", func(v float64) bool { return v > 0 })
+
+		// A committed transaction after the aborted one: its batches are
+		// forwarded (transactional bit cleared; the target would refuse a
+		// transactional batch outside a transaction), never refused.
+		before2 := mustScrapeMetric(t, addr, "kmirror_batches_total", map[string]string{"path": "passthrough"})
+		txCl := newClient(t, e.src.Addrs(), kgo.TransactionalID("e2e-pt-"+topic), kgo.ProducerBatchCompression(kgo.Lz4Compression()))
+		if err := txCl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		committed, wantCommitted := seqRecords(topic, "committed-last", 2, 30)
+		if err := txCl.ProduceSync(ctxTimeout(t, 30*time.Second), committed...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := txCl.EndTransaction(ctxTimeout(t, 30*time.Second), kgo.TryCommit); err != nil {
+			t.Fatal(err)
+		}
+		e.waitTargetValues(45*time.Second, "src."+topic, appendWant(appendWant(before, wantAfter), wantCommitted))
+		e.waitMetric(addr, "kmirror_batches_total", map[string]string{"path": "passthrough"}, 30*time.Second, fmt.Sprintf("> %v", before2), func(v float64) bool { return v > before2 })
 		forwarded, records, fallbacks := passthroughMetrics(t, addr)
+		if fallbacks["target_refused"] != 0 {
+			t.Errorf("kmirror_passthrough_fallbacks_total{reason=target_refused} = %v, want 0", fallbacks["target_refused"])
+		}
 		t.Logf("batches forwarded %v, re-encoded %v, fallbacks %v", forwarded, records, fallbacks)
 		if records == 0 {
 			t.Errorf("kmirror_batches_total{path=records} = 0: the aborted transaction's fetch should have been decoded")
