@@ -101,6 +101,11 @@ type ptQueue struct {
 	pid     int64 // -1: use the shared one
 	epoch   int16
 	seq     int32
+	// failed is the error that failed the queue: batches enqueued after
+	// it (fetched before the partition was paused) fail with it too,
+	// rather than reaching the target ahead of the failed ones. A rewind
+	// clears it.
+	failed error
 }
 
 type ptUnit struct {
@@ -163,6 +168,9 @@ func (p *passthrough) add(tp topicPartition, next int64) {
 	p.mu.Lock()
 	p.gens++
 	p.parts[tp] = &ptPart{pos: next, gen: p.gens}
+	if q := p.queues[tp]; q != nil {
+		q.failed = nil
+	}
 	p.mu.Unlock()
 	kick(p.kickFetch)
 }
@@ -193,6 +201,9 @@ func (p *passthrough) pause(tp topicPartition) {
 // rewind fetches tp again from pos and resumes it.
 func (p *passthrough) rewind(tp topicPartition, pos int64) {
 	p.mu.Lock()
+	if q := p.queues[tp]; q != nil {
+		q.failed = nil
+	}
 	if pp := p.parts[tp]; pp != nil {
 		pp.pos, pp.paused = pos, false
 		p.gens++
@@ -537,7 +548,7 @@ func (p *passthrough) topicByID(m *ptMeta, id [16]byte) string {
 	return ""
 }
 
-// produce hands one fetched partition to the target: forwarded batches
+// producePassthrough hands one fetched partition to the target: forwarded batches
 // where every batch is safe, else its records decoded and re-encoded.
 // Called on the poll loop's goroutine, like producePartition.
 func (c *copier) producePassthrough(f ptFetch) {
@@ -717,15 +728,20 @@ func (p *passthrough) enqueue(ps *partitionState, u *ptUnit) {
 			return
 		}
 	}
-	defer p.mu.Unlock()
 	q := p.queues[ps.tp]
 	if q == nil {
 		q = &ptQueue{ps: ps, pid: -1}
 		p.queues[ps.tp] = q
 	}
+	if err := q.failed; err != nil {
+		p.mu.Unlock()
+		p.settle(ps, u, -1, err)
+		return
+	}
 	q.ps = ps
 	q.units = append(q.units, u)
 	p.buffered += len(u.batch)
+	p.mu.Unlock()
 	kick(p.kickSend)
 }
 
@@ -944,7 +960,7 @@ func (p *passthrough) retryLater(q *ptQueue) {
 func (p *passthrough) failQueue(tp topicPartition, q *ptQueue, err error) {
 	p.mu.Lock()
 	units := q.units
-	q.units, q.sending, q.seq, q.pid = nil, false, 0, -2
+	q.units, q.sending, q.seq, q.pid, q.failed = nil, false, 0, -2, err
 	for _, u := range units {
 		p.release(len(u.batch))
 	}
