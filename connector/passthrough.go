@@ -123,10 +123,12 @@ type ptUnit struct {
 // batch (fallbackErr), before the partition takes the record path.
 const ptMaxRefusals = 3
 
-// Raw fetch sizes: as the record path's consumer (FetchMaxBytes), with a
-// per-partition limit large enough that one partition fills a fetch.
+// Raw fetch sizes: as the record path's consumer (FetchMaxBytes, and
+// franz-go's default per partition). The per-partition limit spreads a
+// fetch over the partitions: with one batch in flight per partition, a
+// fetch filled by a few partitions would leave the others idle.
 const (
-	ptPartitionMaxBytes = 4 << 20
+	ptPartitionMaxBytes = 1 << 20
 	ptFetchWait         = 500 * time.Millisecond
 	ptMetaMaxAge        = 30 * time.Second
 	ptMaxBatchRecords   = 1 << 20 // re-encoded batches: records per batch
