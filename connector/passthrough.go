@@ -184,12 +184,6 @@ func (p *passthrough) remove(tp topicPartition) {
 	p.mu.Unlock()
 }
 
-func (p *passthrough) has(tp topicPartition) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.parts[tp] != nil
-}
-
 func (p *passthrough) pause(tp topicPartition) {
 	p.mu.Lock()
 	if pp := p.parts[tp]; pp != nil {
