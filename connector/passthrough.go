@@ -30,14 +30,20 @@ import (
 // failures and rewinds, delivery_timeout, shutdown accounting and parked
 // partitions work as on the record path. A partition the target refuses a
 // batch of (a codec it does not support, a batch larger than its
-// message.max.bytes, a corrupt batch) falls back to the record path of the
-// copier (franz-go's consumer and producer) at its rewind, for good.
+// message.max.bytes, a corrupt batch; or anything ptMaxRefusals times in a
+// row) falls back to the record path of the copier (franz-go's consumer and
+// producer) at its rewind, for good.
 //
 // The target producer is idempotent without a transactional ID
-// (InitProducerID): one batch in flight per partition, sequences per
-// partition, and a retried batch keeps its sequence so that the broker
-// drops a duplicate. A refused batch fails the partition, whose next batch
-// starts a new producer ID (the sequences of the failed one are unknown).
+// (InitProducerID): sequences per partition, and a retried batch keeps its
+// sequence so that the broker drops a duplicate. A refused batch fails the
+// partition, whose next batch starts a new producer ID (the sequences of
+// the failed one are unknown). One batch is in flight per partition (one
+// request carries a batch of every ready partition of a leader): requests
+// are issued on several goroutines through kgo's Broker.Request, which
+// does not order them on the wire, and a broker with no state for a
+// producer accepts any first sequence (KIP-360), so two batches of a
+// partition in flight could land in the wrong order.
 type passthrough struct {
 	c   *copier
 	src *kgo.Client // raw fetches; created with the first partition
