@@ -44,8 +44,8 @@ bench:
 	$(GO) test -run '^$$' -bench 'FilterTopics100k|Start' -benchtime 3x ./plugins
 
 ## bench-mm2: kmirror side by side with MirrorMaker 2 and the limit on real Apache Kafka 4.3.1
-## (throughput, latency, startup with 1,000 topics, failover re-delivery; throughput and latency
-## again with exactly-once: kmirror-eos and mm2-eos); needs Java 17 and Maven
+## (throughput, latency, startup with 1,000 topics, failover re-delivery, compressed topics;
+## throughput and latency again with exactly-once: kmirror-eos and mm2-eos); needs Java 17 and Maven
 ## like test-e2e; writes bench/results/latest.md (the kfake bench writes kfake-latest.md). Smoke run:
 ## make bench-mm2 BENCH_MM2_FLAGS="-records 200000 -latency-duration 10s -startup-topics 100 -out ''"
 BENCH_MM2_FLAGS ?=

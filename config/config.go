@@ -31,7 +31,7 @@ const (
 	defaultLinger            = Duration(5 * time.Millisecond)
 	defaultBatchMaxBytes     = 1 << 20  // 1 MiB
 	maxBatchMaxBytes         = 64 << 20 // 64 MiB
-	defaultCompression       = "none"
+	defaultCompression       = "source"
 	defaultHTTPListen        = "127.0.0.1:9644"
 	defaultShutdownTimeout   = Duration(10 * time.Second)
 	defaultSlots             = 16
@@ -419,7 +419,9 @@ type Producer struct {
 	// BatchMaxBytes caps a record batch. Default 1048576 (1 MiB); 1 to
 	// 67108864 (64 MiB).
 	BatchMaxBytes int `yaml:"batch_max_bytes"`
-	// Compression codec: none (the default), gzip, snappy, lz4 or zstd.
+	// Compression codec: source (the default: each batch keeps its source
+	// batch's codec, forwarded as it is where safe), none, gzip, snappy,
+	// lz4 or zstd.
 	Compression string `yaml:"compression"`
 	// DeliveryTimeout fails a record the target has not acknowledged
 	// within it (its partition is then retried from its last acknowledged

@@ -25,7 +25,7 @@ var (
 const nameRule = "want 1-100 characters from A-Z a-z 0-9 . _ -"
 
 var (
-	compressions       = []string{"none", "gzip", "snappy", "lz4", "zstd"}
+	compressions       = []string{"source", "none", "gzip", "snappy", "lz4", "zstd"}
 	offsetCompressions = []string{"none", "gzip", "zlib", "snappy", "lz4", "zstd"}
 	logLevels          = []string{"debug", "info", "warn", "error"}
 	logFormats         = []string{"text", "json"}

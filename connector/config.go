@@ -112,6 +112,11 @@ type Config struct {
 	Linger        time.Duration
 	BatchMaxBytes int32
 	Compression   []kgo.CompressionCodec
+	// SourceCompression (producer.compression: source) forwards source
+	// batches to the target as they are, compressed with their source
+	// codec, wherever that is safe (passthrough.go); the record path
+	// (fallbacks, cluster mode) then produces uncompressed.
+	SourceCompression bool
 
 	// OffsetCodec compresses the progress and offset index records (the
 	// offset envelope); a record compression would not shrink is stored

@@ -69,12 +69,25 @@ type copier struct {
 	// isolating its records must not wait a whole poll timeout per record.
 	cancelPoll atomic.Pointer[context.CancelFunc]
 	woken      atomic.Bool
+	// pt, when set, copies partitions as batches (passthrough.go);
+	// srcOpts build the record path's consumer for the partitions that
+	// fall back to it.
+	pt       *passthrough
+	srcOpts  []kgo.Opt
+	stopPT   context.CancelFunc
+	ptDone   chan struct{}
+	ptFetchD chan struct{}
 }
 
 // wake asks the poll loop to look at the partitions now rather than at the
 // end of its current poll.
 func (c *copier) wake() {
 	c.attention.Store(true)
+	c.wakePoll()
+}
+
+// wakePoll ends the poll in progress (the batch path has fetched data).
+func (c *copier) wakePoll() {
 	c.woken.Store(true)
 	if cancel := c.cancelPoll.Load(); cancel != nil {
 		(*cancel)()
@@ -126,6 +139,12 @@ type partitionState struct {
 	// time lag.
 	copied     int64
 	lastCopied time.Time
+	// passthrough: copied by the batch path (passthrough.go), not by the
+	// record path's consumer and producer. ptRefusals counts the batch
+	// path's refusals since the last acknowledgement: past ptMaxRefusals
+	// the partition takes the record path, whatever the reason.
+	passthrough bool
+	ptRefusals  int
 
 	// Isolation. A refusal no retry can fix (isPermanent) names a batch,
 	// not a record: franz-go fails every record of the refused batch. So
@@ -249,7 +268,7 @@ func (p *partitionState) promise(r *kgo.Record, err error) {
 	// produced again after the rewind, so they must not move the position.
 	if p.failed == nil && src >= 0 {
 		p.acked = src + 1
-		p.backoff = 0
+		p.backoff, p.ptRefusals = 0, 0
 		p.stuck = nil
 		p.index.add(src, r.Offset)
 		p.copied, p.lastCopied = p.copied+1, r.Timestamp
@@ -287,10 +306,13 @@ func recordBytes(r *kgo.Record) int {
 type copierOpts struct {
 	deadLetter      string        // Config.DeadLetterTopic
 	deliveryTimeout time.Duration // Config.DeliveryTimeout
+	// passthrough forwards source batches as they are where safe
+	// (producer.compression: source, outside cluster mode).
+	passthrough bool
 }
 
 func newCopier(log *slog.Logger, m *mirrorMetrics, dst *kgo.Client, produceCtx context.Context, opts copierOpts) *copier {
-	return &copier{
+	c := &copier{
 		deadLetter:      opts.deadLetter,
 		deliveryTimeout: opts.deliveryTimeout,
 		logEvery:        newLogLimiter(time.Minute),
@@ -302,6 +324,10 @@ func newCopier(log *slog.Logger, m *mirrorMetrics, dst *kgo.Client, produceCtx c
 		parked:          make(map[topicPartition]*partitionState),
 		fetchErrLogged:  make(map[topicPartition]time.Time),
 	}
+	if opts.passthrough {
+		c.pt = newPassthrough(c)
+	}
+	return c
 }
 
 // assignment is one partition to start copying, from next (or from the
@@ -324,7 +350,9 @@ func (c *copier) assign(as []assignment, srcOpts []kgo.Opt) (started bool, err e
 	if len(as) == 0 {
 		return false, nil
 	}
+	c.srcOpts = srcOpts
 	offsets := make(map[string]map[int32]kgo.Offset)
+	var batchPath []assignment
 	c.mu.Lock()
 	for _, a := range as {
 		if _, ok := c.parts[a.tp]; ok {
@@ -343,9 +371,18 @@ func (c *copier) assign(as []assignment, srcOpts []kgo.Opt) (started bool, err e
 				ps.index = newPartitionIndex()
 			}
 			ps.onFail = c.wake
+			ps.passthrough = c.pt != nil
 		}
 		delete(c.parked, a.tp)
 		c.parts[a.tp] = ps
+		ps.mu.Lock()
+		pass := ps.passthrough
+		ps.mu.Unlock()
+		if pass {
+			a.next = ps.acked
+			batchPath = append(batchPath, a)
+			continue
+		}
 		o := kgo.NewOffset().AtStart()
 		if a.next >= 0 {
 			o = kgo.NewOffset().At(a.next)
@@ -356,11 +393,29 @@ func (c *copier) assign(as []assignment, srcOpts []kgo.Opt) (started bool, err e
 		offsets[a.tp.topic][a.tp.partition] = o
 	}
 	c.mu.Unlock()
-	if len(offsets) == 0 {
-		return false, nil
+	if len(batchPath) > 0 {
+		ptStarted, err := c.startPassthrough()
+		if err != nil {
+			return false, err
+		}
+		started = ptStarted
+		for _, a := range batchPath {
+			c.pt.add(a.tp, a.next)
+		}
 	}
+	if len(offsets) == 0 {
+		return started, nil
+	}
+	srcStarted, err := c.consume(offsets)
+	return started || srcStarted, err
+}
+
+// consume adds partitions to the record path's consumer, creating it (with
+// them: franz-go's direct consumer needs at least one partition when it is
+// created) the first time.
+func (c *copier) consume(offsets map[string]map[int32]kgo.Offset) (created bool, err error) {
 	if c.src == nil {
-		opts := append(append([]kgo.Opt(nil), srcOpts...),
+		opts := append(append([]kgo.Opt(nil), c.srcOpts...),
 			kgo.ConsumePartitions(offsets),
 			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 			// A partition added to the consumer is first fetched when
@@ -383,6 +438,31 @@ func (c *copier) assign(as []assignment, srcOpts []kgo.Opt) (started bool, err e
 	return false, nil
 }
 
+// startPassthrough starts the batch path's fetch and send loops the first
+// time a partition takes it.
+func (c *copier) startPassthrough() (started bool, err error) {
+	if c.pt.src != nil {
+		return false, nil
+	}
+	cl, err := kgo.NewClient(c.srcOpts...)
+	if err != nil {
+		return false, err
+	}
+	c.pt.src = cl
+	ctx, cancel := context.WithCancel(context.Background())
+	c.stopPT = cancel
+	c.ptDone, c.ptFetchD = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(c.ptFetchD)
+		c.pt.fetchLoop(ctx)
+	}()
+	go func() {
+		defer close(c.ptDone)
+		c.pt.sendLoop(c.produceCtx, ctx.Done())
+	}()
+	return c.src == nil, nil
+}
+
 // unassign stops copying the given partitions (their topic left the
 // selection, was deleted at the source, or starts over). Their state is
 // parked: records in flight still settle into it and are persisted, and
@@ -401,6 +481,9 @@ func (c *copier) unassign(tps []topicPartition) {
 		}
 		delete(c.parts, tp)
 		delete(c.fetchErrLogged, tp)
+		if c.pt != nil {
+			c.pt.remove(tp)
+		}
 		rm[tp.topic] = append(rm[tp.topic], tp.partition)
 	}
 	// Topics with no partition left are forgotten by both clients:
@@ -527,7 +610,12 @@ func (c *copier) run(ctx context.Context) {
 		if c.woken.Swap(false) {
 			cancel() // woken between polls: do not wait
 		}
-		fetches := c.src.PollFetches(pollCtx)
+		var fetches kgo.Fetches
+		if c.src != nil {
+			fetches = c.src.PollFetches(pollCtx)
+		} else {
+			<-pollCtx.Done() // the batch path's fetches wake it
+		}
 		c.cancelPoll.Store(nil)
 		cancel()
 		if ctx.Err() != nil {
@@ -555,6 +643,11 @@ func (c *copier) run(ctx context.Context) {
 			}
 		}
 		fetches.EachPartition(c.producePartition)
+		if c.pt != nil {
+			for _, f := range c.pt.take() {
+				c.producePassthrough(f)
+			}
+		}
 		c.expireDeliveries()
 		if c.attention.Load() {
 			if c.txn != nil {
@@ -669,7 +762,7 @@ func (c *copier) rewindFailed() {
 	pause := make(map[string][]int32)
 	resume := make(map[string][]int32)
 	rewind := make(map[string]map[int32]kgo.EpochOffset)
-	var deadLetters []*partitionState
+	var deadLetters, fallback []*partitionState
 	again := false
 	for _, ps := range c.snapshot() {
 		ps.mu.Lock()
@@ -695,7 +788,11 @@ func (c *copier) rewindFailed() {
 		default:
 			if !ps.paused {
 				ps.paused = true
-				pause[ps.tp.topic] = append(pause[ps.tp.topic], ps.tp.partition)
+				if ps.passthrough {
+					c.pt.pause(ps.tp)
+				} else {
+					pause[ps.tp.topic] = append(pause[ps.tp.topic], ps.tp.partition)
+				}
 			}
 			if !ps.refusalLogged {
 				ps.refusalLogged = true
@@ -716,7 +813,24 @@ func (c *copier) rewindFailed() {
 					ps.stuck = fmt.Errorf("record at offset %d refused by the target: %w", ps.poison.offset, ps.poison.err)
 					ps.poison = nil
 				}
-				addRewind(rewind, resume, ps)
+				switch {
+				case ps.passthrough && (fallbackErr(ps.failed) || ps.isolateUntil >= ps.acked || ps.ptRefusals >= ptMaxRefusals):
+					// The target refuses what the batch path sends:
+					// the record path's own batches (and its
+					// isolation of a refused record) take over.
+					ps.passthrough = false
+					c.pt.remove(ps.tp)
+					c.pt.logFallback(ps.tp, reasonRefused, ps.failed)
+					c.metrics.incFallback(reasonRefused)
+					fallback = append(fallback, ps)
+				case ps.passthrough:
+					if ps.expired == nil && !errors.Is(ps.failed, context.Canceled) {
+						ps.ptRefusals++ // a refusal, not a timeout or a shutdown
+					}
+					c.pt.rewind(ps.tp, ps.acked)
+				default:
+					addRewind(rewind, resume, ps)
+				}
 				ps.failed, ps.paused, ps.refusalLogged = nil, false, false
 			}
 		}
@@ -725,7 +839,28 @@ func (c *copier) rewindFailed() {
 	if again {
 		c.attention.Store(true)
 	}
-	if len(pause) > 0 {
+	if len(fallback) > 0 {
+		offsets := make(map[string]map[int32]kgo.Offset)
+		for _, ps := range fallback {
+			if offsets[ps.tp.topic] == nil {
+				offsets[ps.tp.topic] = make(map[int32]kgo.Offset)
+			}
+			offsets[ps.tp.topic][ps.tp.partition] = kgo.NewOffset().At(ps.acked)
+		}
+		if _, err := c.consume(offsets); err != nil {
+			c.log.Error("could not create the source consumer for partitions leaving the batch path; retrying", "err", err)
+			for _, ps := range fallback {
+				ps.mu.Lock()
+				ps.passthrough = true
+				ps.failed = errors.New("no source consumer for the record path")
+				ps.mu.Unlock()
+				c.pt.add(ps.tp, ps.acked)
+				c.pt.pause(ps.tp)
+			}
+			c.attention.Store(true)
+		}
+	}
+	if len(pause) > 0 && c.src != nil {
 		c.src.PauseFetchPartitions(pause)
 		// Many refusals come from stale metadata (a partition or topic
 		// the producer does not know yet); refresh before the retry.
@@ -867,4 +1002,19 @@ func (c *copier) close() {
 	if c.src != nil {
 		c.src.Close()
 	}
+	if c.stopPT != nil {
+		c.stopPT()
+		<-c.ptFetchD
+		<-c.ptDone
+		c.pt.src.Close()
+	}
+}
+
+// flushPassthrough waits for the batch path's batches to settle, or ctx
+// (the record path's are franz-go's: Flush).
+func (c *copier) flushPassthrough(ctx context.Context) error {
+	if c.pt == nil {
+		return nil
+	}
+	return c.pt.flush(ctx)
 }

@@ -42,6 +42,8 @@ type Metrics struct {
 	commitLatency   *prometheus.HistogramVec
 	indexBytes      *prometheus.GaugeVec
 	indexEvictions  *prometheus.CounterVec
+	batches         *prometheus.CounterVec
+	fallbacks       *prometheus.CounterVec
 }
 
 // Kinds of kmirror's own records on the target, for
@@ -180,6 +182,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time to commit a slot's transaction: flushing its records, writing its progress and ending it (cluster mode).",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"mirror"}),
+		batches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kmirror_batches_total",
+			Help: "Record batches written to the target and acknowledged, by path: passthrough (the source batch forwarded as it is), records (records decoded and produced again).",
+		}, []string{"mirror", "path"}),
+		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kmirror_passthrough_fallbacks_total",
+			Help: "Source batches of a pass-through mirror that took the record path, by reason (aborted, straddle, offset_gaps, log_append_time, malformed, target_refused).",
+		}, []string{"mirror", "reason"}),
 		controlPlane: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kmirror_cluster_control_plane",
 			Help: "1 while this worker runs the mirror's control plane (owns slot 0), else 0 (cluster mode).",
@@ -196,7 +206,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.records, m.bytes, m.latency, m.lag, m.topics, m.createErrors,
 		m.produceErrors, m.recreations, m.configChanges, m.configSyncErrs, m.aclsCreated, m.groupOffsets, m.groupSyncErrs, m.setChanges, m.filterErrors, m.passes, m.passErrors, m.lastPassSuccess,
 		m.internalWrites, m.adminErrors, m.untranslatable, m.failedParts, m.deadLetters,
-		m.slotsOwned, m.slotsTaken, m.controlPlane, m.slotsTotal, m.txns, m.commitLatency,
+		m.slotsOwned, m.slotsTaken, m.controlPlane, m.slotsTotal, m.txns, m.commitLatency, m.batches, m.fallbacks,
 		m.indexBytes, m.indexEvictions)
 	return m
 }
@@ -219,6 +229,8 @@ type mirrorMetrics struct {
 	commitLatency                                                                prometheus.Observer
 	indexBytes                                                                   prometheus.Gauge
 	indexEvictions                                                               prometheus.Counter
+	batchesPassthrough, batchesRecords                                           prometheus.Counter
+	fallbacks                                                                    *prometheus.CounterVec
 }
 
 func (m *Metrics) forMirror(name string) *mirrorMetrics {
@@ -234,40 +246,46 @@ func (m *Metrics) forMirror(name string) *mirrorMetrics {
 	for _, req := range []string{adminListStartOffsets, adminListCommittedOffsets, adminDescribeGroups, adminFetchOffsets, adminDescribeConfigs} {
 		m.adminErrors.WithLabelValues(name, req)
 	}
+	for _, reason := range fallbackReasons {
+		m.fallbacks.WithLabelValues(name, reason)
+	}
 	return &mirrorMetrics{
-		internalWrites:   m.internalWrites.MustCurryWith(prometheus.Labels{"mirror": name}),
-		adminErrors:      m.adminErrors.MustCurryWith(prometheus.Labels{"mirror": name}),
-		untranslatable:   m.untranslatable.WithLabelValues(name),
-		failedParts:      m.failedParts.WithLabelValues(name),
-		deadLetters:      m.deadLetters.WithLabelValues(name),
-		slotsOwned:       m.slotsOwned.WithLabelValues(name),
-		controlPlane:     m.controlPlane.WithLabelValues(name),
-		slotsTaken:       m.slotsTaken.MustCurryWith(prometheus.Labels{"mirror": name}),
-		slotsTotal:       m.slotsTotal.WithLabelValues(name),
-		txns:             m.txns.MustCurryWith(prometheus.Labels{"mirror": name}),
-		commitLatency:    m.commitLatency.WithLabelValues(name),
-		indexBytes:       m.indexBytes.WithLabelValues(name),
-		indexEvictions:   m.indexEvictions.WithLabelValues(name),
-		setChanges:       m.setChanges.MustCurryWith(prometheus.Labels{"mirror": name}),
-		filterErrors:     m.filterErrors.WithLabelValues(name),
-		records:          m.records.WithLabelValues(name),
-		bytes:            m.bytes.WithLabelValues(name),
-		latency:          m.latency.WithLabelValues(name),
-		lag:              m.lag.WithLabelValues(name),
-		createErrors:     m.createErrors.WithLabelValues(name),
-		produceErrors:    m.produceErrors.WithLabelValues(name),
-		recreations:      m.recreations.WithLabelValues(name),
-		configChanges:    m.configChanges.WithLabelValues(name),
-		configSyncErrors: m.configSyncErrs.WithLabelValues(name),
-		aclsCreated:      m.aclsCreated.WithLabelValues(name),
-		groupOffsets:     m.groupOffsets.WithLabelValues(name),
-		groupSyncErrors:  m.groupSyncErrs.WithLabelValues(name),
-		passes:           m.passes.WithLabelValues(name),
-		passErrors:       m.passErrors.WithLabelValues(name),
-		lastPassSuccess:  m.lastPassSuccess.WithLabelValues(name),
-		pending:          m.topics.WithLabelValues(name, string(StatePending)),
-		mirroring:        m.topics.WithLabelValues(name, string(StateMirroring)),
-		failed:           m.topics.WithLabelValues(name, string(StateFailed)),
+		batchesPassthrough: m.batches.WithLabelValues(name, pathPassthrough),
+		batchesRecords:     m.batches.WithLabelValues(name, pathRecords),
+		fallbacks:          m.fallbacks.MustCurryWith(prometheus.Labels{"mirror": name}),
+		internalWrites:     m.internalWrites.MustCurryWith(prometheus.Labels{"mirror": name}),
+		adminErrors:        m.adminErrors.MustCurryWith(prometheus.Labels{"mirror": name}),
+		untranslatable:     m.untranslatable.WithLabelValues(name),
+		failedParts:        m.failedParts.WithLabelValues(name),
+		deadLetters:        m.deadLetters.WithLabelValues(name),
+		slotsOwned:         m.slotsOwned.WithLabelValues(name),
+		controlPlane:       m.controlPlane.WithLabelValues(name),
+		slotsTaken:         m.slotsTaken.MustCurryWith(prometheus.Labels{"mirror": name}),
+		slotsTotal:         m.slotsTotal.WithLabelValues(name),
+		txns:               m.txns.MustCurryWith(prometheus.Labels{"mirror": name}),
+		commitLatency:      m.commitLatency.WithLabelValues(name),
+		indexBytes:         m.indexBytes.WithLabelValues(name),
+		indexEvictions:     m.indexEvictions.WithLabelValues(name),
+		setChanges:         m.setChanges.MustCurryWith(prometheus.Labels{"mirror": name}),
+		filterErrors:       m.filterErrors.WithLabelValues(name),
+		records:            m.records.WithLabelValues(name),
+		bytes:              m.bytes.WithLabelValues(name),
+		latency:            m.latency.WithLabelValues(name),
+		lag:                m.lag.WithLabelValues(name),
+		createErrors:       m.createErrors.WithLabelValues(name),
+		produceErrors:      m.produceErrors.WithLabelValues(name),
+		recreations:        m.recreations.WithLabelValues(name),
+		configChanges:      m.configChanges.WithLabelValues(name),
+		configSyncErrors:   m.configSyncErrs.WithLabelValues(name),
+		aclsCreated:        m.aclsCreated.WithLabelValues(name),
+		groupOffsets:       m.groupOffsets.WithLabelValues(name),
+		groupSyncErrors:    m.groupSyncErrs.WithLabelValues(name),
+		passes:             m.passes.WithLabelValues(name),
+		passErrors:         m.passErrors.WithLabelValues(name),
+		lastPassSuccess:    m.lastPassSuccess.WithLabelValues(name),
+		pending:            m.topics.WithLabelValues(name, string(StatePending)),
+		mirroring:          m.topics.WithLabelValues(name, string(StateMirroring)),
+		failed:             m.topics.WithLabelValues(name, string(StateFailed)),
 	}
 }
 
@@ -416,5 +434,33 @@ func (mm *mirrorMetrics) txnEnded(commit bool, took time.Duration) {
 		mm.commitLatency.Observe(took.Seconds())
 	} else {
 		mm.txns.WithLabelValues("abort").Inc()
+	}
+}
+
+// Paths of kmirror_batches_total.
+const (
+	pathPassthrough = "passthrough"
+	pathRecords     = "records"
+)
+
+// fallbackReasons label kmirror_passthrough_fallbacks_total (pre-initialised).
+var fallbackReasons = []string{reasonAborted, reasonStraddle, reasonGaps, reasonLogAppendTime, reasonMalformed, reasonRefused}
+
+// batchWritten counts a batch acknowledged by the target on path.
+func (mm *mirrorMetrics) batchWritten(passthrough bool) {
+	switch {
+	case mm == nil:
+	case passthrough:
+		mm.batchesPassthrough.Inc()
+	default:
+		mm.batchesRecords.Inc()
+	}
+}
+
+// incFallback counts a source batch of a pass-through mirror that took the
+// record path.
+func (mm *mirrorMetrics) incFallback(reason string) {
+	if mm != nil {
+		mm.fallbacks.WithLabelValues(reason).Inc()
 	}
 }

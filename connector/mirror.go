@@ -2,6 +2,7 @@ package connector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -285,7 +286,18 @@ func (m *Mirror) producerOpts() []kgo.Opt {
 	if len(m.cfg.Compression) > 0 {
 		opts = append(opts, kgo.ProducerBatchCompression(m.cfg.Compression...))
 	}
-	return opts
+	return append(opts, kgo.WithHooks(recordBatchHook{m}))
+}
+
+// recordBatchHook counts the record path's batches of mirrored records
+// (kmirror_batches_total{path="records"}); kmirror's own topics are not
+// counted.
+type recordBatchHook struct{ m *Mirror }
+
+func (h recordBatchHook) OnProduceBatchWritten(_ kgo.BrokerMetadata, topic string, _ int32, _ kgo.ProduceBatchMetrics) {
+	if !policy.IsInternalTopic(topic) && topic != h.m.cfg.DeadLetterTopic {
+		h.m.metrics.batchWritten(false)
+	}
 }
 
 // dstProduce produces a record of kmirror's own (metadata, checkpoints,
@@ -331,8 +343,14 @@ func (m *Mirror) Run(ctx context.Context) error {
 			return fmt.Errorf("mirror %s: join the cluster: %w", m.cfg.Name, err)
 		}
 		cp = m.slots
+		if m.cfg.SourceCompression {
+			// Slots write through transactional producers (fencing,
+			// records and progress in one transaction): a raw Produce
+			// would be neither fenced nor in the transaction.
+			m.log.Info("producer.compression: source in cluster mode: records are decoded and produced again uncompressed (batch pass-through needs the single-worker mode)", "reason", reasonCluster)
+		}
 	} else {
-		single = newCopier(m.log, m.metrics, c.dst, m.produceCtx, copierOpts{deadLetter: m.cfg.DeadLetterTopic, deliveryTimeout: m.cfg.DeliveryTimeout})
+		single = newCopier(m.log, m.metrics, c.dst, m.produceCtx, copierOpts{deadLetter: m.cfg.DeadLetterTopic, deliveryTimeout: m.cfg.DeliveryTimeout, passthrough: m.cfg.SourceCompression})
 		defer single.close()
 		cp = single
 		writer = m.newProgressWriter(c.dst, single)
@@ -475,6 +493,9 @@ func (m *Mirror) shutdown(c *clients, cp dataPlane, writer *progressWriter, stop
 	// count of records produced and not acknowledged decides.
 	var abandonedErr error
 	err := c.dst.Flush(flushCtx)
+	if single, ok := cp.(*copier); ok {
+		err = errors.Join(err, single.flushPassthrough(flushCtx))
+	}
 	if err != nil {
 		m.cancelProduce()
 	}

@@ -61,6 +61,8 @@ var knownMetrics = []string{
 	"kmirror_transaction_commit_seconds_bucket",
 	"kmirror_transaction_commit_seconds_sum",
 	"kmirror_transaction_commit_seconds_count",
+	"kmirror_batches_total",
+	"kmirror_passthrough_fallbacks_total",
 }
 
 var metricName = regexp.MustCompile(`\bkmirror_[a-z0-9_]+`)

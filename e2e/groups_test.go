@@ -590,6 +590,17 @@ func TestGroupFailoverExact(t *testing.T) {
 		if !t.Failed() {
 			t.Logf("after failover the group received exactly the %d records after its source commits: 0 duplicates, 0 missing", total)
 		}
+		// The default producer.compression (source) forwards the plain
+		// topic's batches as they are: the exact translation above
+		// holds on the pass-through path (a silent fallback fails here).
+		if n := mustScrapeMetric(t, addr, "kmirror_batches_total", map[string]string{"path": "passthrough"}); n == 0 {
+			t.Errorf("kmirror_batches_total{path=passthrough} = 0: nothing was forwarded as it is")
+		}
+		// The compacted topic's batches (offset gaps) are recognised before
+		// they are sent: the target never has to refuse one.
+		if n := mustScrapeMetric(t, addr, "kmirror_passthrough_fallbacks_total", map[string]string{"reason": "target_refused"}); n != 0 {
+			t.Errorf("kmirror_passthrough_fallbacks_total{reason=target_refused} = %v, want 0", n)
+		}
 	})
 }
 

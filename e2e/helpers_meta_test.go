@@ -68,6 +68,7 @@ type kmMirror struct {
 	ProgressInterval  string            `yaml:"progress_interval,omitempty"`
 	Sync              *kmSync           `yaml:"sync,omitempty"`
 	Labels            []kmLabel         `yaml:"labels,omitempty"`
+	Producer          map[string]any    `yaml:"producer,omitempty"`
 }
 
 type kmTopics struct {

@@ -252,9 +252,14 @@ func TestKafkaLogAppendTime(t *testing.T) {
 		}
 	}
 
-	e.startWorker(e.writeConfig(e.defaultConfig()))
+	w := e.startWorker(e.writeConfig(e.defaultConfig()))
 	e.waitTargetValues(45*time.Second, "src."+topic, want)
 	got := e.readTarget("src." + topic)
+	// Forwarded as they are, LogAppendTime batches would get the target's
+	// clock or the producer's timestamps: they must take the record path.
+	if n := mustScrapeMetric(t, w.httpAddr(t), "kmirror_passthrough_fallbacks_total", map[string]string{"reason": "log_append_time"}); n == 0 {
+		t.Errorf("kmirror_passthrough_fallbacks_total{reason=log_append_time} = 0: LogAppendTime batches were not decoded")
+	}
 	types := map[int8]int{}
 	for p, rs := range src {
 		for i, r := range rs {

@@ -20,7 +20,10 @@
 //     to the last topic's record visible at the target;
 //   - failover: a source group commits mid-batch at various lags, the
 //     contender (kmirror, MM2) syncs it to the target, the application
-//     fails over: records re-delivered and skipped.
+//     fails over: records re-delivered and skipped;
+//   - compressed: -compressed-records JSON-like records produced with zstd
+//     and with lz4 (compressed.go): kmirror with its defaults, the limit
+//     and MM2 re-encoding with the codec; CPU per GB, bytes on disk.
 //
 // kmirror-eos and mm2-eos run the throughput and latency phases with
 // exactly-once on (kmirror `exactly_once: true`, MM2
@@ -56,6 +59,7 @@ type options struct {
 	latencyDuration                time.Duration
 	startupTopics                  int
 	failoverRecords                int
+	compressedRecords              int
 	contenders, phases             []string
 	out                            string
 	mm2Heap, brokerHeap            string
@@ -65,7 +69,9 @@ type options struct {
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "limit-child" {
-		os.Exit(limitChild(os.Args[2:]))
+		// The limit as a process of its own (workload.LimitChild):
+		// kmirror's copy settings, target topics named src.<topic>.
+		os.Exit(workload.LimitChild(os.Args[2:], workload.LimitConfig{FetchMaxWait: fetchMaxWait, Linger: linger, BatchMaxBytes: batchMaxBytes}))
 	}
 	if len(os.Args) > 1 && os.Args[1] == "kmirror-child" {
 		os.Exit(kmirrorChild(os.Args[2:]))
@@ -85,8 +91,9 @@ func run() int {
 	flag.DurationVar(&o.latencyDuration, "latency-duration", 60*time.Second, "latency: length of the measured phase, after a 1s warm-up")
 	flag.IntVar(&o.startupTopics, "startup-topics", 1000, "startup: topics with one record each")
 	flag.IntVar(&o.failoverRecords, "failover-records", 5000, "failover: records per partition (8 partitions)")
+	flag.IntVar(&o.compressedRecords, "compressed-records", 2000000, "compressed: JSON-like records per codec (zstd, lz4)")
 	flag.StringVar(&contenders, "contenders", "limit,kmirror,mm2,kmirror-eos,mm2-eos", "contenders, comma-separated: limit, kmirror, mm2, kmirror-eos and mm2-eos (exactly once: throughput and latency phases only), and kmirror-prof (kmirror in-process with a CPU profile)")
-	flag.StringVar(&phases, "phases", "throughput,latency,startup,failover", "phases, comma-separated")
+	flag.StringVar(&phases, "phases", "throughput,latency,startup,failover,compressed", "phases, comma-separated")
 	flag.StringVar(&o.out, "out", "bench/results/latest.md", "also write the report here when every run passed; empty to skip")
 	flag.StringVar(&o.mm2Heap, "mm2-heap", "1g", "MirrorMaker 2's -Xmx")
 	flag.StringVar(&o.brokerHeap, "broker-heap", "1g", "each broker's -Xmx")
@@ -103,7 +110,7 @@ func run() int {
 	}
 	for _, n := range strings.Split(phases, ",") {
 		n = strings.TrimSpace(n)
-		if !slices.Contains([]string{"throughput", "latency", "startup", "failover"}, n) {
+		if !slices.Contains([]string{"throughput", "latency", "startup", "failover", "compressed"}, n) {
 			log.Printf("unknown phase %q", n)
 			return 2
 		}
@@ -125,7 +132,7 @@ func run() int {
 	log.Printf("scratch directory %s; load %s", e.dir, machine.Loadavg())
 
 	rep := &report{o: &o, e: e, started: time.Now(), load0: machine.Loadavg(), settings: map[string]string{},
-		tp: map[string]throughput{}, lat: map[string]latency{}, st: map[string]startup{}, fo: map[string]failover{}}
+		tp: map[string]throughput{}, lat: map[string]latency{}, st: map[string]startup{}, fo: map[string]failover{}, cp: map[string]map[string]compressed{}}
 	var failed error
 	for _, phase := range o.phases {
 		for _, name := range o.contenders {
@@ -164,6 +171,12 @@ func run() int {
 				if err == nil {
 					rep.st[name] = r
 					log.Printf("  %s: %d topics visible after %.2fs", name, r.topics, r.took.Seconds())
+				}
+			case "compressed":
+				var r map[string]compressed
+				r, _, err = compressedPhase(ctx, e, &o, c)
+				if err == nil {
+					rep.cp[name] = r
 				}
 			case "failover":
 				var r failover

@@ -359,6 +359,7 @@ func newMirror(cfg *config.Config, mc *config.Mirror, log *slog.Logger, metrics 
 		Cluster:             clusterConfig(mc),
 		BatchMaxBytes:       int32(mc.Producer.BatchMaxBytes),
 		Compression:         codec,
+		SourceCompression:   mc.Producer.Compression == "source",
 		OffsetCodec:         offsetCodec,
 		Logger:              log,
 		Metrics:             metrics,
@@ -404,7 +405,9 @@ func enabledInterval(enabled bool, d config.Duration) time.Duration {
 
 func compression(name string) ([]kgo.CompressionCodec, error) {
 	switch name {
-	case "", "none":
+	case "none", "source":
+		// source: batches forwarded as they are keep their codec; the
+		// record path (fallbacks, cluster mode) produces uncompressed.
 		return []kgo.CompressionCodec{kgo.NoCompression()}, nil
 	case "gzip":
 		return []kgo.CompressionCodec{kgo.GzipCompression()}, nil

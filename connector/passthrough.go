@@ -1,0 +1,1038 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// passthrough is the copier's batch path (producer.compression: source,
+// outside cluster mode): it fetches source partitions with raw Fetch
+// requests, so batches stay compressed, and forwards each batch that is
+// safe to forward (passReason) to the target with a raw Produce request,
+// rewriting only its header (rewriteBatch). Batches that are not safe are
+// decoded with franz-go's own parser (kgo.ProcessFetchPartition: aborted
+// transactions and markers dropped) and re-encoded into a batch of their
+// records, with the source codec, on the same path: one producer per
+// partition, so the order on the target is the order at the source.
+//
+// Everything else is the copier's: each record is pushed on its
+// partition's in-flight queue before it is sent, and settled through the
+// partition's promise with its target offset (a forwarded batch maps
+// source base+delta to target base+delta), so the offset index, progress,
+// failures and rewinds, delivery_timeout, shutdown accounting and parked
+// partitions work as on the record path. A partition the target refuses a
+// batch of (a codec it does not support, a batch larger than its
+// message.max.bytes, a corrupt batch; or anything ptMaxRefusals times in a
+// row) falls back to the record path of the copier (franz-go's consumer and
+// producer) at its rewind, for good.
+//
+// The target producer is idempotent without a transactional ID
+// (InitProducerID): sequences per partition, and a retried batch keeps its
+// sequence so that the broker drops a duplicate. A refused batch fails the
+// partition, whose next batch starts a new producer ID (the sequences of
+// the failed one are unknown). One batch is in flight per partition (one
+// request carries a batch of every ready partition of a leader): requests
+// are issued on several goroutines through kgo's Broker.Request, which
+// does not order them on the wire, and a broker with no state for a
+// producer accepts any first sequence (KIP-360), so two batches of a
+// partition in flight could land in the wrong order.
+type passthrough struct {
+	c   *copier
+	src *kgo.Client // raw fetches; created with the first partition
+	dst *kgo.Client
+
+	mu    sync.Mutex
+	parts map[topicPartition]*ptPart
+	ready []ptFetch // fetched, not yet taken by the poll loop
+	// srcLeaders and dstLeaders cache partition leaders (and topic IDs,
+	// needed by Fetch/Produce v13+); a partition whose request fails is
+	// looked up again.
+	srcMeta, dstMeta ptMeta
+	kickFetch        chan struct{}
+	gens             uint64 // source of ptPart.gen, unique across re-adds
+
+	// Producer side.
+	queues         map[topicPartition]*ptQueue
+	pid            int64 // the shared producer ID (-1: none yet)
+	epoch          int16
+	buffered       int           // bytes queued or in flight
+	space          chan struct{} // closed when bytes are released
+	kickSend       chan struct{}
+	decomp         kgo.Decompressor
+	comps          map[int8]kgo.Compressor
+	loggedFallback map[string]bool // partition+reason, logged once
+}
+
+type ptPart struct {
+	pos      int64 // next offset to fetch; -1: the log start
+	paused   bool
+	gen      uint64 // bumped by rewinds: older fetches are dropped
+	buffered bool   // a fetch of it waits in ready
+	fetching bool   // in a Fetch request in flight
+	topicID  [16]byte
+}
+
+type ptFetch struct {
+	tp   topicPartition
+	gen  uint64
+	from int64
+	rp   kmsg.FetchResponseTopicPartition
+}
+
+type ptMeta struct {
+	leaders map[topicPartition]int32
+	ids     map[string][16]byte
+	at      map[string]time.Time
+}
+
+func (m *ptMeta) init() {
+	m.leaders, m.ids, m.at = make(map[topicPartition]int32), make(map[string][16]byte), make(map[string]time.Time)
+}
+
+// ptQueue is one target partition's batches, the head in flight.
+type ptQueue struct {
+	ps      *partitionState
+	units   []*ptUnit
+	sending bool
+	retryAt time.Time
+	backoff time.Duration
+	pid     int64 // -1: use the shared one
+	epoch   int16
+	seq     int32
+	// failed is the error that failed the queue: batches enqueued after
+	// it (fetched before the partition was paused) fail with it too,
+	// rather than reaching the target ahead of the failed ones. A rewind
+	// clears it.
+	failed error
+}
+
+type ptUnit struct {
+	batch   []byte
+	count   int32
+	src     []int64 // source offsets of the records, in order
+	ctx     context.Context
+	ts      time.Time
+	forward bool // a source batch forwarded (else re-encoded records)
+	seqSet  bool // rewritten for the current producer ID and sequence
+}
+
+// ptMaxRefusals is how many times in a row the target may refuse a
+// partition's batch-path batches, with an error not known to be about the
+// batch (fallbackErr), before the partition takes the record path.
+const ptMaxRefusals = 3
+
+// Raw fetch sizes: as the record path's consumer (FetchMaxBytes, and
+// franz-go's default per partition). The per-partition limit spreads a
+// fetch over the partitions: with one batch in flight per partition, a
+// fetch filled by a few partitions would leave the others idle.
+const (
+	ptPartitionMaxBytes = 1 << 20
+	ptFetchWait         = 500 * time.Millisecond
+	ptMetaMaxAge        = 30 * time.Second
+	ptMaxBatchRecords   = 1 << 20 // re-encoded batches: records per batch
+	ptMaxBatchBytes     = 1 << 20 // and uncompressed bytes per batch
+)
+
+func newPassthrough(c *copier) *passthrough {
+	p := &passthrough{
+		c: c, dst: c.dst,
+		parts:          make(map[topicPartition]*ptPart),
+		queues:         make(map[topicPartition]*ptQueue),
+		kickFetch:      make(chan struct{}, 1),
+		kickSend:       make(chan struct{}, 1),
+		space:          make(chan struct{}),
+		pid:            -1,
+		decomp:         kgo.DefaultDecompressor(),
+		comps:          make(map[int8]kgo.Compressor),
+		loggedFallback: make(map[string]bool),
+	}
+	p.srcMeta.init()
+	p.dstMeta.init()
+	for codec, cc := range map[int8]kgo.CompressionCodec{1: kgo.GzipCompression(), 2: kgo.SnappyCompression(), 3: kgo.Lz4Compression(), 4: kgo.ZstdCompression()} {
+		if comp, err := kgo.DefaultCompressor(cc); err == nil {
+			p.comps[codec] = comp
+		}
+	}
+	return p
+}
+
+func kick(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// add starts fetching tp from next (the log start when next < 0).
+func (p *passthrough) add(tp topicPartition, next int64) {
+	p.mu.Lock()
+	p.gens++
+	p.parts[tp] = &ptPart{pos: next, gen: p.gens}
+	if q := p.queues[tp]; q != nil {
+		q.failed = nil
+	}
+	p.mu.Unlock()
+	kick(p.kickFetch)
+}
+
+// remove stops fetching tp; fetched data of it is dropped.
+func (p *passthrough) remove(tp topicPartition) {
+	p.mu.Lock()
+	delete(p.parts, tp)
+	p.mu.Unlock()
+}
+
+func (p *passthrough) pause(tp topicPartition) {
+	p.mu.Lock()
+	if pp := p.parts[tp]; pp != nil {
+		pp.paused = true
+		p.gens++
+		pp.gen = p.gens
+	}
+	p.mu.Unlock()
+}
+
+// rewind fetches tp again from pos and resumes it.
+func (p *passthrough) rewind(tp topicPartition, pos int64) {
+	p.mu.Lock()
+	if q := p.queues[tp]; q != nil {
+		q.failed = nil
+	}
+	if pp := p.parts[tp]; pp != nil {
+		pp.pos, pp.paused = pos, false
+		p.gens++
+		pp.gen = p.gens
+	}
+	p.mu.Unlock()
+	kick(p.kickFetch)
+}
+
+// take returns the fetched partitions and lets them be fetched again.
+func (p *passthrough) take() []ptFetch {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := p.ready
+	p.ready = nil
+	for _, f := range out {
+		if pp := p.parts[f.tp]; pp != nil {
+			pp.buffered = false
+		}
+	}
+	if len(out) > 0 {
+		kick(p.kickFetch)
+	}
+	return out
+}
+
+// fetchLoop fetches the partitions that have nothing waiting in ready and
+// no fetch in flight, with one Fetch request in flight per source leader
+// (each leader at its own pace: an idle one's long poll does not hold up
+// the others), until ctx ends.
+func (p *passthrough) fetchLoop(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	busy := make(map[int32]bool) // leaders with a fetch in flight
+	var busyMu sync.Mutex
+	for ctx.Err() == nil {
+		p.mu.Lock()
+		var wants []ptWant
+		for tp, pp := range p.parts {
+			if !pp.paused && !pp.buffered && !pp.fetching {
+				wants = append(wants, ptWant{tp, pp.pos, pp.gen})
+			}
+		}
+		p.mu.Unlock()
+		byLeader := make(map[int32][]ptWant)
+		for _, w := range wants {
+			if w.pos < 0 {
+				// A new partition, or one out of range: its log start.
+				start, err := p.logStart(ctx, w.tp)
+				if err != nil {
+					p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-start:%s/%d", w.tp.topic, w.tp.partition), "could not list the source partition's start offset; retrying", "topic", w.tp.topic, "partition", w.tp.partition, "err", err)
+					continue
+				}
+				p.mu.Lock()
+				if pp := p.parts[w.tp]; pp != nil && pp.gen == w.gen && pp.pos < 0 {
+					pp.pos = start
+				}
+				p.mu.Unlock()
+				w.pos = start
+			}
+			leader, err := p.leader(ctx, p.src, &p.srcMeta, w.tp)
+			if err != nil {
+				p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-leader:%s/%d", w.tp.topic, w.tp.partition), "source partition leader unknown; retrying", "topic", w.tp.topic, "partition", w.tp.partition, "err", err)
+				continue
+			}
+			busyMu.Lock()
+			b := busy[leader]
+			busyMu.Unlock()
+			if !b {
+				byLeader[leader] = append(byLeader[leader], w)
+			}
+		}
+		for leader, ws := range byLeader {
+			busyMu.Lock()
+			busy[leader] = true
+			busyMu.Unlock()
+			p.mu.Lock()
+			for _, w := range ws {
+				if pp := p.parts[w.tp]; pp != nil {
+					pp.fetching = true
+				}
+			}
+			p.mu.Unlock()
+			wg.Go(func() {
+				got := p.fetch(ctx, leader, ws)
+				p.mu.Lock()
+				for _, w := range ws {
+					if pp := p.parts[w.tp]; pp != nil {
+						pp.fetching = false
+					}
+				}
+				p.mu.Unlock()
+				busyMu.Lock()
+				busy[leader] = false
+				busyMu.Unlock()
+				if got {
+					p.c.wakePoll()
+				} else {
+					// Errors only: do not spin on this leader.
+					select {
+					case <-ctx.Done():
+					case <-time.After(fetchErrBackoff):
+					}
+				}
+				kick(p.kickFetch)
+			})
+		}
+		select {
+		case <-ctx.Done():
+		case <-p.kickFetch:
+		case <-time.After(fetchErrBackoff):
+		}
+	}
+}
+
+type ptWant struct {
+	tp  topicPartition
+	pos int64
+	gen uint64
+}
+
+// fetch sends one Fetch request to leader for ws and hands the response's
+// partitions to accept; it reports whether any was buffered.
+func (p *passthrough) fetch(ctx context.Context, leader int32, ws []ptWant) bool {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.MaxWaitMillis = int32(ptFetchWait / time.Millisecond)
+	req.MinBytes = 1
+	req.MaxBytes = FetchMaxBytes
+	req.IsolationLevel = 1 // read_committed: nothing past the last stable offset
+	req.SessionEpoch = -1  // no fetch session
+	// The broker fills partitions in request order up to MaxBytes: a
+	// shuffle keeps one busy partition from starving the others.
+	rand.Shuffle(len(ws), func(i, j int) { ws[i], ws[j] = ws[j], ws[i] })
+	topics := make(map[string]int)
+	for _, w := range ws {
+		i, ok := topics[w.tp.topic]
+		if !ok {
+			i = len(req.Topics)
+			topics[w.tp.topic] = i
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic = w.tp.topic
+			t.TopicID = p.topicID(&p.srcMeta, w.tp.topic)
+			req.Topics = append(req.Topics, t)
+		}
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = w.tp.partition
+		rp.FetchOffset = w.pos
+		rp.CurrentLeaderEpoch = -1
+		rp.LastFetchedEpoch = -1
+		rp.LogStartOffset = -1
+		rp.PartitionMaxBytes = ptPartitionMaxBytes
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
+	rctx, cancel := context.WithTimeout(ctx, ptFetchWait+30*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(rctx, p.src.Broker(int(leader)))
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-fetch:%d", leader), "fetch from source failed", "broker", leader, "err", err)
+			for _, w := range ws {
+				p.forgetLeaders(&p.srcMeta, w.tp.topic)
+			}
+		}
+		return false
+	}
+	asked := make(map[topicPartition]ptWant, len(ws))
+	for _, w := range ws {
+		asked[w.tp] = w
+	}
+	got := false
+	for i := range resp.Topics {
+		rt := &resp.Topics[i]
+		topic := rt.Topic
+		if topic == "" {
+			topic = p.topicByID(&p.srcMeta, rt.TopicID)
+		}
+		for j := range rt.Partitions {
+			tp := topicPartition{topic, rt.Partitions[j].Partition}
+			if w, ok := asked[tp]; ok && p.accept(tp, w.gen, w.pos, rt.Partitions[j]) {
+				got = true
+			}
+		}
+	}
+	return got
+}
+
+// accept handles one partition of a fetch response: an error moves or
+// refreshes the position, data is buffered for the poll loop and the
+// position moves past its last whole batch.
+func (p *passthrough) accept(tp topicPartition, gen uint64, from int64, rp kmsg.FetchResponseTopicPartition) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pp := p.parts[tp]
+	if pp == nil || pp.gen != gen || pp.paused {
+		return false
+	}
+	switch err := kerr.ErrorForCode(rp.ErrorCode); {
+	case errors.Is(err, kerr.OffsetOutOfRange):
+		// A position the source no longer has: from the log start,
+		// as the record path's consumer does.
+		p.c.log.Warn("source offset out of range; copying from the partition's log start", "topic", tp.topic, "partition", tp.partition, "offset", from)
+		pp.pos = -1
+		return false
+	case err != nil:
+		p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-fetch:%s/%d", tp.topic, tp.partition), "fetch from source failed", "topic", tp.topic, "partition", tp.partition, "err", err)
+		delete(p.srcMeta.leaders, tp)
+		return false
+	}
+	last := int64(-1)
+	_, hs, err := splitBatches(rp.RecordBatches)
+	if err != nil {
+		// Not v2 batches (an old message format): the record path's
+		// parser reads them; a corrupt batch is its to report.
+		last = -1
+	}
+	for _, h := range hs {
+		last = h.base + int64(h.lastDelta)
+	}
+	if err == nil && last < 0 && len(rp.RecordBatches) == 0 {
+		// Nothing new: still hand the watermarks over (lag).
+		p.ready = append(p.ready, ptFetch{tp: tp, gen: gen, from: from, rp: rp})
+		pp.buffered = true
+		return true
+	}
+	if err == nil && last >= from {
+		pp.pos = last + 1
+	}
+	// On a malformed response the position stays: the poll loop decodes
+	// it with franz-go's parser and rewinds to after what that returned.
+	p.ready = append(p.ready, ptFetch{tp: tp, gen: gen, from: from, rp: rp})
+	pp.buffered = true
+	return true
+}
+
+// current reports whether a fetch is still current (not rewound since).
+func (p *passthrough) current(f ptFetch) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pp := p.parts[f.tp]
+	return pp != nil && pp.gen == f.gen && !pp.paused
+}
+
+func (p *passthrough) logStart(ctx context.Context, tp topicPartition) (int64, error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	req.IsolationLevel = 1
+	t := kmsg.NewListOffsetsRequestTopic()
+	t.Topic = tp.topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition = tp.partition
+	rp.Timestamp = -2 // earliest
+	rp.CurrentLeaderEpoch = -1
+	t.Partitions = append(t.Partitions, rp)
+	req.Topics = append(req.Topics, t)
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(rctx, p.src)
+	if err != nil {
+		return -1, err
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if rp.Partition == tp.partition {
+				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+					return -1, err
+				}
+				return rp.Offset, nil
+			}
+		}
+	}
+	return -1, fmt.Errorf("partition %s/%d missing from the ListOffsets response", tp.topic, tp.partition)
+}
+
+// leader returns a partition's leader from the cache, asking the cluster
+// for its topic's metadata when unknown or older than ptMetaMaxAge.
+func (p *passthrough) leader(ctx context.Context, cl *kgo.Client, m *ptMeta, tp topicPartition) (int32, error) {
+	p.mu.Lock()
+	leader, ok := m.leaders[tp]
+	fresh := time.Since(m.at[tp.topic]) < ptMetaMaxAge
+	p.mu.Unlock()
+	if ok && fresh {
+		return leader, nil
+	}
+	req := kmsg.NewPtrMetadataRequest()
+	t := kmsg.NewMetadataRequestTopic()
+	t.Topic = kmsg.StringPtr(tp.topic)
+	req.Topics = append(req.Topics, t)
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(rctx, cl)
+	if err != nil {
+		return -1, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, rt := range resp.Topics {
+		if rt.Topic == nil || *rt.Topic != tp.topic {
+			continue
+		}
+		if err := kerr.ErrorForCode(rt.ErrorCode); err != nil {
+			return -1, err
+		}
+		m.ids[tp.topic] = rt.TopicID
+		m.at[tp.topic] = time.Now()
+		for _, rp := range rt.Partitions {
+			if rp.ErrorCode == 0 || rp.Leader >= 0 {
+				m.leaders[topicPartition{tp.topic, rp.Partition}] = rp.Leader
+			}
+		}
+	}
+	leader, ok = m.leaders[tp]
+	if !ok || leader < 0 {
+		return -1, fmt.Errorf("no leader for %s/%d", tp.topic, tp.partition)
+	}
+	return leader, nil
+}
+
+func (p *passthrough) forgetLeaders(m *ptMeta, topic string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(m.at, topic)
+}
+
+func (p *passthrough) topicID(m *ptMeta, topic string) [16]byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return m.ids[topic]
+}
+
+func (p *passthrough) topicByID(m *ptMeta, id [16]byte) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for t, tid := range m.ids {
+		if tid == id {
+			return t
+		}
+	}
+	return ""
+}
+
+// producePassthrough hands one fetched partition to the target: forwarded batches
+// where every batch is safe, else its records decoded and re-encoded.
+// Called on the poll loop's goroutine, like producePartition.
+func (c *copier) producePassthrough(f ptFetch) {
+	p := c.pt
+	if !p.current(f) {
+		return // rewound or paused since: read again
+	}
+	ps := c.partition(f.tp)
+	if ps == nil {
+		return
+	}
+	rp := &f.rp
+	batches, hs, splitErr := splitBatches(rp.RecordBatches)
+	aborted := make(map[int64]bool, len(rp.AbortedTransactions))
+	for _, a := range rp.AbortedTransactions {
+		aborted[a.ProducerID] = true
+	}
+	reason := ""
+	if splitErr != nil {
+		reason = reasonMalformed
+	}
+	for _, h := range hs {
+		if reason != "" {
+			break
+		}
+		if r := passReason(h, f.from, aborted); r != reasonControl {
+			reason = r
+		}
+	}
+
+	ps.mu.Lock()
+	if ps.failed != nil || !ps.passthrough {
+		ps.mu.Unlock()
+		return
+	}
+	if rp.LastStableOffset > ps.end {
+		ps.end = rp.LastStableOffset
+	} else if rp.HighWatermark > ps.end && rp.LastStableOffset <= 0 {
+		ps.end = rp.HighWatermark
+	}
+	ps.mu.Unlock()
+
+	var units []*ptUnit
+	if reason == "" {
+		for i, b := range batches {
+			h := hs[i]
+			if h.control() {
+				continue
+			}
+			u := &ptUnit{batch: b, count: h.count, ts: batchTime(h), forward: true}
+			u.src = make([]int64, h.count)
+			for j := range u.src {
+				u.src[j] = h.base + int64(j)
+			}
+			units = append(units, u)
+		}
+	} else {
+		c.metrics.incFallback(reason)
+		p.logFallback(f.tp, reason, nil)
+		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+			Offset:         f.from,
+			IsolationLevel: kgo.ReadCommitted(),
+			Topic:          f.tp.topic,
+			Partition:      f.tp.partition,
+		}, rp, p.decomp, nil)
+		if fp.Err != nil && len(fp.Records) == 0 {
+			c.logEvery.warn(c.log, fmt.Sprintf("pt-decode:%s/%d", f.tp.topic, f.tp.partition), "could not decode a fetched source batch; fetching again", "topic", f.tp.topic, "partition", f.tp.partition, "offset", f.from, "err", fp.Err)
+			p.rewind(f.tp, f.from)
+			return
+		}
+		if splitErr != nil {
+			p.rewind(f.tp, next) // the fetcher could not move the position itself
+		}
+		codec := int8(0)
+		if len(hs) > 0 {
+			codec = hs[0].codec()
+		} else if len(fp.Records) > 0 {
+			codec = int8(fp.Records[0].Attrs.CompressionType())
+		}
+		units = p.encodeUnits(fp.Records, codec)
+		if units == nil && len(fp.Records) > 0 {
+			return // logged; fetched again after the rewind
+		}
+	}
+	if len(units) == 0 {
+		return
+	}
+
+	ps.mu.Lock()
+	if ps.failed != nil || !ps.passthrough {
+		ps.mu.Unlock()
+		return
+	}
+	if ps.acked < 0 {
+		ps.acked = units[0].src[0]
+	}
+	if ps.committed < 0 {
+		ps.committed = ps.acked
+	}
+	if ps.head == len(ps.inflight) {
+		ps.progressAt = time.Now()
+	}
+	for _, u := range units {
+		ps.inflight = append(ps.inflight, u.src...)
+	}
+	if ps.ctx == nil || ps.ctx.Err() != nil {
+		ps.ctx, ps.cancel = context.WithCancel(c.produceCtx)
+		ps.expired = nil
+	}
+	ctx := ps.ctx
+	ps.mu.Unlock()
+	for _, u := range units {
+		u.ctx = ctx
+		p.enqueue(ps, u)
+	}
+}
+
+// encodeUnits re-encodes decoded records into batches of at most
+// ptMaxBatchBytes (uncompressed), compressed with codec.
+func (p *passthrough) encodeUnits(records []*kgo.Record, codec int8) []*ptUnit {
+	var units []*ptUnit
+	for len(records) > 0 {
+		n, size := 0, 0
+		for n < len(records) && n < ptMaxBatchRecords && (n == 0 || size+recordBytes(records[n]) < ptMaxBatchBytes) {
+			size += recordBytes(records[n]) + 32
+			n++
+		}
+		b, err := encodeBatch(records[:n], codec, p.comps[codec])
+		if err != nil {
+			p.c.log.Error("could not encode a batch", "err", err)
+			return nil
+		}
+		u := &ptUnit{batch: b, count: int32(n), ts: records[n-1].Timestamp}
+		u.src = make([]int64, n)
+		for i, r := range records[:n] {
+			u.src[i] = r.Offset
+		}
+		units = append(units, u)
+		records = records[n:]
+	}
+	return units
+}
+
+// logFallback logs once per partition and reason why batches took the
+// record path.
+func (p *passthrough) logFallback(tp topicPartition, reason string, err error) {
+	key := fmt.Sprintf("%s/%d/%s", tp.topic, tp.partition, reason)
+	p.mu.Lock()
+	logged := p.loggedFallback[key]
+	p.loggedFallback[key] = true
+	p.mu.Unlock()
+	if logged {
+		return
+	}
+	if err != nil {
+		p.c.log.Warn("target refused a forwarded batch: partition copied record by record from now on", "topic", tp.topic, "partition", tp.partition, "reason", reason, "err", err)
+		return
+	}
+	p.c.log.Info("source batches not forwarded as they are: their records are decoded and produced again", "topic", tp.topic, "partition", tp.partition, "reason", reason)
+}
+
+// enqueue queues a batch for its target partition, waiting while the
+// bytes in flight exceed the producer's buffer (as franz-go's Produce
+// does). A cancelled context fails the batch at once.
+func (p *passthrough) enqueue(ps *partitionState, u *ptUnit) {
+	for {
+		p.mu.Lock()
+		if p.buffered < ProducerMaxBufferedBytes || p.buffered == 0 {
+			break
+		}
+		space := p.space
+		p.mu.Unlock()
+		select {
+		case <-space:
+		case <-u.ctx.Done():
+			p.settle(ps, u, -1, u.ctx.Err())
+			return
+		}
+	}
+	q := p.queues[ps.tp]
+	if q == nil {
+		q = &ptQueue{ps: ps, pid: -1}
+		p.queues[ps.tp] = q
+	}
+	if err := q.failed; err != nil {
+		p.mu.Unlock()
+		p.settle(ps, u, -1, err)
+		return
+	}
+	q.ps = ps
+	q.units = append(q.units, u)
+	p.buffered += len(u.batch)
+	p.mu.Unlock()
+	kick(p.kickSend)
+}
+
+// settle hands a batch's result to its partition's promise, record by
+// record: target offset base+i for its i-th record.
+func (p *passthrough) settle(ps *partitionState, u *ptUnit, base int64, err error) {
+	r := kgo.Record{Timestamp: u.ts}
+	for i := range u.src {
+		r.Offset = base + int64(i)
+		ps.promise(&r, err)
+	}
+	if err == nil {
+		p.c.metrics.batchWritten(u.forward)
+		if m := p.c.metrics; m != nil {
+			// The records are not decoded: the batch's bytes as
+			// written stand for them (compressed).
+			m.bytes.Add(float64(len(u.batch)))
+		}
+	}
+}
+
+// sendLoop sends each partition's head batch to its target leader, one
+// Produce request per leader for all partitions ready, until ctx ends
+// and nothing is queued.
+func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		select {
+		case <-done:
+			return
+		case <-p.kickSend:
+		case <-time.After(50 * time.Millisecond):
+		}
+		now := time.Now()
+		type send struct {
+			tp topicPartition
+			q  *ptQueue
+			u  *ptUnit
+		}
+		var ready []send
+		var expired []send
+		p.mu.Lock()
+		for tp, q := range p.queues {
+			if q.sending || len(q.units) == 0 || now.Before(q.retryAt) {
+				continue
+			}
+			if q.units[0].ctx.Err() != nil {
+				expired = append(expired, send{tp, q, nil})
+				continue
+			}
+			ready = append(ready, send{tp, q, q.units[0]})
+		}
+		p.mu.Unlock()
+		for _, s := range expired {
+			p.failQueue(s.tp, s.q, s.q.units[0].ctx.Err())
+		}
+		if len(ready) == 0 {
+			continue
+		}
+		if err := p.ensurePID(ctx, ready[0].q); err != nil {
+			p.c.logEvery.warn(p.c.log, "pt-pid", "could not get a producer ID from the target; retrying", "err", err)
+			continue
+		}
+		byLeader := make(map[int32][]send)
+		for _, s := range ready {
+			target := topicPartition{s.q.ps.target, s.tp.partition}
+			leader, err := p.leader(ctx, p.dst, &p.dstMeta, target)
+			if err != nil {
+				p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-dst-leader:%s", target.topic), "target partition leader unknown; retrying", "topic", target.topic, "partition", target.partition, "err", err)
+				p.retryLater(s.q)
+				continue
+			}
+			if err := p.ensurePID(ctx, s.q); err != nil {
+				continue
+			}
+			p.mu.Lock()
+			if !s.u.seqSet {
+				pid, epoch := s.q.pid, s.q.epoch
+				if pid < 0 {
+					pid, epoch = p.pid, p.epoch
+				}
+				if err := rewriteBatch(s.u.batch, pid, epoch, s.q.seq); err != nil {
+					p.mu.Unlock()
+					p.failQueue(s.tp, s.q, err)
+					continue
+				}
+				s.u.seqSet = true
+			}
+			s.q.sending = true
+			p.mu.Unlock()
+			byLeader[leader] = append(byLeader[leader], s)
+		}
+		for leader, ss := range byLeader {
+			wg.Go(func() {
+				req := kmsg.NewPtrProduceRequest()
+				req.Acks = -1
+				req.TimeoutMillis = 30_000
+				idx := make(map[string]int)
+				for _, s := range ss {
+					i, ok := idx[s.q.ps.target]
+					if !ok {
+						i = len(req.Topics)
+						idx[s.q.ps.target] = i
+						t := kmsg.NewProduceRequestTopic()
+						t.Topic = s.q.ps.target
+						t.TopicID = p.topicID(&p.dstMeta, s.q.ps.target)
+						req.Topics = append(req.Topics, t)
+					}
+					rp := kmsg.NewProduceRequestTopicPartition()
+					rp.Partition = s.tp.partition
+					rp.Records = s.u.batch
+					req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+				}
+				rctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+				resp, err := req.RequestWith(rctx, p.dst.Broker(int(leader)))
+				cancel()
+				results := make(map[topicPartition]kmsg.ProduceResponseTopicPartition)
+				if err == nil {
+					for _, rt := range resp.Topics {
+						topic := rt.Topic
+						if topic == "" {
+							topic = p.topicByID(&p.dstMeta, rt.TopicID)
+						}
+						for _, rp := range rt.Partitions {
+							results[topicPartition{topic, rp.Partition}] = rp
+						}
+					}
+				}
+				for _, s := range ss {
+					rp, ok := results[topicPartition{s.q.ps.target, s.tp.partition}]
+					perr := err
+					if perr == nil && !ok {
+						perr = kerr.UnknownServerError
+					} else if perr == nil {
+						perr = kerr.ErrorForCode(rp.ErrorCode)
+					}
+					p.result(s.tp, s.q, s.u, rp.BaseOffset, perr)
+				}
+				kick(p.kickSend)
+			})
+		}
+	}
+}
+
+// result settles the head batch of q: acknowledged, retried (same
+// sequence) on an error a retry can fix, or failed with everything queued
+// behind it.
+func (p *passthrough) result(tp topicPartition, q *ptQueue, u *ptUnit, base int64, err error) {
+	if err == nil {
+		p.mu.Lock()
+		q.sending = false
+		q.units = q.units[1:]
+		q.seq += u.count // int32 wraps to 0 past MaxInt32, as the broker expects
+		q.backoff = 0
+		p.release(len(u.batch))
+		p.mu.Unlock()
+		p.settle(q.ps, u, base, nil)
+		return
+	}
+	// A refusal of the batch itself goes to the record path even when
+	// Kafka calls it retriable (CORRUPT_MESSAGE is): the same bytes would
+	// be refused forever.
+	if !fallbackErr(err) && retriable(err) && u.ctx.Err() == nil {
+		p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-produce:%s/%d", q.ps.target, tp.partition), "produce to the target failed; retrying the batch",
+			"topic", tp.topic, "partition", tp.partition, "target_topic", q.ps.target, "err", err)
+		p.mu.Lock()
+		q.sending = false
+		delete(p.dstMeta.at, q.ps.target)
+		p.mu.Unlock()
+		p.retryLater(q)
+		return
+	}
+	if u.ctx.Err() != nil && retriable(err) {
+		err = u.ctx.Err()
+	}
+	p.failQueue(tp, q, err)
+}
+
+// retriable reports a produce error that a retry of the same batch can
+// fix: a moved leader, an unreachable or overloaded broker.
+func retriable(err error) bool {
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Retriable
+	}
+	// Anything else is the connection or the request's own timeout; a
+	// cancelled context is a shutdown that gave up (see settle).
+	return !errors.Is(err, context.Canceled)
+}
+
+// fallbackErr reports a refusal of a forwarded batch that the record path
+// may not meet: franz-go builds its own batches (its size limit, a codec
+// the target takes).
+func fallbackErr(err error) bool {
+	for _, e := range []error{kerr.CorruptMessage, kerr.UnsupportedCompressionType, kerr.MessageTooLarge,
+		kerr.RecordListTooLarge, kerr.InvalidRecord, kerr.UnsupportedForMessageFormat, kerr.InvalidTimestamp} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *passthrough) retryLater(q *ptQueue) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	q.sending = false
+	q.backoff = min(max(2*q.backoff, 50*time.Millisecond), time.Second)
+	q.retryAt = time.Now().Add(q.backoff)
+}
+
+// failQueue fails q's batches: the partition fails (the copier rewinds it)
+// and its next batch starts a new producer ID and sequence 0, since what
+// the broker holds of the failed sequences is unknown.
+func (p *passthrough) failQueue(tp topicPartition, q *ptQueue, err error) {
+	p.mu.Lock()
+	units := q.units
+	q.units, q.sending, q.seq, q.pid, q.failed = nil, false, 0, -2, err
+	for _, u := range units {
+		p.release(len(u.batch))
+	}
+	p.mu.Unlock()
+	for _, u := range units {
+		p.settle(q.ps, u, -1, err)
+	}
+}
+
+// release frees buffer space. The caller holds p.mu.
+func (p *passthrough) release(n int) {
+	p.buffered -= n
+	close(p.space)
+	p.space = make(chan struct{})
+}
+
+// ensurePID gets the shared producer ID, or q's own after a failure
+// (pid -2), from the target (InitProducerID without a transactional ID:
+// an idempotent producer).
+func (p *passthrough) ensurePID(ctx context.Context, q *ptQueue) error {
+	p.mu.Lock()
+	need := p.pid < 0 || q.pid == -2
+	p.mu.Unlock()
+	if !need {
+		return nil
+	}
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.TransactionTimeoutMillis = 60_000
+	req.ProducerID = -1
+	req.ProducerEpoch = -1
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(rctx, p.dst)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pid < 0 {
+		p.pid, p.epoch = resp.ProducerID, resp.ProducerEpoch
+	} else if q.pid == -2 {
+		q.pid, q.epoch, q.seq = resp.ProducerID, resp.ProducerEpoch, 0
+	}
+	return nil
+}
+
+// pending is the number of batches queued or in flight.
+func (p *passthrough) pending() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, q := range p.queues {
+		n += len(q.units)
+	}
+	return n
+}
+
+// flush waits until every queued batch is settled, or ctx ends.
+func (p *passthrough) flush(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for p.pending() > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
