@@ -131,43 +131,6 @@ func client(addr string, opts ...kgo.Opt) (*kgo.Client, *kadm.Client, error) {
 	return cl, kadm.NewClient(cl), nil
 }
 
-// endOffsets returns the end offset of every partition of topics that
-// exist (topics not created yet are left out).
-func endOffsets(ctx context.Context, adm *kadm.Client, topics ...string) (map[string]map[int32]int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	// Only topics that exist: kadm would retry an unknown topic's
-	// metadata for seconds, blurring the timing.
-	md, err := adm.Metadata(ctx, topics...)
-	if err != nil {
-		return nil, err
-	}
-	var exist []string
-	for _, t := range md.Topics.Sorted() {
-		if t.Err == nil && len(t.Partitions) > 0 {
-			exist = append(exist, t.Topic)
-		}
-	}
-	out := map[string]map[int32]int64{}
-	if len(exist) == 0 {
-		return out, nil
-	}
-	ends, err := adm.ListEndOffsets(ctx, exist...)
-	if err != nil && len(ends) == 0 {
-		return nil, err
-	}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil {
-			return
-		}
-		if out[o.Topic] == nil {
-			out[o.Topic] = map[int32]int64{}
-		}
-		out[o.Topic][o.Partition] = o.Offset
-	})
-	return out, nil
-}
-
 func sum(m map[string]map[int32]int64) int64 {
 	var n int64
 	for _, ps := range m {

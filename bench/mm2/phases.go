@@ -103,7 +103,7 @@ func (r *contenderRun) waitTarget(ctx context.Context, topics []string, every ti
 		if err := r.alive(); err != nil {
 			return nil, err
 		}
-		ends, err := endOffsets(ctx, adm, topics...)
+		ends, err := workload.EndOffsets(ctx, adm, topics...)
 		if err == nil {
 			last = ends
 			if !first {
@@ -141,11 +141,11 @@ func (r *contenderRun) verify(ctx context.Context, topics ...string) error {
 	for _, t := range topics {
 		targets = append(targets, targetTopic(t))
 	}
-	src, err := endOffsets(ctx, sadm, topics...)
+	src, err := workload.EndOffsets(ctx, sadm, topics...)
 	if err != nil {
 		return err
 	}
-	dst, err := endOffsets(ctx, dadm, targets...)
+	dst, err := workload.EndOffsets(ctx, dadm, targets...)
 	if err != nil {
 		return err
 	}
@@ -636,7 +636,7 @@ func consumeTarget(ctx context.Context, addr, topic string, parts int, commits m
 	if err != nil {
 		return nil, err
 	}
-	ends, err := endOffsets(ctx, adm, topic)
+	ends, err := workload.EndOffsets(ctx, adm, topic)
 	adm.Close()
 	if err != nil {
 		return nil, err

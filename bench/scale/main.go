@@ -340,7 +340,7 @@ func (e *env) runContender(ctx context.Context, name string) (r row, err error) 
 		if err := produceEach(ctx, srcCl, topics, e.o.partitions, "after-restart"); err != nil {
 			return r, err
 		}
-		want, err := endOffsets(ctx, srcAdm, topics)
+		want, err := workload.EndOffsets(ctx, srcAdm, topics...)
 		if err != nil {
 			return r, err
 		}
@@ -358,7 +358,7 @@ func (e *env) runContender(ctx context.Context, name string) (r row, err error) 
 	}
 	// Every source record, once: the target's end offsets are the
 	// source's (no transactions: offsets are records).
-	want, err := endOffsets(ctx, srcAdm, topics)
+	want, err := workload.EndOffsets(ctx, srcAdm, topics...)
 	if err != nil {
 		return r, err
 	}
@@ -472,27 +472,6 @@ func trickle(ctx context.Context, cl *kgo.Client, topics []string, partitions, r
 	return total, failed.Get()
 }
 
-// endOffsets lists every partition's end offset of topics, in chunks.
-func endOffsets(ctx context.Context, adm *kadm.Client, topics []string) (map[string]map[int32]int64, error) {
-	out := map[string]map[int32]int64{}
-	for chunk := range slices.Chunk(topics, 2000) {
-		ends, err := adm.ListEndOffsets(ctx, chunk...)
-		if err != nil {
-			return nil, err
-		}
-		ends.Each(func(o kadm.ListedOffset) {
-			if o.Err != nil {
-				return
-			}
-			if out[o.Topic] == nil {
-				out[o.Topic] = map[int32]int64{}
-			}
-			out[o.Topic][o.Partition] = o.Offset
-		})
-	}
-	return out, nil
-}
-
 // waitTarget polls the target's end offsets (every second: listing tens
 // of thousands of partitions is not free) until every partition of
 // targets satisfies ok, failing when the contender exits.
@@ -521,7 +500,7 @@ func poll(ctx context.Context, proc *kafkatest.Process, adm *kadm.Client, target
 		if exited, err := proc.Exited(); exited {
 			return fmt.Errorf("the contender exited (%v):\n%s", err, proc.Tail(20))
 		}
-		got, err := endOffsets(ctx, adm, targets)
+		got, err := workload.EndOffsets(ctx, adm, targets...)
 		if err == nil {
 			n := 0
 			for _, t := range targets {
