@@ -69,7 +69,7 @@ func (m *Mirror) doPass(ctx context.Context, c *clients, cp dataPlane) (bool, er
 	if !m.dryRun() {
 		m.applyUnassigns(c.dst, cp, rec)
 	}
-	// 5. Create missing topics (one batched request) and grow partitions:
+	// 5. Create missing topics (batched, as large as the controller takes) and grow partitions:
 	// in cluster mode only the control plane's worker does.
 	var passErrs []error
 	if !m.ownsControl() {
@@ -588,7 +588,7 @@ func (m *Mirror) labelsFor(topic string, upstream map[string]string) map[string]
 	return out
 }
 
-// createMissing creates the target topics in one request, with the source
+// createMissing creates the target topics in batched requests, with the source
 // topics' configs that pass the config filters.
 func (m *Mirror) createMissing(ctx context.Context, c *clients, creates []topicSpec, targetPartitions map[string]int32) error {
 	names := make([]string, 0, len(creates))
@@ -649,7 +649,7 @@ func (m *Mirror) createMissing(ctx context.Context, c *clients, creates []topicS
 	return nil
 }
 
-// grow raises target partition counts in one request.
+// grow raises target partition counts in batched requests.
 func (m *Mirror) grow(ctx context.Context, c *clients, grows map[string]int32, targetPartitions map[string]int32) error {
 	results, err := growPartitions(ctx, c.dst, grows, m.dryRun())
 	if err != nil {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -243,5 +245,67 @@ func TestStatusThroughputAndTimeLag(t *testing.T) {
 		if ts.SourceTopic == "orders" && (ts.LagSeconds < 29 || ts.LagSeconds > 60) {
 			t.Fatalf("lag seconds %.1f, want about 30", ts.LagSeconds)
 		}
+	}
+}
+
+// TestPassCreatesWithinTheControllersLimit: a KRaft controller refuses a
+// CreateTopics request worth more than its batch of metadata records
+// (POLICY_VIOLATION "Unable to perform excessively large batch
+// operation"), which 2,000 topics of 5 partitions in one request hit. The
+// pass splits its creations into requests under maxRecordsPerRequest
+// (lowered here, with a target that enforces the same limit), and every
+// topic is created in one pass.
+func TestPassCreatesWithinTheControllersLimit(t *testing.T) {
+	old := maxRecordsPerRequest
+	maxRecordsPerRequest = 50
+	t.Cleanup(func() { maxRecordsPerRequest = old })
+	src, dst := testClusters(t)
+	h := newPassHarness(t, src, dst)
+	ctx := context.Background()
+	var names []string
+	for i := range 20 {
+		names = append(names, fmt.Sprintf("t%02d", i))
+	}
+	if _, err := h.srcAdm.CreateTopics(ctx, 5, 1, nil, names...); err != nil {
+		t.Fatal(err)
+	}
+	var requests, refused atomic.Int32
+	dst.ControlKey(int16(kmsg.CreateTopics), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		dst.KeepControl()
+		req := kr.(*kmsg.CreateTopicsRequest)
+		records := 0
+		for _, t := range req.Topics {
+			records += 1 + int(t.NumPartitions) + len(t.Configs)
+		}
+		if len(req.Topics) == 0 || strings.HasPrefix(req.Topics[0].Topic, "kmirror.") {
+			return nil, nil, false
+		}
+		requests.Add(1)
+		if records <= 50 {
+			return nil, nil, false
+		}
+		refused.Add(1)
+		resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+		for _, t := range req.Topics {
+			rt := kmsg.NewCreateTopicsResponseTopic()
+			rt.Topic = t.Topic
+			rt.ErrorCode = kerr.PolicyViolation.Code
+			rt.ErrorMessage = kmsg.StringPtr("Unable to perform excessively large batch operation.")
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil, true
+	})
+	if err := h.pass(t); err != nil {
+		t.Fatal(err)
+	}
+	got := targetPartitions(t, h.dst)
+	for _, n := range names {
+		if got["src."+n] != 5 {
+			t.Errorf("src.%s has %d partitions after one pass, want 5", n, got["src."+n])
+		}
+	}
+	// 20 topics of 6 records each, at most 50 a request: 3 requests.
+	if requests.Load() != 3 || refused.Load() != 0 {
+		t.Fatalf("%d CreateTopics requests, %d refused as too large; want 3, none refused", requests.Load(), refused.Load())
 	}
 }
