@@ -45,6 +45,9 @@ const (
 	defaultIndexMemory       = ByteSize(256 << 20)
 	minIndexMemory           = ByteSize(1 << 20)
 	maxStatePartitions       = 1000
+
+	defaultMM2HeartbeatsInterval  = Duration(time.Second)
+	defaultMM2CheckpointsInterval = Duration(60 * time.Second)
 )
 
 // Replication policy types accepted in ReplicationPolicy.Type.
@@ -273,6 +276,47 @@ type Mirror struct {
 	Filters []*FilterRef `yaml:"filters"`
 	// Listeners name entries of the top-level listeners to notify.
 	Listeners []string `yaml:"listeners"`
+	// MM2, when set, connects the mirror to the MirrorMaker 2 flow it
+	// replaces (docs/migration.md): it can start from the positions MM2
+	// committed, and write MM2's heartbeats and checkpoints so that MM2's
+	// clients (RemoteClusterUtils, MirrorClient) keep working.
+	MM2 *MM2 `yaml:"mm2,omitempty"`
+}
+
+// MM2 is what a mirror keeps of the MirrorMaker 2 flow it replaces.
+type MM2 struct {
+	// SourceAlias is the source cluster's alias in MM2's config (the A of
+	// A->B): MM2 keys its committed positions by it, and names the
+	// checkpoints topic after it. Default: the mirror's source.
+	SourceAlias string `yaml:"source_alias"`
+	// Adopt makes a partition that kmirror has never copied start from the
+	// position MM2 committed for it (in OffsetsTopic) instead of from the
+	// beginning, so that nothing MM2 copied is copied again. Default false.
+	Adopt bool `yaml:"adopt"`
+	// OffsetsTopic is the Connect offsets topic on the target cluster in
+	// which MM2 (dedicated mode) committed its source positions. Default
+	// "mm2-offsets.<target>.internal", target being the mirror's target.
+	OffsetsTopic string `yaml:"offsets_topic"`
+	// Heartbeats writes MM2's Heartbeat records to the target's
+	// "heartbeats" topic (compacted, one partition), as MM2's heartbeat
+	// connector does. Default false.
+	Heartbeats bool `yaml:"heartbeats"`
+	// HeartbeatsInterval between heartbeats. Default 1s (MM2's
+	// emit.heartbeats.interval.seconds); greater than 0.
+	HeartbeatsInterval Duration `yaml:"heartbeats_interval"`
+	// Checkpoints writes MM2's Checkpoint records, from kmirror's exact
+	// translation of the selected groups, to the target's
+	// "<source_alias>.checkpoints.internal" (compacted, one partition).
+	// Default false.
+	Checkpoints bool `yaml:"checkpoints"`
+	// CheckpointsInterval between checkpoints. Default 60s (MM2's
+	// emit.checkpoints.interval.seconds); greater than 0.
+	CheckpointsInterval Duration `yaml:"checkpoints_interval"`
+}
+
+func (m *MM2) setDefaults() {
+	m.HeartbeatsInterval = defaultMM2HeartbeatsInterval
+	m.CheckpointsInterval = defaultMM2CheckpointsInterval
 }
 
 // Sync configures the metadata kmirror copies besides records.

@@ -349,6 +349,21 @@ func (v *validator) mirror(m *Mirror, path string, clusters map[string]*Cluster,
 		}
 	}
 
+	if mm := m.MM2; mm != nil {
+		mp := path + ".mm2"
+		if mm.SourceAlias == "" {
+			mm.SourceAlias = m.Source
+		}
+		if mm.OffsetsTopic == "" {
+			mm.OffsetsTopic = "mm2-offsets." + m.Target + ".internal"
+		}
+		if !topicNameRE.MatchString(mm.OffsetsTopic) {
+			v.errorf(mp+".offsets_topic", "invalid topic name %q (want 1-249 characters from A-Z a-z 0-9 . _ -)", mm.OffsetsTopic)
+		}
+		v.positive(mp+".heartbeats_interval", mm.HeartbeatsInterval)
+		v.positive(mp+".checkpoints_interval", mm.CheckpointsInterval)
+	}
+
 	sp := path + ".sync.topic_configs"
 	m.Sync.TopicConfigs.include = v.patterns(sp+".include", m.Sync.TopicConfigs.Include)
 	m.Sync.TopicConfigs.exclude = v.patterns(sp+".exclude", m.Sync.TopicConfigs.Exclude)
