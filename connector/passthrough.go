@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -39,15 +40,30 @@ import (
 // sequence so that the broker drops a duplicate. A refused batch fails the
 // partition, whose next batch starts a new producer ID (the sequences of
 // the failed one are unknown). One batch is in flight per partition (one
-// request carries a batch of every ready partition of a leader): requests
-// are issued on several goroutines through kgo's Broker.Request, which
-// does not order them on the wire, and a broker with no state for a
+// request carries a batch of every ready partition of a leader and lane):
+// requests are issued on several goroutines through kgo's Broker.Request,
+// which does not order them on the wire, and a broker with no state for a
 // producer accepts any first sequence (KIP-360), so two batches of a
 // partition in flight could land in the wrong order.
+//
+// A broker reads the next request of a connection only after it answered
+// the previous one, and it checks every record of a compressed batch
+// (decompressing it) while the connection waits. With every partition on
+// one connection, the target's appends ran one request at a time, with
+// the broker idle between a response and the next request. So partitions
+// are spread over ptLanes connections (each a kgo client of its own; a
+// partition always takes the same one): the target appends several
+// requests at once, and one lane's turnaround is another's append.
 type passthrough struct {
 	c   *copier
 	src *kgo.Client // raw fetches; created with the first partition
-	dst *kgo.Client
+	dst *kgo.Client // metadata and producer IDs
+	// lanes are the connections Produce requests take, created with the
+	// first partition: a broker handles one request at a time per
+	// connection, so partitions spread over several (by hash, a
+	// partition always on the same lane) are written in parallel.
+	lanes   []*kgo.Client
+	dstOpts []kgo.Opt
 
 	mu    sync.Mutex
 	parts map[topicPartition]*ptPart
@@ -85,6 +101,11 @@ type ptFetch struct {
 	gen  uint64
 	from int64
 	rp   kmsg.FetchResponseTopicPartition
+	// rp's record bytes cut into batches once, by accept (splitBatches
+	// reads each batch's CRC: a pass over every byte).
+	batches  [][]byte
+	hs       []batchHeader
+	splitErr error
 }
 
 type ptMeta struct {
@@ -139,11 +160,15 @@ const (
 	ptMetaMaxAge        = 30 * time.Second
 	ptMaxBatchRecords   = 1 << 20 // re-encoded batches: records per batch
 	ptMaxBatchBytes     = 1 << 20 // and uncompressed bytes per batch
+	ptLanes             = 4
 )
 
-func newPassthrough(c *copier) *passthrough {
+func newPassthrough(c *copier, dstOpts []kgo.Opt) *passthrough {
 	p := &passthrough{
 		c: c, dst: c.dst,
+		// No lanes without dstOpts (unit tests): the shared client.
+		lanes:          make([]*kgo.Client, ptLanes*min(len(dstOpts), 1)),
+		dstOpts:        dstOpts,
 		parts:          make(map[topicPartition]*ptPart),
 		queues:         make(map[topicPartition]*ptQueue),
 		kickFetch:      make(chan struct{}, 1),
@@ -419,7 +444,8 @@ func (p *passthrough) accept(tp topicPartition, gen uint64, from int64, rp kmsg.
 		return false
 	}
 	last := int64(-1)
-	_, hs, err := splitBatches(rp.RecordBatches)
+	batches, hs, err := splitBatches(rp.RecordBatches)
+	f := ptFetch{tp: tp, gen: gen, from: from, rp: rp, batches: batches, hs: hs, splitErr: err}
 	if err != nil {
 		// Not v2 batches (an old message format): the record path's
 		// parser reads them; a corrupt batch is its to report.
@@ -430,7 +456,7 @@ func (p *passthrough) accept(tp topicPartition, gen uint64, from int64, rp kmsg.
 	}
 	if err == nil && last < 0 && len(rp.RecordBatches) == 0 {
 		// Nothing new: still hand the watermarks over (lag).
-		p.ready = append(p.ready, ptFetch{tp: tp, gen: gen, from: from, rp: rp})
+		p.ready = append(p.ready, f)
 		pp.buffered = true
 		return true
 	}
@@ -439,7 +465,7 @@ func (p *passthrough) accept(tp topicPartition, gen uint64, from int64, rp kmsg.
 	}
 	// On a malformed response the position stays: the poll loop decodes
 	// it with franz-go's parser and rewinds to after what that returned.
-	p.ready = append(p.ready, ptFetch{tp: tp, gen: gen, from: from, rp: rp})
+	p.ready = append(p.ready, f)
 	pp.buffered = true
 	return true
 }
@@ -563,7 +589,7 @@ func (c *copier) producePassthrough(f ptFetch) {
 		return
 	}
 	rp := &f.rp
-	batches, hs, splitErr := splitBatches(rp.RecordBatches)
+	batches, hs, splitErr := f.batches, f.hs, f.splitErr
 	aborted := make(map[int64]bool, len(rp.AbortedTransactions))
 	for _, a := range rp.AbortedTransactions {
 		aborted[a.ProducerID] = true
@@ -750,18 +776,20 @@ func (p *passthrough) enqueue(ps *partitionState, u *ptUnit) {
 // settle hands a batch's result to its partition's promise, record by
 // record: target offset base+i for its i-th record.
 func (p *passthrough) settle(ps *partitionState, u *ptUnit, base int64, err error) {
-	r := kgo.Record{Timestamp: u.ts}
-	for i := range u.src {
-		r.Offset = base + int64(i)
-		ps.promise(&r, err)
-	}
-	if err == nil {
-		p.c.metrics.batchWritten(u.forward)
-		if m := p.c.metrics; m != nil {
-			// The records are not decoded: the batch's bytes as
-			// written stand for them (compressed).
-			m.bytes.Add(float64(len(u.batch)))
+	if err != nil {
+		r := kgo.Record{Timestamp: u.ts}
+		for i := range u.src {
+			r.Offset = base + int64(i)
+			ps.promise(&r, err)
 		}
+		return
+	}
+	ps.ackBatch(len(u.src), base, u.ts)
+	p.c.metrics.batchWritten(u.forward)
+	if m := p.c.metrics; m != nil {
+		// The records are not decoded: the batch's bytes as written
+		// stand for them (compressed).
+		m.bytes.Add(float64(len(u.batch)))
 	}
 }
 
@@ -808,7 +836,8 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 			p.c.logEvery.warn(p.c.log, "pt-pid", "could not get a producer ID from the target; retrying", "err", err)
 			continue
 		}
-		byLeader := make(map[int32][]send)
+		type laneLeader struct{ lane, leader int32 }
+		byLeader := make(map[laneLeader][]send)
 		for _, s := range ready {
 			target := topicPartition{s.q.ps.target, s.tp.partition}
 			leader, err := p.leader(ctx, p.dst, &p.dstMeta, target)
@@ -835,9 +864,10 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 			}
 			s.q.sending = true
 			p.mu.Unlock()
-			byLeader[leader] = append(byLeader[leader], s)
+			ll := laneLeader{p.laneOf(target), leader}
+			byLeader[ll] = append(byLeader[ll], s)
 		}
-		for leader, ss := range byLeader {
+		for ll, ss := range byLeader {
 			wg.Go(func() {
 				req := kmsg.NewPtrProduceRequest()
 				req.Acks = -1
@@ -859,7 +889,7 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 					req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 				}
 				rctx, cancel := context.WithTimeout(ctx, 45*time.Second)
-				resp, err := req.RequestWith(rctx, p.dst.Broker(int(leader)))
+				resp, err := req.RequestWith(rctx, p.lane(ll.lane).Broker(int(ll.leader)))
 				cancel()
 				results := make(map[topicPartition]kmsg.ProduceResponseTopicPartition)
 				if err == nil {
@@ -887,6 +917,23 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 			})
 		}
 	}
+}
+
+// laneOf is the lane a target partition's batches take.
+func (p *passthrough) laneOf(tp topicPartition) int32 {
+	if len(p.lanes) == 0 {
+		return 0
+	}
+	h := fnv.New32a()
+	h.Write([]byte(tp.topic))
+	return int32((h.Sum32() + uint32(tp.partition)) % uint32(len(p.lanes)))
+}
+
+func (p *passthrough) lane(i int32) *kgo.Client {
+	if len(p.lanes) == 0 {
+		return p.dst
+	}
+	return p.lanes[i]
 }
 
 // result settles the head batch of q: acknowledged, retried (same
