@@ -469,15 +469,15 @@ func known[V any](m map[string]V) string {
 
 // binary checks a plugin binary's path and pin, resolving the path.
 func (v *validator) binary(path, file, sum string) string {
-	given := file // for the hint: the resolved path is empty when it cannot be read
+	hint := file // the path as written when it cannot be resolved (file_ returns "")
 	if file == "" {
 		v.errorf(path+".path", "required field missing (the plugin binary)")
-		given = "<the plugin binary>"
-	} else {
-		file = v.file_(path+".path", file)
+		hint = "<the plugin binary>"
+	} else if file = v.file_(path+".path", file); file != "" {
+		hint = file
 	}
 	if !sha256RE.MatchString(strings.ToLower(sum)) {
-		v.errorf(path+".sha256", "want the binary's sha256 as 64 hex digits (sha256sum %s), got %q", given, sum)
+		v.errorf(path+".sha256", "want the binary's sha256 as 64 hex digits (sha256sum %s), got %q", hint, sum)
 	}
 	return file
 }
