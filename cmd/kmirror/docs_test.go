@@ -58,7 +58,9 @@ type block struct {
 	text string
 }
 
-func (b block) String() string { return fmt.Sprintf("%s:%d", strings.TrimPrefix(b.file, "../../"), b.line) }
+func (b block) String() string {
+	return fmt.Sprintf("%s:%d", strings.TrimPrefix(b.file, "../../"), b.line)
+}
 
 func readBlocks(t *testing.T, file string) []block {
 	t.Helper()

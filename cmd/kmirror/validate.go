@@ -81,4 +81,3 @@ func errorLines(err error) []string {
 	}
 	return out
 }
-
