@@ -190,7 +190,7 @@ func printStatus(w io.Writer, st httpapi.StatusResponse, now time.Time) {
 		if !m.LastPassAt.IsZero() {
 			pass = "last pass " + now.Sub(m.LastPassAt).Round(time.Second).String() + " ago"
 		}
-		fmt.Fprintf(w, "MIRROR %s (%s -> %s): %s, lag %d records, %s\n", m.Name, m.Source, m.Target, state, m.Lag, pass)
+		fmt.Fprintf(w, "MIRROR %s (%s -> %s): %s, lag %s, %s\n", m.Name, m.Source, m.Target, state, plural(int(m.Lag), "record"), pass)
 		if m.LastPassError != "" {
 			fmt.Fprintf(w, "  last pass failed: %s\n", m.LastPassError)
 		}

@@ -92,10 +92,10 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if untranslatable > 0 {
-		fmt.Fprintf(stderr, "%d of %d partitions cannot be translated exactly (see NOTE) and are never applied\n", untranslatable, len(st.Partitions))
+		fmt.Fprintf(stderr, "%d of %s cannot be translated exactly (see NOTE) and are never applied\n", untranslatable, plural(len(st.Partitions), "partition"))
 	}
 	if *apply {
-		fmt.Fprintf(stderr, "committed %d partitions to group %s on the target\n", len(st.Partitions)-untranslatable, *group)
+		fmt.Fprintf(stderr, "committed %s to group %s on the target\n", plural(len(st.Partitions)-untranslatable, "partition"), *group)
 	}
 	return 0
 }
