@@ -469,13 +469,20 @@ func known[V any](m map[string]V) string {
 
 // binary checks a plugin binary's path and pin, resolving the path.
 func (v *validator) binary(path, file, sum string) string {
+	hint := "<the plugin binary>"
 	if file == "" {
 		v.errorf(path+".path", "required field missing (the plugin binary)")
 	} else {
+		// file_ returns "" for a file it cannot read; the hint still
+		// names it, as file_'s own error does.
+		hint = file
+		if !filepath.IsAbs(hint) {
+			hint = filepath.Join(v.dir, hint)
+		}
 		file = v.file_(path+".path", file)
 	}
 	if !sha256RE.MatchString(strings.ToLower(sum)) {
-		v.errorf(path+".sha256", "want the binary's sha256 as 64 hex digits (sha256sum %s), got %q", file, sum)
+		v.errorf(path+".sha256", "want the binary's sha256 as 64 hex digits (sha256sum %s), got %q", hint, sum)
 	}
 	return file
 }

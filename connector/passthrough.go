@@ -807,10 +807,13 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 		case <-time.After(50 * time.Millisecond):
 		}
 		now := time.Now()
+		// ps is q.ps when the send was taken: enqueue replaces q.ps under
+		// p.mu, and the sends are read without it.
 		type send struct {
 			tp topicPartition
 			q  *ptQueue
 			u  *ptUnit
+			ps *partitionState
 		}
 		var ready []send
 		var expired []send
@@ -820,10 +823,10 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 				continue
 			}
 			if q.units[0].ctx.Err() != nil {
-				expired = append(expired, send{tp, q, nil})
+				expired = append(expired, send{tp, q, nil, q.ps})
 				continue
 			}
-			ready = append(ready, send{tp, q, q.units[0]})
+			ready = append(ready, send{tp, q, q.units[0], q.ps})
 		}
 		p.mu.Unlock()
 		for _, s := range expired {
@@ -839,7 +842,7 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 		type laneLeader struct{ lane, leader int32 }
 		byLeader := make(map[laneLeader][]send)
 		for _, s := range ready {
-			target := topicPartition{s.q.ps.target, s.tp.partition}
+			target := topicPartition{s.ps.target, s.tp.partition}
 			leader, err := p.leader(ctx, p.dst, &p.dstMeta, target)
 			if err != nil {
 				p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-dst-leader:%s", target.topic), "target partition leader unknown; retrying", "topic", target.topic, "partition", target.partition, "err", err)
@@ -874,13 +877,13 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 				req.TimeoutMillis = 30_000
 				idx := make(map[string]int)
 				for _, s := range ss {
-					i, ok := idx[s.q.ps.target]
+					i, ok := idx[s.ps.target]
 					if !ok {
 						i = len(req.Topics)
-						idx[s.q.ps.target] = i
+						idx[s.ps.target] = i
 						t := kmsg.NewProduceRequestTopic()
-						t.Topic = s.q.ps.target
-						t.TopicID = p.topicID(&p.dstMeta, s.q.ps.target)
+						t.Topic = s.ps.target
+						t.TopicID = p.topicID(&p.dstMeta, s.ps.target)
 						req.Topics = append(req.Topics, t)
 					}
 					rp := kmsg.NewProduceRequestTopicPartition()
@@ -904,7 +907,7 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 					}
 				}
 				for _, s := range ss {
-					rp, ok := results[topicPartition{s.q.ps.target, s.tp.partition}]
+					rp, ok := results[topicPartition{s.ps.target, s.tp.partition}]
 					perr := err
 					if perr == nil && !ok {
 						perr = kerr.UnknownServerError
@@ -947,20 +950,22 @@ func (p *passthrough) result(tp topicPartition, q *ptQueue, u *ptUnit, base int6
 		q.seq += u.count // int32 wraps to 0 past MaxInt32, as the broker expects
 		q.backoff = 0
 		p.release(len(u.batch))
+		ps := q.ps // replaced by enqueue under p.mu
 		p.mu.Unlock()
-		p.settle(q.ps, u, base, nil)
+		p.settle(ps, u, base, nil)
 		return
 	}
 	// A refusal of the batch itself goes to the record path even when
 	// Kafka calls it retriable (CORRUPT_MESSAGE is): the same bytes would
 	// be refused forever.
 	if !fallbackErr(err) && retriable(err) && u.ctx.Err() == nil {
-		p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-produce:%s/%d", q.ps.target, tp.partition), "produce to the target failed; retrying the batch",
-			"topic", tp.topic, "partition", tp.partition, "target_topic", q.ps.target, "err", err)
 		p.mu.Lock()
+		target := q.ps.target
 		q.sending = false
-		delete(p.dstMeta.at, q.ps.target)
+		delete(p.dstMeta.at, target)
 		p.mu.Unlock()
+		p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-produce:%s/%d", target, tp.partition), "produce to the target failed; retrying the batch",
+			"topic", tp.topic, "partition", tp.partition, "target_topic", target, "err", err)
 		p.retryLater(q)
 		return
 	}
@@ -1008,14 +1013,14 @@ func (p *passthrough) retryLater(q *ptQueue) {
 // the broker holds of the failed sequences is unknown.
 func (p *passthrough) failQueue(tp topicPartition, q *ptQueue, err error) {
 	p.mu.Lock()
-	units := q.units
+	units, ps := q.units, q.ps
 	q.units, q.sending, q.seq, q.pid, q.failed = nil, false, 0, -2, err
 	for _, u := range units {
 		p.release(len(u.batch))
 	}
 	p.mu.Unlock()
 	for _, u := range units {
-		p.settle(q.ps, u, -1, err)
+		p.settle(ps, u, -1, err)
 	}
 }
 
