@@ -50,7 +50,7 @@ func (c *converter) mirror(f flow) *yaml.Node {
 	checkpoints, checkpointsInterval := c.emit(f, "emit.checkpoints", mm2CheckpointInterval)
 	heartbeats, heartbeatsInterval := c.emit(f, "emit.heartbeats", mm2HeartbeatsInterval)
 	if p, ok := c.flowGet(f, "replication.policy.internal.topic.separator.enabled"); ok && !strings.EqualFold(strings.TrimSpace(p.Value), "true") {
-		c.ignored(p, "not needed: MM2 names its internal topics with \".\" then, as kmirror does")
+		c.ignored(p, "MM2 names its internal topics with \".\" then, as kmirror does")
 	} else if sep != "." && checkpoints {
 		p, _ := c.flowGet(f, "replication.policy.separator")
 		c.unmapped(p, "with this separator MM2 named its checkpoints topic %s%scheckpoints%sinternal; kmirror's mm2.checkpoints writes %s.checkpoints.internal (MM2's clients of flow %s must read that one)", f.source, sep, sep, f.source, f)
@@ -76,7 +76,7 @@ func (c *converter) mirror(f flow) *yaml.Node {
 		if strings.EqualFold(strings.TrimSpace(p.Value), "enabled") {
 			exactlyOnce = withComment(boolean(true), f.target+".exactly.once.source.support = enabled")
 		} else {
-			c.ignored(p, "not needed: exactly-once is off while it is %q", p.Value)
+			c.ignored(p, "exactly-once is off while it is %q", p.Value)
 		}
 	}
 
@@ -466,15 +466,15 @@ func (c *converter) clientKey(p Property, role, k string) {
 	v := strings.ToLower(strings.TrimSpace(p.Value))
 	switch {
 	case role == "consumer" && k == "isolation.level" && v == "read_committed":
-		c.ignored(p, "not needed: kmirror always reads read_committed")
+		c.ignored(p, "kmirror always reads read_committed")
 	case role == "consumer" && k == "isolation.level":
 		c.unmapped(p, "kmirror always reads read_committed: records of aborted transactions are not copied")
 	case role == "consumer" && k == "auto.offset.reset" && v == "earliest":
-		c.ignored(p, "not needed: kmirror starts a partition it has never copied (and MM2 never committed) at its beginning")
+		c.ignored(p, "kmirror starts a partition it has never copied (and MM2 never committed) at its beginning")
 	case role == "producer" && k == "acks" && (v == "all" || v == "-1"):
-		c.ignored(p, "not needed: kmirror always writes with acks=all")
+		c.ignored(p, "kmirror always writes with acks=all")
 	case role == "producer" && k == "enable.idempotence" && v == "true":
-		c.ignored(p, "not needed: kmirror's producer is always idempotent")
+		c.ignored(p, "kmirror's producer is always idempotent")
 	case role == "producer" && k == "batch.size":
 		c.unmapped(p, "kmirror's producer.batch_max_bytes also bounds a single record, which batch.size does not; the output keeps kmirror's default (1 MiB)")
 	case isClientKey(k):
@@ -489,7 +489,7 @@ func (c *converter) clientKey(p Property, role, k string) {
 func (c *converter) connectorKey(p Property, k, where string) {
 	if def, ok := defaultClasses[k]; ok {
 		if strings.TrimSpace(p.Value) == def[0] {
-			c.ignored(p, "not needed: MM2's default")
+			c.ignored(p, "MM2's default")
 		} else {
 			c.unmapped(p, "%s", def[1])
 		}
@@ -508,6 +508,8 @@ func (c *converter) connectorKey(p Property, k, where string) {
 		c.unmapped(p, "kmirror never skips a record: one the target refuses stops its partition, or goes to mirrors[].dead_letter")
 	case k == "config.providers" || strings.HasPrefix(k, "config.providers."):
 		c.unmapped(p, "kmirror does not resolve config providers: write the values they give into the output (secrets as ${VAR} or password_file)")
+	case where == "top" && (isConnectorSetting(k) || k == "heartbeats.replication.enabled"):
+		c.ignored(p, "not used: every enabled flow sets its own")
 	case isClientKey(k) && where == "top":
 		c.ignored(p, "not used: no cluster of an enabled flow reads it")
 	case where == "top" && hasAnyPrefix(k, []string{"producer.", "consumer.", "admin."}):

@@ -102,7 +102,7 @@ func (c *converter) tls(alias string, eff map[string]Property) *yaml.Node {
 		if tsType == "PEM" {
 			ca = str(p.Value)
 			if pw, ok := c.take(eff, "ssl.truststore.password"); ok {
-				c.ignored(pw, "not needed: kmirror reads the PEM truststore as it is")
+				c.ignored(pw, "kmirror reads the PEM truststore as it is")
 			}
 		} else {
 			pem := replaceExt(p.Value, ".pem")
