@@ -475,6 +475,8 @@ func (c *converter) clientKey(p Property, role, k string) {
 		c.ignored(p, "kmirror always writes with acks=all")
 	case role == "producer" && k == "enable.idempotence" && v == "true":
 		c.ignored(p, "kmirror's producer is always idempotent")
+	case role == "producer" && slices.Contains([]string{"compression.type", "linger.ms", "max.request.size", "delivery.timeout.ms"}, k):
+		c.ignored(p, "not used: every enabled flow that writes there overrides it (producer.override.%s)", k)
 	case role == "producer" && k == "batch.size":
 		c.unmapped(p, "kmirror's producer.batch_max_bytes also bounds a single record, which batch.size does not; the output keeps kmirror's default (1 MiB)")
 	case isClientKey(k):
@@ -530,7 +532,12 @@ func isConnectorSetting(k string) bool {
 			return true
 		}
 	}
-	return hasAnyPrefix(k, []string{"sync.", "emit.", "refresh.", "replication.policy."})
+	for _, prefix := range []string{"sync.topic.configs", "sync.topic.acls", "sync.group.offsets", "emit.checkpoints", "emit.heartbeats", "refresh.topics"} {
+		if k == prefix+".enabled" || k == prefix+".interval.seconds" {
+			return true
+		}
+	}
+	return k == "replication.policy.class" || k == "replication.policy.separator" || k == "replication.policy.internal.topic.separator.enabled"
 }
 
 func hasAnyPrefix(s string, prefixes []string) bool {

@@ -109,7 +109,7 @@ func (c *converter) tls(alias string, eff map[string]Property) *yaml.Node {
 			ca = str(pem)
 			c.unmapped(p, "a %s truststore: kmirror reads PEM; export the CA certificates with `keytool -list -rfc -keystore %s > %s` (it asks for the store password); the output's tls.ca_file names that file", tsType, p.Value, pem)
 			if pw, ok := c.take(eff, "ssl.truststore.password"); ok {
-				c.ignored(pw, "not needed once the truststore is exported to PEM")
+				c.ignored(pw, "unused once the truststore is exported to PEM")
 			}
 		}
 	} else if p, ok := c.take(eff, "ssl.truststore.certificates"); ok {
@@ -138,10 +138,10 @@ func (c *converter) tls(alias string, eff map[string]Property) *yaml.Node {
 			c.unmapped(p, "a %s keystore: kmirror reads a PEM certificate and key; export them with %s`openssl pkcs12 -in %s -nokeys -out %s` and `openssl pkcs12 -in %s -nocerts -nodes -out %s` (they ask for the passwords) and keep the key file private", ksType, convert, p12, crt, p12, k)
 		}
 		if pw, ok := c.take(eff, "ssl.keystore.password"); ok {
-			c.ignored(pw, "not needed once the keystore is exported to PEM")
+			c.ignored(pw, "unused once the keystore is exported to PEM")
 		}
 		if hasKeyPassword {
-			c.ignored(keyPassword, "not needed once the key is written unencrypted")
+			c.ignored(keyPassword, "unused once the key is written unencrypted")
 		}
 	} else if hasKeyPassword {
 		c.ignored(keyPassword, "not used: cluster %s has no keystore", alias)
