@@ -48,8 +48,9 @@ func importMM2(file, output string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	props, err := mm2import.ParseProperties(data)
-	if err != nil {
-		fmt.Fprintf(stderr, "import-mm2: %s:%v\n", file, err)
+	var se *mm2import.SyntaxError
+	if errors.As(err, &se) {
+		fmt.Fprintf(stderr, "import-mm2: %s:%d: %s\n", file, se.Line, se.Msg)
 		return 1
 	}
 	res, err := mm2import.Convert(props, file)
