@@ -190,7 +190,7 @@ func (c *converter) stripComment(p Property) Property {
 func isSecret(key string) bool {
 	k := strings.ToLower(key)
 	return strings.Contains(k, "password") || strings.Contains(k, "jaas") || strings.Contains(k, "secret") ||
-		strings.HasSuffix(k, "ssl.keystore.key") || strings.Contains(k, "token") || strings.Contains(k, "credentials")
+		strings.HasSuffix(k, "ssl.keystore.key") || strings.Contains(k, "token") || strings.Contains(k, "credentials") || strings.Contains(k, "user.info")
 }
 
 var aliasRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
@@ -215,8 +215,13 @@ func (c *converter) readClusters() error {
 			if s == t {
 				continue
 			}
-			if e, ok := c.get(f.prefix() + "enabled"); ok && strings.EqualFold(e.Value, "true") {
+			// MM2 reads this one with Boolean.parseBoolean, untrimmed.
+			e, ok := c.get(f.prefix() + "enabled")
+			switch {
+			case ok && strings.EqualFold(e.Value, "true"):
 				c.flows = append(c.flows, f)
+			case ok && strings.EqualFold(strings.TrimSpace(e.Value), "true"):
+				c.unmapped(e, "blanks around \"true\": MM2 reads the flow as disabled (it does not trim this value); converted as disabled")
 			}
 		}
 	}

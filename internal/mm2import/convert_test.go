@@ -241,6 +241,22 @@ C->A.enabled = true
 	}
 }
 
+// Values are written so that kmirror's ${VAR} expansion gives them back
+// unchanged, and flows enabled with "true " stay disabled as in MM2.
+func TestConvertLiteralDollarsAndUntrimmedEnabled(t *testing.T) {
+	res := convert(t, base+"A->B.topics = a${b}, c$$, d$\nB->A.enabled = true \n")
+	m := load(t, res).Mirror("A-to-B")
+	if got := strings.Join(m.Topics.Include[:3], " "); got != "a${b} c$$ d$" {
+		t.Errorf("topics.include %q, want the patterns as written", got)
+	}
+	if got := reasons(res.Unmapped, "B->A.enabled"); !strings.Contains(got, "disabled") {
+		t.Errorf("B->A.enabled: %q", got)
+	}
+	if len(load(t, res).Mirrors) != 1 {
+		t.Errorf("B->A converted although MM2 reads it as disabled")
+	}
+}
+
 func TestConvertInputErrors(t *testing.T) {
 	for _, tc := range []struct{ text, want string }{
 		{"A.bootstrap.servers = a:1\n", "clusters: missing"},

@@ -382,7 +382,13 @@ func (c *converter) classifyRest() {
 			case strings.HasPrefix(rest, "producer.override."):
 				c.clientKey(p, "producer", strings.TrimPrefix(rest, "producer.override."))
 			case strings.HasPrefix(rest, "consumer.override."):
-				c.clientKey(p, "consumer", strings.TrimPrefix(rest, "consumer.override."))
+				c.ignored(p, "Connect applies consumer overrides to sink connectors only: MM2 ignores it")
+			case strings.HasPrefix(rest, "consumer."): // MM2's source consumer reads these
+				c.clientKey(p, "consumer", strings.TrimPrefix(rest, "consumer."))
+			case strings.HasPrefix(rest, "producer."):
+				c.ignored(p, "configures MM2's offset-syncs producer, which kmirror does not have (records go through %s.producer.* and producer.override.*)", f.target)
+			case strings.HasPrefix(rest, "admin."):
+				c.unmapped(p, "kmirror's admin client uses the cluster's settings (no admin-only setting)")
 			default:
 				c.connectorKey(p, rest, "")
 			}
