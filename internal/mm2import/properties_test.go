@@ -7,7 +7,7 @@ import (
 )
 
 // The expected values are what java.util.Properties.load(InputStream)
-// gives for the same bytes (Properties.LineReader and loadConvert).
+// gives for the same bytes (checked with OpenJDK 17).
 func TestParseProperties(t *testing.T) {
 	for _, tc := range []struct {
 		name, in string
@@ -35,6 +35,12 @@ func TestParseProperties(t *testing.T) {
 			{"a", "1", 1}, {"b", "2", 2}, {"c", "3", 3}, {"d", "4", 5}}},
 		{"last value wins", "a=1\nb=2\na=3\n", []Property{{"b", "2", 2}, {"a", "3", 3}}},
 		{"form feed is a blank", "\fa\f=\fb\n", []Property{{"a", "b", 1}}},
+		{"key continued", "a\\\n  b = c\n", []Property{{"ab", "c", 1}}},
+		{"continued blank start", "  \\\n  k = v\n", []Property{{"k", "v", 1}}},
+		{"odd backslashes continue", "k = v \\\\\\\n  w\n", []Property{{"k", `v \w`, 1}}},
+		{"empty keys", "=v\n:\n", []Property{{"", "", 2}}},
+		{"escaped blank key", "\\ = x\n", []Property{{" ", "x", 1}}},
+		{"continued twice", "k =\\\n\\\n  x\n", []Property{{"k", "x", 1}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ParseProperties([]byte(tc.in))
