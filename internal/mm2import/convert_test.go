@@ -337,3 +337,12 @@ func TestExamples(t *testing.T) {
 		})
 	}
 }
+
+// security.protocol SSL without a truststore is tls: {} (the system's
+// roots), not plaintext.
+func TestConvertTLSWithSystemRoots(t *testing.T) {
+	cfg := load(t, convert(t, base+"B.security.protocol = ssl\n"))
+	if cfg.Clusters["B"].TLS == nil || cfg.Clusters["A"].TLS != nil {
+		t.Errorf("tls: A %+v, B %+v; want B only", cfg.Clusters["A"].TLS, cfg.Clusters["B"].TLS)
+	}
+}
