@@ -57,8 +57,12 @@ func (c *converter) mirror(f flow) *yaml.Node {
 	}
 
 	topics := c.topics(f, sep)
+	groupsInclude := c.patterns(f, "groups", "groups.whitelist", nil)
+	if groupsInclude != nil && len(groupsInclude.Content) == 1 && groupsInclude.Content[0].Value == ".*" {
+		groupsInclude = nil // kmirror's default
+	}
 	groups := mapping(
-		pair{key: "include", value: c.patterns(f, "groups", "groups.whitelist", nil)},
+		pair{key: "include", value: groupsInclude},
 		pair{key: "exclude", value: c.patterns(f, "groups.exclude", "groups.blacklist", nil)},
 	)
 	rf := int64(mm2ReplicationFactor)
