@@ -282,9 +282,10 @@ func TestConvertInputErrors(t *testing.T) {
 // a config that config.Load accepts; the ones MM2 refuses are refused.
 func TestExamples(t *testing.T) {
 	for file, want := range map[string]struct {
-		mirrors  int
-		unmapped []string // keys expected among the unmapped
-		err      string
+		mirrors     int
+		exactlyOnce bool
+		unmapped    []string // keys expected among the unmapped
+		err         string
 	}{
 		"connect-mirror-maker.properties":      {mirrors: 2},
 		"docs-overview.properties":             {mirrors: 1, unmapped: []string{"primary->secondary.enabled"}},
@@ -297,6 +298,7 @@ func TestExamples(t *testing.T) {
 		"docs-active-active.properties":        {err: "Us-east.bootstrap.servers: aliases are case-sensitive"},
 		"docs-active-active-fixed.properties":  {mirrors: 2},
 		"docs-multi-cluster.properties":        {mirrors: 12},
+		"bench-mm2-eos.properties":             {mirrors: 1, exactlyOnce: true, unmapped: []string{"dst.producer.batch.size", "src.consumer.fetch.max.bytes"}},
 	} {
 		t.Run(file, func(t *testing.T) {
 			data, err := os.ReadFile(filepath.Join("testdata", file))
@@ -330,6 +332,9 @@ func TestExamples(t *testing.T) {
 				t.Errorf("%d mirrors, want %d", len(cfg.Mirrors), want.mirrors)
 			}
 			for _, m := range cfg.Mirrors {
+				if m.ExactlyOnce != want.exactlyOnce {
+					t.Errorf("mirror %s: exactly_once %t", m.Name, m.ExactlyOnce)
+				}
 				if m.MM2 == nil || !m.MM2.Adopt || m.MM2.SourceAlias != m.Source {
 					t.Errorf("mirror %s: mm2 %+v, want adopt from alias %s", m.Name, m.MM2, m.Source)
 				}
