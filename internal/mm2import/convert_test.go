@@ -290,7 +290,7 @@ func TestExamples(t *testing.T) {
 		"connect-mirror-maker.properties":      {mirrors: 2},
 		"docs-overview.properties":             {mirrors: 1, unmapped: []string{"primary->secondary.enabled"}},
 		"docs-config-syntax.properties":        {mirrors: 1, unmapped: []string{"clusters", "topics", "us-west->us.east.topics"}},
-		"docs-clients.properties":              {mirrors: 1, unmapped: []string{"us-west.admin.bootstrap.servers", "us-east.producer.buffer.memory"}},
+		"docs-clients.properties":              {mirrors: 1, exactlyOnce: true, unmapped: []string{"us-west.admin.bootstrap.servers", "us-east.producer.buffer.memory"}},
 		"docs-flows.properties":                {mirrors: 1, unmapped: []string{"us-west->us-east.emit.heartbeats"}},
 		"docs-security.properties":             {mirrors: 1, unmapped: []string{"us-east.ssl.truststore.location", "us-east.ssl.keystore.location"}},
 		"docs-active-passive.properties":       {err: "clusters: missing"},
