@@ -15,30 +15,36 @@ clusters with their security, one mirror per enabled flow, each taking over wher
 (mirrors[].mm2). The YAML goes to stdout (or --output); every setting it could not carry over
 is listed on stderr with the reason, and so are the environment variables the YAML reads
 (passwords are never printed). Exit status 0 when everything was mapped, 2 when something was
-not (review the list), 1 on error (unreadable file, syntax error).
+not (review the list), 1 on error (unreadable file, syntax error, bad flags).
 
 Usage: kmirror import-mm2 [--output FILE] mm2.properties`
 
 func cmdImportMM2(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("import-mm2", importMM2Summary, stderr)
 	output := fs.String("output", "", "write the YAML to this file instead of stdout")
+	// Exit status 2 means "settings not mapped" here, so a bad command
+	// line is 1, an error like the others.
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		return 2
+		return 1
 	}
 	// Flags may also follow the file name.
 	if fs.NArg() > 0 {
 		file, rest := fs.Arg(0), fs.Args()[1:]
-		if code := parse(fs, rest); code >= 0 {
-			return code
+		switch code := parse(fs, rest); code {
+		case -1:
+			return importMM2(file, *output, stdout, stderr)
+		case 0:
+			return 0
+		default:
+			return 1
 		}
-		return importMM2(file, *output, stdout, stderr)
 	}
 	fmt.Fprintln(stderr, "import-mm2: want the MirrorMaker 2 properties file")
 	fs.Usage()
-	return 2
+	return 1
 }
 
 func importMM2(file, output string, stdout, stderr io.Writer) int {

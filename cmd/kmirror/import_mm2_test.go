@@ -65,6 +65,20 @@ func TestImportMM2ExitCodes(t *testing.T) {
 	}
 }
 
+// A bad command line is an error (1), never "not mapped" (2).
+func TestImportMM2Usage(t *testing.T) {
+	for _, args := range [][]string{{}, {"--nope", "f"}, {"f", "--nope"}, {"a", "b"}} {
+		var stdout, stderr bytes.Buffer
+		if code := run(append([]string{"import-mm2"}, args...), &stdout, &stderr); code != 1 {
+			t.Errorf("%q: exit %d, want 1", args, code)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"import-mm2", "/nonexistent/mm2.properties"}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "no such file") {
+		t.Errorf("missing file: exit %d, stderr %q", code, stderr.String())
+	}
+}
+
 // The YAML written with --output passes validate once the variable it
 // names is set and the PEM file it names exists.
 func TestImportMM2OutputValidates(t *testing.T) {
