@@ -216,6 +216,7 @@ func TestConvertUnmapped(t *testing.T) {
 	res := convert(t, base+`
 A->B.topics = (?!tmp).*
 A->B.groups.exclude = [a-z&&[^x]]+
+A->B.config.properties.exclude = x{1,3}
 A->B.transforms = drop
 A.consumer.isolation.level = read_uncommitted
 B.producer.batch.size = 16384
@@ -225,15 +226,16 @@ emit.heartbeat.enabled = false
 C->A.enabled = true
 `)
 	for key, want := range map[string]string{
-		"A->B.topics":                   "Go's RE2 cannot compile",
-		"A->B.groups.exclude":           "intersection",
-		"A->B.transforms":               "unchanged",
-		"A.consumer.isolation.level":    "read_committed",
-		"B.producer.batch.size":         "single record",
-		"A->B.replication.policy.class": "custom replication policy",
-		"A->B.topic.filter.class":       "filter plugin",
-		"emit.heartbeat.enabled":        "typo",
-		"C->A.enabled":                  "not both in clusters",
+		"A->B.topics":                    "Go's RE2 cannot compile",
+		"A->B.groups.exclude":            "intersection",
+		"A->B.config.properties.exclude": "splits the pattern",
+		"A->B.transforms":                "unchanged",
+		"A.consumer.isolation.level":     "read_committed",
+		"B.producer.batch.size":          "single record",
+		"A->B.replication.policy.class":  "custom replication policy",
+		"A->B.topic.filter.class":        "filter plugin",
+		"emit.heartbeat.enabled":         "typo",
+		"C->A.enabled":                   "not both in clusters",
 	} {
 		if got := reasons(res.Unmapped, key); !strings.Contains(got, want) {
 			t.Errorf("%s: reason %q lacks %q", key, got, want)

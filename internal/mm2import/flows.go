@@ -10,7 +10,11 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-var separatorRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+var (
+	separatorRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+	// splitRepeat is a list item ending inside a {m,n} repetition.
+	splitRepeat = regexp.MustCompile(`\{\d*$`)
+)
 
 // mirror converts one enabled flow. Connector settings come from the flow
 // ("A->B.key") or the top level; producer settings from the target
@@ -163,6 +167,11 @@ func (c *converter) patterns(f flow, key, legacy string, def []string) *yaml.Nod
 		return list(def)
 	}
 	items := splitList(p.Value)
+	for i := 1; i < len(items); i++ {
+		if splitRepeat.MatchString(items[i-1]) {
+			c.unmapped(p, "the comma of %q splits the pattern in two, in MM2 as here (the list is split at every comma): write the repetition without a comma", items[i-1]+","+items[i])
+		}
+	}
 	for _, re := range items {
 		if why := javaOnly(re); why != "" {
 			c.unmapped(p, "pattern %q %s", re, why)
