@@ -355,7 +355,7 @@ func (v *validator) mirror(m *Mirror, path string, clusters map[string]*Cluster,
 			mm.SourceAlias = m.Source
 		}
 		if mm.OffsetsTopic == "" {
-			mm.OffsetsTopic = "mm2-offsets." + m.Target + ".internal"
+			mm.OffsetsTopic = "mm2-offsets." + mm.SourceAlias + ".internal"
 		}
 		if !topicNameRE.MatchString(mm.OffsetsTopic) {
 			v.errorf(mp+".offsets_topic", "invalid topic name %q (want 1-249 characters from A-Z a-z 0-9 . _ -)", mm.OffsetsTopic)

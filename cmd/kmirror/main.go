@@ -6,6 +6,7 @@
 //	kmirror topics --config kmirror.yaml    the mirrored topics with their metadata
 //	kmirror translate --config F --group G  a group's exact target offsets for a failover
 //	kmirror status --config kmirror.yaml    what the running worker reports (mirrors, topics, workers)
+//	kmirror import-mm2 mm2.properties       a kmirror config from a MirrorMaker 2 config
 //	kmirror demo                            everything on two embedded clusters
 //	kmirror version                         (or kmirror --version)
 //
@@ -43,6 +44,10 @@ Usage:
   kmirror status --config FILE     what the running worker reports: mirrors, topics, lag, and in
                                    cluster mode the workers and their slots (or --url ADDR;
                                    the config's http.auth token, or --token-file)
+  kmirror import-mm2 [--output FILE] mm2.properties
+                                   convert a MirrorMaker 2 properties file to a kmirror config
+                                   taking over its flows (exit 0: all mapped, 2: settings not
+                                   mapped, listed on stderr, 1: error)
   kmirror demo [--duration D]      mirror between two embedded clusters, no setup
   kmirror version                  print the version (also kmirror --version)
 
@@ -74,6 +79,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdTranslate(args[1:], stdout, stderr)
 	case "status":
 		return cmdStatus(args[1:], stdout, stderr)
+	case "import-mm2":
+		return cmdImportMM2(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		return cmdVersion(args[1:], stdout, stderr)
 	case "-h", "--help", "-help", "help":
