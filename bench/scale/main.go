@@ -308,7 +308,7 @@ func (e *env) runContender(ctx context.Context, name string) (r row, err error) 
 	}
 	wctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
 	defer cancel()
-	if err := waitTarget(wctx, proc, dstAdm, targets, func(p int64) bool { return p >= 1 }); err != nil {
+	if err := waitTarget(wctx, proc, dstAdm, targets, e.o.partitions, func(p int64) bool { return p >= 1 }); err != nil {
 		return r, fmt.Errorf("start: %w", err)
 	}
 	r.start = time.Since(proc.Started)
@@ -349,7 +349,7 @@ func (e *env) runContender(ctx context.Context, name string) (r row, err error) 
 		}
 		wctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
 		defer cancel()
-		if err := waitTargetExact(wctx, proc, dstAdm, targets, want); err != nil {
+		if err := waitTargetExact(wctx, proc, dstAdm, targets, e.o.partitions, want); err != nil {
 			return r, fmt.Errorf("restart: %w", err)
 		}
 		r.restart = time.Since(proc.Started)
@@ -364,7 +364,7 @@ func (e *env) runContender(ctx context.Context, name string) (r row, err error) 
 	}
 	vctx, cancel2 := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel2()
-	if err := waitTargetExact(vctx, proc, dstAdm, targets, want); err != nil {
+	if err := waitTargetExact(vctx, proc, dstAdm, targets, e.o.partitions, want); err != nil {
 		return r, fmt.Errorf("final check: %w", err)
 	}
 	for _, ps := range want {
@@ -475,15 +475,15 @@ func trickle(ctx context.Context, cl *kgo.Client, topics []string, partitions, r
 // waitTarget polls the target's end offsets (every second: listing tens
 // of thousands of partitions is not free) until every partition of
 // targets satisfies ok, failing when the contender exits.
-func waitTarget(ctx context.Context, proc *kafkatest.Process, adm *kadm.Client, targets []string, ok func(int64) bool) error {
-	return poll(ctx, proc, adm, targets, func(got map[string]map[int32]int64, t string, p int32) bool { return ok(got[t][p]) })
+func waitTarget(ctx context.Context, proc *kafkatest.Process, adm *kadm.Client, targets []string, partitions int, ok func(int64) bool) error {
+	return poll(ctx, proc, adm, targets, partitions, func(got map[string]map[int32]int64, t string, p int32) bool { return ok(got[t][p]) })
 }
 
 // waitTargetExact waits until every target partition's end offset equals
 // its source partition's, and fails at once if one is above it.
-func waitTargetExact(ctx context.Context, proc *kafkatest.Process, adm *kadm.Client, targets []string, want map[string]map[int32]int64) error {
+func waitTargetExact(ctx context.Context, proc *kafkatest.Process, adm *kadm.Client, targets []string, partitions int, want map[string]map[int32]int64) error {
 	var over error
-	err := poll(ctx, proc, adm, targets, func(got map[string]map[int32]int64, t string, p int32) bool {
+	err := poll(ctx, proc, adm, targets, partitions, func(got map[string]map[int32]int64, t string, p int32) bool {
 		w := want[strings.TrimPrefix(t, targetPrefix)][p]
 		if got[t][p] > w && over == nil {
 			over = fmt.Errorf("%s/%d holds %d records, the source %d: copied twice", t, p, got[t][p], w)
@@ -493,35 +493,41 @@ func waitTargetExact(ctx context.Context, proc *kafkatest.Process, adm *kadm.Cli
 	return errors.Join(over, err)
 }
 
-func poll(ctx context.Context, proc *kafkatest.Process, adm *kadm.Client, targets []string, done func(map[string]map[int32]int64, string, int32) bool) error {
-	parts := 0
+// poll lists the target's end offsets every second until done holds for
+// every one of the partitions of every target topic. A partition the
+// listing left out (its topic not created yet, or its offset not listed)
+// is not done.
+func poll(ctx context.Context, proc *kafkatest.Process, adm *kadm.Client, targets []string, partitions int, done func(map[string]map[int32]int64, string, int32) bool) error {
 	var last int
+	var lastErr error
+	logged := time.Now()
 	for {
 		if exited, err := proc.Exited(); exited {
 			return fmt.Errorf("the contender exited (%v):\n%s", err, proc.Tail(20))
 		}
 		got, err := workload.EndOffsets(ctx, adm, targets...)
+		lastErr = err
 		if err == nil {
 			n := 0
 			for _, t := range targets {
-				ps := got[t]
-				if parts == 0 && len(ps) > 0 {
-					parts = len(ps)
-				}
-				for p := range ps {
-					if done(got, t, p) {
+				for p := range int32(partitions) {
+					if _, listed := got[t][p]; listed && done(got, t, p) {
 						n++
 					}
 				}
 			}
 			last = n
-			if parts > 0 && n == len(targets)*parts {
+			if n == len(targets)*partitions {
 				return nil
 			}
 		}
+		if time.Since(logged) > 30*time.Second {
+			log.Printf("  %d of %d target partitions done (listing the target: %v)", last, len(targets)*partitions, err)
+			logged = time.Now()
+		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%d target partitions done: %w", last, ctx.Err())
+			return fmt.Errorf("%d of %d target partitions done (last listing error: %v): %w", last, len(targets)*partitions, lastErr, ctx.Err())
 		case <-time.After(time.Second):
 		}
 	}
