@@ -225,7 +225,7 @@ func (m *Mirror) groupCandidates(ctx context.Context, c *clients, mirrored map[s
 	if err != nil {
 		m.metrics.incAdminErrors(adminDescribeGroups)
 		if len(listed) == 0 {
-			return out, fmt.Errorf("list source groups: %w", err)
+			return out, fmt.Errorf("list source groups: %w", m.srcErr(err))
 		}
 		// Some coordinators answered: a known group missing from the
 		// listing may live on one that did not.

@@ -56,11 +56,11 @@ type brokerFault struct {
 
 // Fault is a failing broker, for the status API.
 type Fault struct {
-	Address  string    `json:"address"`
-	Error    string    `json:"error"`
-	Check    string    `json:"check"`
-	Since    time.Time `json:"since"`
-	Failures int       `json:"failures"`
+	Address  string
+	Error    string
+	Check    string // what to look at
+	Since    time.Time
+	Failures int
 	err      error
 }
 
