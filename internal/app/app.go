@@ -437,6 +437,10 @@ func (a *App) Run(ctx context.Context) error {
 	if err := a.StartPlugins(ctx); err != nil {
 		return err
 	}
+	// From the shutdown on, a plugin that dies (the same SIGTERM reached
+	// kmirror's whole process group) is not restarted.
+	stopPlugins := context.AfterFunc(ctx, a.host.Stopping)
+	defer stopPlugins()
 	for _, d := range a.dispatchers {
 		d.Start()
 	}
