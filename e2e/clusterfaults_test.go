@@ -152,3 +152,45 @@ http: {listen: "127.0.0.1:0"}
 		})
 	}
 }
+
+// TestSilentSource: a source broker that accepts connections and never
+// answers, with a target that works. `kmirror plan` exits 1 naming the
+// source and its address within the timeout; `kmirror run` starts (the
+// target is fine) and /readyz says why it is not ready.
+func TestSilentSource(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b Backend) {
+		e := newEnv(t, b, ClusterSpec{Brokers: 1})
+		silent := silentBroker(t)
+		cfg := e.defaultConfig()
+		cfg.SourceAddrs = []string{silent}
+		cfg.RequestTimeout = time.Second
+		path := e.writeConfig(cfg)
+		want := []string{"cluster src (" + silent + ")", silent + " accepts connections but did not answer within request_timeout (1s)"}
+
+		start := time.Now()
+		code, _, stderr := runCLI(t, "plan", "--config", path)
+		if took := time.Since(start); took > silentBound {
+			t.Errorf("kmirror plan took %v with a silent source, want under %v", took, silentBound)
+		}
+		for _, s := range want {
+			if code != 1 || !strings.Contains(stderr, s) {
+				t.Errorf("kmirror plan: exit %d, stderr:\n%s\nwant 1 and %q", code, stderr, s)
+			}
+		}
+
+		w := e.startWorker(path)
+		addr := w.httpAddr(t)
+		e.waitFor(60*time.Second, "/readyz to name the silent source", func() (bool, string) {
+			code, body, err := httpGet(addr, "/readyz")
+			if err != nil {
+				return false, err.Error()
+			}
+			ok := code == 503 && strings.Contains(string(body), "list source topics")
+			for _, s := range want {
+				ok = ok && strings.Contains(string(body), s)
+			}
+			return ok, fmt.Sprintf("%d %s", code, body)
+		})
+	})
+}
