@@ -308,7 +308,8 @@ type MM2 struct {
 	Adopt bool `yaml:"adopt"`
 	// OffsetsTopic is the Connect offsets topic on the target cluster in
 	// which MM2 (dedicated mode) committed its source positions. Default
-	// "mm2-offsets.<target>.internal", target being the mirror's target.
+	// "mm2-offsets.<source_alias>.internal": MM2's herder for A->B keeps
+	// them in mm2-offsets.A.internal on B (MirrorMakerConfig.workerConfig).
 	OffsetsTopic string `yaml:"offsets_topic"`
 	// Heartbeats writes MM2's Heartbeat records to the target's
 	// "heartbeats" topic (compacted, one partition), as MM2's heartbeat

@@ -227,10 +227,12 @@ func TestLoadBad(t *testing.T) {
 		t.Fatal("KMIRROR_TEST_NEVER_SET must not be set for this test")
 	}
 	tests := map[string]string{
-		"unknown_key":            "11: mirrors[0].topics.inclde: unknown field (known: include, exclude, refresh_interval)",
-		"unknown_cluster":        `11: mirrors[1].source: unknown cluster "eas" (known: east, west)`,
-		"unknown_plugin":         `9: mirrors[0].filters[0].plugin: unknown plugin "catalgo" (known: none)`,
-		"plugin_sha256":          `11: plugins.catalog.sha256: want the binary's sha256 as 64 hex digits (sha256sum testdata/bin/fake-plugin), got "abc"`,
+		"unknown_key":     "11: mirrors[0].topics.inclde: unknown field (known: include, exclude, refresh_interval)",
+		"unknown_cluster": `11: mirrors[1].source: unknown cluster "eas" (known: east, west)`,
+		"unknown_plugin":  `9: mirrors[0].filters[0].plugin: unknown plugin "catalgo" (known: none)`,
+		"plugin_sha256":   `11: plugins.catalog.sha256: want the binary's sha256 as 64 hex digits (sha256sum testdata/bin/fake-plugin), got "abc"`,
+		"plugin_missing": `10: plugins.catalog.path: cannot read testdata/bin/no-such-plugin: no such file or directory
+testdata/bad_plugin_missing.yaml:11: plugins.catalog.sha256: want the binary's sha256 as 64 hex digits (sha256sum testdata/bin/no-such-plugin), got "abc"`,
 		"unknown_listener":       `8: mirrors[0].listeners[0]: unknown listener "pager" (known: log)`,
 		"property_condition":     `10: mirrors[0].filters[0].property.conditions[0]: property condition "partitions > > 3": > needs a number, not "> 3"`,
 		"listener_type":          `9: listeners.pager.type: unknown listener type "pagerduty" (want log, file, webhook, alertmanager or plugin)`,

@@ -359,7 +359,7 @@ func (v *validator) mirror(m *Mirror, path string, clusters map[string]*Cluster,
 			mm.SourceAlias = m.Source
 		}
 		if mm.OffsetsTopic == "" {
-			mm.OffsetsTopic = "mm2-offsets." + m.Target + ".internal"
+			mm.OffsetsTopic = "mm2-offsets." + mm.SourceAlias + ".internal"
 		}
 		if !topicNameRE.MatchString(mm.OffsetsTopic) {
 			v.errorf(mp+".offsets_topic", "invalid topic name %q (want 1-249 characters from A-Z a-z 0-9 . _ -)", mm.OffsetsTopic)
@@ -473,13 +473,20 @@ func known[V any](m map[string]V) string {
 
 // binary checks a plugin binary's path and pin, resolving the path.
 func (v *validator) binary(path, file, sum string) string {
+	hint := "<the plugin binary>"
 	if file == "" {
 		v.errorf(path+".path", "required field missing (the plugin binary)")
 	} else {
+		// file_ returns "" for a file it cannot read; the hint still
+		// names it, as file_'s own error does.
+		hint = file
+		if !filepath.IsAbs(hint) {
+			hint = filepath.Join(v.dir, hint)
+		}
 		file = v.file_(path+".path", file)
 	}
 	if !sha256RE.MatchString(strings.ToLower(sum)) {
-		v.errorf(path+".sha256", "want the binary's sha256 as 64 hex digits (sha256sum %s), got %q", file, sum)
+		v.errorf(path+".sha256", "want the binary's sha256 as 64 hex digits (sha256sum %s), got %q", hint, sum)
 	}
 	return file
 }

@@ -210,6 +210,8 @@ func rewriteBatch(b []byte, pid int64, epoch int16, seq int32) error {
 	if _, err := parseBatchUnchecked(b); err != nil {
 		return err
 	}
+	var old [batchHeaderLen - batchOffAttrs]byte
+	copy(old[:], b[batchOffAttrs:batchHeaderLen])
 	binary.BigEndian.PutUint64(b[batchOffBase:], 0)
 	binary.BigEndian.PutUint32(b[batchOffLeaderEpoch:], 0xffffffff)
 	attrs := binary.BigEndian.Uint16(b[batchOffAttrs:]) &^ attrTransactional
@@ -217,8 +219,73 @@ func rewriteBatch(b []byte, pid int64, epoch int16, seq int32) error {
 	binary.BigEndian.PutUint64(b[batchOffProducerID:], uint64(pid))
 	binary.BigEndian.PutUint16(b[batchOffEpoch:], uint16(epoch))
 	binary.BigEndian.PutUint32(b[batchOffSequence:], uint32(seq))
-	binary.BigEndian.PutUint32(b[batchOffCRC:], crc32.Checksum(b[batchOffAttrs:], crc32c))
+	// The CRC covers attributes to the end. Only the header changed, so
+	// the new CRC is the old one adjusted by the header's difference
+	// (crc32cAdjust): no pass over the records. The batch's CRC was valid
+	// (splitBatches checked the source's; kmirror's own rewrites and
+	// encodeBatch keep it valid), so the result is the CRC of the bytes.
+	tail := len(b) - batchHeaderLen
+	var delta [batchHeaderLen - batchOffAttrs]byte
+	for i := range delta {
+		delta[i] = old[i] ^ b[batchOffAttrs+i]
+	}
+	crc := binary.BigEndian.Uint32(b[batchOffCRC:])
+	binary.BigEndian.PutUint32(b[batchOffCRC:], crc32cAdjust(crc, delta[:], tail))
 	return nil
+}
+
+// crc32cAdjust returns the CRC-32C of a message that differs from one with
+// CRC crc only in its first len(delta) bytes, by delta (XORed), followed by
+// tail unchanged bytes. CRCs are affine: for messages x and y of one
+// length, crc(x) ^ crc(y) is the bare register (no initial or final
+// inversion) after x^y, which here is delta followed by tail zero bytes;
+// the zeros are applied as a matrix over GF(2), as zlib's crc32_combine
+// does, in time logarithmic in tail.
+func crc32cAdjust(crc uint32, delta []byte, tail int) uint32 {
+	reg := ^crc32.Update(^uint32(0), crc32c, delta) // the bare register after delta
+	for k := 0; tail > 0; k, tail = k+1, tail>>1 {
+		if tail&1 != 0 {
+			reg = gf2Times(&crc32cZeros[k], reg)
+		}
+	}
+	return crc ^ reg
+}
+
+// crc32cZeros[k] is the operator that moves a bare CRC-32C register over
+// 2^k zero bytes.
+var crc32cZeros = func() (ops [31][32]uint32) {
+	// One zero bit: shift right, folding in the (reflected) polynomial.
+	var bit [32]uint32
+	bit[0] = crc32.Castagnoli
+	for i := 1; i < 32; i++ {
+		bit[i] = 1 << (i - 1)
+	}
+	op := bit
+	for range 3 { // 1 bit -> 8 bits: square three times
+		op = gf2Square(&op)
+	}
+	for k := range ops {
+		ops[k] = op
+		op = gf2Square(&op)
+	}
+	return ops
+}()
+
+func gf2Times(m *[32]uint32, v uint32) uint32 {
+	var sum uint32
+	for i := 0; v != 0; i, v = i+1, v>>1 {
+		if v&1 != 0 {
+			sum ^= m[i]
+		}
+	}
+	return sum
+}
+
+func gf2Square(m *[32]uint32) (sq [32]uint32) {
+	for i := range sq {
+		sq[i] = gf2Times(m, m[i])
+	}
+	return sq
 }
 
 // parseBatchUnchecked checks the structure of a batch kmirror rewrote

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -64,7 +65,7 @@ func sameRecords(t *testing.T, got, want []*kgo.Record) {
 // offset deltas 0..n-1 (what the offset index relies on).
 func TestEncodeBatchRoundTrip(t *testing.T) {
 	t.Parallel()
-	p := newPassthrough(&copier{})
+	p := newPassthrough(&copier{}, nil)
 	for codec := int8(0); codec <= 4; codec++ {
 		b, err := encodeBatch(testRecords(), codec, p.comps[codec])
 		if err != nil {
@@ -93,7 +94,7 @@ func TestEncodeBatchRoundTrip(t *testing.T) {
 // sourceBatch builds a batch as a source broker stores it: base offset,
 // leader epoch, a producer, a sequence, maybe transactional.
 func sourceBatch(t testing.TB, base int64, codec int8, attrs uint16) []byte {
-	p := newPassthrough(&copier{})
+	p := newPassthrough(&copier{}, nil)
 	b, err := encodeBatch(testRecords(), codec, p.comps[codec])
 	if err != nil {
 		t.Fatal(err)
@@ -247,4 +248,28 @@ func FuzzRewriteBatch(f *testing.F) {
 			_, _ = parseBatch(data[:len(data)/2])
 		}
 	})
+}
+
+// TestCRC32CAdjust: the CRC adjusted for a changed header equals the CRC
+// computed over the whole changed message, for tails from empty to large.
+func TestCRC32CAdjust(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, tail := range []int{0, 1, 2, 3, 7, 8, 255, 256, 1000, 4096, 65537, 1 << 20} {
+		msg := make([]byte, 40+tail)
+		for i := range msg {
+			msg[i] = byte(rng.Uint32())
+		}
+		before := crc32.Checksum(msg, crc32c)
+		delta := make([]byte, 40)
+		for i := range delta {
+			if rng.IntN(3) == 0 {
+				delta[i] = byte(rng.Uint32())
+			}
+			msg[i] ^= delta[i]
+		}
+		if got, want := crc32cAdjust(before, delta, tail), crc32.Checksum(msg, crc32c); got != want {
+			t.Errorf("tail %d: adjusted CRC %08x, want %08x", tail, got, want)
+		}
+	}
 }

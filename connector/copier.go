@@ -294,6 +294,48 @@ func (p *partitionState) promise(r *kgo.Record, err error) {
 	}
 }
 
+// ackBatch is promise for n records acknowledged together at target
+// offsets base..base+n-1 (a batch of the batch path), in one step: the
+// per-record bookkeeping under one lock, the counters added once.
+func (p *partitionState) ackBatch(n int, base int64, ts time.Time) {
+	p.mu.Lock()
+	isolated := p.isolatedOut
+	p.isolatedOut = false
+	p.progressAt = time.Now()
+	for i := range n {
+		var src int64 = -1
+		if p.head < len(p.inflight) {
+			src = p.inflight[p.head]
+			p.head++
+		}
+		if p.failed == nil && src >= 0 {
+			p.acked = src + 1
+			p.index.add(src, base+int64(i))
+			p.copied++
+		}
+	}
+	if p.head == len(p.inflight) {
+		p.inflight, p.head = p.inflight[:0], 0
+	} else if p.head >= 4096 && 2*p.head >= len(p.inflight) {
+		k := copy(p.inflight, p.inflight[p.head:])
+		p.inflight, p.head = p.inflight[:k], 0
+	}
+	if p.failed == nil {
+		p.backoff, p.ptRefusals = 0, 0
+		p.stuck = nil
+		p.lastCopied = ts
+	}
+	p.acks += uint64(n)
+	p.mu.Unlock()
+	if isolated {
+		p.onFail()
+	}
+	if m := p.metrics; m != nil {
+		m.records.Add(float64(n))
+		m.latency.Observe(time.Since(ts).Seconds())
+	}
+}
+
 func recordBytes(r *kgo.Record) int {
 	n := len(r.Key) + len(r.Value)
 	for _, h := range r.Headers {
@@ -309,6 +351,9 @@ type copierOpts struct {
 	// passthrough forwards source batches as they are where safe
 	// (producer.compression: source, outside cluster mode).
 	passthrough bool
+	// dstOpts build the batch path's connections to the target (its
+	// lanes, see passthrough).
+	dstOpts []kgo.Opt
 }
 
 func newCopier(log *slog.Logger, m *mirrorMetrics, dst *kgo.Client, produceCtx context.Context, opts copierOpts) *copier {
@@ -325,7 +370,7 @@ func newCopier(log *slog.Logger, m *mirrorMetrics, dst *kgo.Client, produceCtx c
 		fetchErrLogged:  make(map[topicPartition]time.Time),
 	}
 	if opts.passthrough {
-		c.pt = newPassthrough(c)
+		c.pt = newPassthrough(c, opts.dstOpts)
 	}
 	return c
 }
@@ -447,6 +492,17 @@ func (c *copier) startPassthrough() (started bool, err error) {
 	cl, err := kgo.NewClient(c.srcOpts...)
 	if err != nil {
 		return false, err
+	}
+	for i := range c.pt.lanes {
+		lane, err := kgo.NewClient(c.pt.dstOpts...)
+		if err != nil {
+			cl.Close()
+			for _, l := range c.pt.lanes[:i] {
+				l.Close()
+			}
+			return false, err
+		}
+		c.pt.lanes[i] = lane
 	}
 	c.pt.src = cl
 	ctx, cancel := context.WithCancel(context.Background())
@@ -1007,6 +1063,9 @@ func (c *copier) close() {
 		<-c.ptFetchD
 		<-c.ptDone
 		c.pt.src.Close()
+		for _, l := range c.pt.lanes {
+			l.Close()
+		}
 	}
 }
 

@@ -362,7 +362,7 @@ func (m *Mirror) Run(ctx context.Context) error {
 			m.log.Info("producer.compression: source in cluster mode: records are decoded and produced again uncompressed (batch pass-through needs the single-worker mode)", "reason", reasonCluster)
 		}
 	} else {
-		single = newCopier(m.log, m.metrics, c.dst, m.produceCtx, copierOpts{deadLetter: m.cfg.DeadLetterTopic, deliveryTimeout: m.cfg.DeliveryTimeout, passthrough: m.cfg.SourceCompression})
+		single = newCopier(m.log, m.metrics, c.dst, m.produceCtx, copierOpts{deadLetter: m.cfg.DeadLetterTopic, deliveryTimeout: m.cfg.DeliveryTimeout, passthrough: m.cfg.SourceCompression, dstOpts: m.cfg.TargetOpts})
 		defer single.close()
 		cp = single
 		writer = m.newProgressWriter(c.dst, single)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -39,15 +40,30 @@ import (
 // sequence so that the broker drops a duplicate. A refused batch fails the
 // partition, whose next batch starts a new producer ID (the sequences of
 // the failed one are unknown). One batch is in flight per partition (one
-// request carries a batch of every ready partition of a leader): requests
-// are issued on several goroutines through kgo's Broker.Request, which
-// does not order them on the wire, and a broker with no state for a
+// request carries a batch of every ready partition of a leader and lane):
+// requests are issued on several goroutines through kgo's Broker.Request,
+// which does not order them on the wire, and a broker with no state for a
 // producer accepts any first sequence (KIP-360), so two batches of a
 // partition in flight could land in the wrong order.
+//
+// A broker reads the next request of a connection only after it answered
+// the previous one, and it checks every record of a compressed batch
+// (decompressing it) while the connection waits. With every partition on
+// one connection, the target's appends ran one request at a time, with
+// the broker idle between a response and the next request. So partitions
+// are spread over ptLanes connections (each a kgo client of its own; a
+// partition always takes the same one): the target appends several
+// requests at once, and one lane's turnaround is another's append.
 type passthrough struct {
 	c   *copier
 	src *kgo.Client // raw fetches; created with the first partition
-	dst *kgo.Client
+	dst *kgo.Client // metadata and producer IDs
+	// lanes are the connections Produce requests take, created with the
+	// first partition: a broker handles one request at a time per
+	// connection, so partitions spread over several (by hash, a
+	// partition always on the same lane) are written in parallel.
+	lanes   []*kgo.Client
+	dstOpts []kgo.Opt
 
 	mu    sync.Mutex
 	parts map[topicPartition]*ptPart
@@ -85,6 +101,11 @@ type ptFetch struct {
 	gen  uint64
 	from int64
 	rp   kmsg.FetchResponseTopicPartition
+	// rp's record bytes cut into batches once, by accept (splitBatches
+	// reads each batch's CRC: a pass over every byte).
+	batches  [][]byte
+	hs       []batchHeader
+	splitErr error
 }
 
 type ptMeta struct {
@@ -139,11 +160,15 @@ const (
 	ptMetaMaxAge        = 30 * time.Second
 	ptMaxBatchRecords   = 1 << 20 // re-encoded batches: records per batch
 	ptMaxBatchBytes     = 1 << 20 // and uncompressed bytes per batch
+	ptLanes             = 4
 )
 
-func newPassthrough(c *copier) *passthrough {
+func newPassthrough(c *copier, dstOpts []kgo.Opt) *passthrough {
 	p := &passthrough{
 		c: c, dst: c.dst,
+		// No lanes without dstOpts (unit tests): the shared client.
+		lanes:          make([]*kgo.Client, ptLanes*min(len(dstOpts), 1)),
+		dstOpts:        dstOpts,
 		parts:          make(map[topicPartition]*ptPart),
 		queues:         make(map[topicPartition]*ptQueue),
 		kickFetch:      make(chan struct{}, 1),
@@ -419,7 +444,8 @@ func (p *passthrough) accept(tp topicPartition, gen uint64, from int64, rp kmsg.
 		return false
 	}
 	last := int64(-1)
-	_, hs, err := splitBatches(rp.RecordBatches)
+	batches, hs, err := splitBatches(rp.RecordBatches)
+	f := ptFetch{tp: tp, gen: gen, from: from, rp: rp, batches: batches, hs: hs, splitErr: err}
 	if err != nil {
 		// Not v2 batches (an old message format): the record path's
 		// parser reads them; a corrupt batch is its to report.
@@ -430,7 +456,7 @@ func (p *passthrough) accept(tp topicPartition, gen uint64, from int64, rp kmsg.
 	}
 	if err == nil && last < 0 && len(rp.RecordBatches) == 0 {
 		// Nothing new: still hand the watermarks over (lag).
-		p.ready = append(p.ready, ptFetch{tp: tp, gen: gen, from: from, rp: rp})
+		p.ready = append(p.ready, f)
 		pp.buffered = true
 		return true
 	}
@@ -439,7 +465,7 @@ func (p *passthrough) accept(tp topicPartition, gen uint64, from int64, rp kmsg.
 	}
 	// On a malformed response the position stays: the poll loop decodes
 	// it with franz-go's parser and rewinds to after what that returned.
-	p.ready = append(p.ready, ptFetch{tp: tp, gen: gen, from: from, rp: rp})
+	p.ready = append(p.ready, f)
 	pp.buffered = true
 	return true
 }
@@ -563,7 +589,7 @@ func (c *copier) producePassthrough(f ptFetch) {
 		return
 	}
 	rp := &f.rp
-	batches, hs, splitErr := splitBatches(rp.RecordBatches)
+	batches, hs, splitErr := f.batches, f.hs, f.splitErr
 	aborted := make(map[int64]bool, len(rp.AbortedTransactions))
 	for _, a := range rp.AbortedTransactions {
 		aborted[a.ProducerID] = true
@@ -750,18 +776,20 @@ func (p *passthrough) enqueue(ps *partitionState, u *ptUnit) {
 // settle hands a batch's result to its partition's promise, record by
 // record: target offset base+i for its i-th record.
 func (p *passthrough) settle(ps *partitionState, u *ptUnit, base int64, err error) {
-	r := kgo.Record{Timestamp: u.ts}
-	for i := range u.src {
-		r.Offset = base + int64(i)
-		ps.promise(&r, err)
-	}
-	if err == nil {
-		p.c.metrics.batchWritten(u.forward)
-		if m := p.c.metrics; m != nil {
-			// The records are not decoded: the batch's bytes as
-			// written stand for them (compressed).
-			m.bytes.Add(float64(len(u.batch)))
+	if err != nil {
+		r := kgo.Record{Timestamp: u.ts}
+		for i := range u.src {
+			r.Offset = base + int64(i)
+			ps.promise(&r, err)
 		}
+		return
+	}
+	ps.ackBatch(len(u.src), base, u.ts)
+	p.c.metrics.batchWritten(u.forward)
+	if m := p.c.metrics; m != nil {
+		// The records are not decoded: the batch's bytes as written
+		// stand for them (compressed).
+		m.bytes.Add(float64(len(u.batch)))
 	}
 }
 
@@ -779,10 +807,13 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 		case <-time.After(50 * time.Millisecond):
 		}
 		now := time.Now()
+		// ps is q.ps when the send was taken: enqueue replaces q.ps under
+		// p.mu, and the sends are read without it.
 		type send struct {
 			tp topicPartition
 			q  *ptQueue
 			u  *ptUnit
+			ps *partitionState
 		}
 		var ready []send
 		var expired []send
@@ -792,10 +823,10 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 				continue
 			}
 			if q.units[0].ctx.Err() != nil {
-				expired = append(expired, send{tp, q, nil})
+				expired = append(expired, send{tp, q, nil, q.ps})
 				continue
 			}
-			ready = append(ready, send{tp, q, q.units[0]})
+			ready = append(ready, send{tp, q, q.units[0], q.ps})
 		}
 		p.mu.Unlock()
 		for _, s := range expired {
@@ -808,9 +839,10 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 			p.c.logEvery.warn(p.c.log, "pt-pid", "could not get a producer ID from the target; retrying", "err", err)
 			continue
 		}
-		byLeader := make(map[int32][]send)
+		type laneLeader struct{ lane, leader int32 }
+		byLeader := make(map[laneLeader][]send)
 		for _, s := range ready {
-			target := topicPartition{s.q.ps.target, s.tp.partition}
+			target := topicPartition{s.ps.target, s.tp.partition}
 			leader, err := p.leader(ctx, p.dst, &p.dstMeta, target)
 			if err != nil {
 				p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-dst-leader:%s", target.topic), "target partition leader unknown; retrying", "topic", target.topic, "partition", target.partition, "err", err)
@@ -835,22 +867,23 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 			}
 			s.q.sending = true
 			p.mu.Unlock()
-			byLeader[leader] = append(byLeader[leader], s)
+			ll := laneLeader{p.laneOf(target), leader}
+			byLeader[ll] = append(byLeader[ll], s)
 		}
-		for leader, ss := range byLeader {
+		for ll, ss := range byLeader {
 			wg.Go(func() {
 				req := kmsg.NewPtrProduceRequest()
 				req.Acks = -1
 				req.TimeoutMillis = 30_000
 				idx := make(map[string]int)
 				for _, s := range ss {
-					i, ok := idx[s.q.ps.target]
+					i, ok := idx[s.ps.target]
 					if !ok {
 						i = len(req.Topics)
-						idx[s.q.ps.target] = i
+						idx[s.ps.target] = i
 						t := kmsg.NewProduceRequestTopic()
-						t.Topic = s.q.ps.target
-						t.TopicID = p.topicID(&p.dstMeta, s.q.ps.target)
+						t.Topic = s.ps.target
+						t.TopicID = p.topicID(&p.dstMeta, s.ps.target)
 						req.Topics = append(req.Topics, t)
 					}
 					rp := kmsg.NewProduceRequestTopicPartition()
@@ -859,7 +892,7 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 					req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 				}
 				rctx, cancel := context.WithTimeout(ctx, 45*time.Second)
-				resp, err := req.RequestWith(rctx, p.dst.Broker(int(leader)))
+				resp, err := req.RequestWith(rctx, p.lane(ll.lane).Broker(int(ll.leader)))
 				cancel()
 				results := make(map[topicPartition]kmsg.ProduceResponseTopicPartition)
 				if err == nil {
@@ -874,7 +907,7 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 					}
 				}
 				for _, s := range ss {
-					rp, ok := results[topicPartition{s.q.ps.target, s.tp.partition}]
+					rp, ok := results[topicPartition{s.ps.target, s.tp.partition}]
 					perr := err
 					if perr == nil && !ok {
 						perr = kerr.UnknownServerError
@@ -889,6 +922,23 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 	}
 }
 
+// laneOf is the lane a target partition's batches take.
+func (p *passthrough) laneOf(tp topicPartition) int32 {
+	if len(p.lanes) == 0 {
+		return 0
+	}
+	h := fnv.New32a()
+	h.Write([]byte(tp.topic))
+	return int32((h.Sum32() + uint32(tp.partition)) % uint32(len(p.lanes)))
+}
+
+func (p *passthrough) lane(i int32) *kgo.Client {
+	if len(p.lanes) == 0 {
+		return p.dst
+	}
+	return p.lanes[i]
+}
+
 // result settles the head batch of q: acknowledged, retried (same
 // sequence) on an error a retry can fix, or failed with everything queued
 // behind it.
@@ -900,20 +950,22 @@ func (p *passthrough) result(tp topicPartition, q *ptQueue, u *ptUnit, base int6
 		q.seq += u.count // int32 wraps to 0 past MaxInt32, as the broker expects
 		q.backoff = 0
 		p.release(len(u.batch))
+		ps := q.ps // replaced by enqueue under p.mu
 		p.mu.Unlock()
-		p.settle(q.ps, u, base, nil)
+		p.settle(ps, u, base, nil)
 		return
 	}
 	// A refusal of the batch itself goes to the record path even when
 	// Kafka calls it retriable (CORRUPT_MESSAGE is): the same bytes would
 	// be refused forever.
 	if !fallbackErr(err) && retriable(err) && u.ctx.Err() == nil {
-		p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-produce:%s/%d", q.ps.target, tp.partition), "produce to the target failed; retrying the batch",
-			"topic", tp.topic, "partition", tp.partition, "target_topic", q.ps.target, "err", err)
 		p.mu.Lock()
+		target := q.ps.target
 		q.sending = false
-		delete(p.dstMeta.at, q.ps.target)
+		delete(p.dstMeta.at, target)
 		p.mu.Unlock()
+		p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-produce:%s/%d", target, tp.partition), "produce to the target failed; retrying the batch",
+			"topic", tp.topic, "partition", tp.partition, "target_topic", target, "err", err)
 		p.retryLater(q)
 		return
 	}
@@ -961,14 +1013,14 @@ func (p *passthrough) retryLater(q *ptQueue) {
 // the broker holds of the failed sequences is unknown.
 func (p *passthrough) failQueue(tp topicPartition, q *ptQueue, err error) {
 	p.mu.Lock()
-	units := q.units
+	units, ps := q.units, q.ps
 	q.units, q.sending, q.seq, q.pid, q.failed = nil, false, 0, -2, err
 	for _, u := range units {
 		p.release(len(u.batch))
 	}
 	p.mu.Unlock()
 	for _, u := range units {
-		p.settle(q.ps, u, -1, err)
+		p.settle(ps, u, -1, err)
 	}
 }
 

@@ -5,6 +5,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -148,4 +149,101 @@ func TestVersion(t *testing.T) {
 	if strings.TrimSpace(stdout+stderr) == "" {
 		t.Errorf("kmirror version printed nothing")
 	}
+}
+
+// TestValidatePlugins: `kmirror validate` checks plugins as run does before
+// it starts anything (the real example plugins, started and stopped): a
+// wrong sha256 pin is an error (exit 1) and a plugin whose capabilities no
+// entry of the config ever calls is a warning naming where it belongs
+// (exit 0). No cluster is needed: the bootstrap addresses are never dialled.
+func TestValidatePlugins(t *testing.T) {
+	audit, catalog := plugin(t, "audit-listener"), plugin(t, "catalog-filter")
+	dir := t.TempDir()
+	const head = `clusters:
+  east: {bootstrap_servers: ["127.0.0.1:1"]}
+  west: {bootstrap_servers: ["127.0.0.1:2"]}
+mirrors:
+  - name: east-to-west
+    source: east
+    target: west
+`
+	write := func(name, body string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(head+body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	auditOut := filepath.Join(dir, "audit.jsonl")
+	cases := []struct {
+		name, body string
+		code       int
+		stderr     []string // each must appear
+		noWarning  bool
+	}{{
+		name: "listener_plugin_under_plugins",
+		body: fmt.Sprintf("plugins:\n  audit: {path: %q, sha256: %q, config: {path: %q}}\n", audit.Path, audit.SHA256, auditOut),
+		code: 0,
+		stderr: []string{"warning: ", "plugins.audit: ", "is a listener plugin (capabilities: [topic_listener group_listener])",
+			"belongs under listeners: with type: plugin"},
+	}, {
+		name: "listener_plugin_wired",
+		body: fmt.Sprintf("    listeners: [audit]\nlisteners:\n  audit: {type: plugin, path: %q, sha256: %q, config: {path: %q}}\n", audit.Path, audit.SHA256, auditOut),
+		code: 0, noWarning: true,
+	}, {
+		name:   "filter_plugin_as_listener",
+		body:   fmt.Sprintf("    listeners: [catalog]\nlisteners:\n  catalog: {type: plugin, path: %q, sha256: %q}\n", catalog.Path, catalog.SHA256),
+		code:   0,
+		stderr: []string{"warning: ", "listeners.catalog: ", "listens to neither topics nor groups", "belongs under plugins:"},
+	}, {
+		name:   "listener_named_by_no_mirror",
+		body:   "listeners:\n  changes: {type: log}\n",
+		code:   0,
+		stderr: []string{"warning: ", "listeners.changes: no mirror names it"},
+	}, {
+		name:   "wrong_pin",
+		body:   fmt.Sprintf("    listeners: [audit]\nlisteners:\n  audit: {type: plugin, path: %q, sha256: %q, config: {path: %q}}\n", audit.Path, catalog.SHA256, auditOut),
+		code:   1,
+		stderr: []string{"sha256 mismatch", "expected " + catalog.SHA256, "actual " + audit.SHA256, "sha256sum " + audit.Path},
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := write(c.name+".yaml", c.body)
+			code, stdout, stderr := runCLI(t, "validate", "--config", path)
+			if code != c.code {
+				t.Errorf("exit %d, want %d", code, c.code)
+			}
+			for _, want := range c.stderr {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("stderr lacks %q", want)
+				}
+			}
+			if c.noWarning && strings.Contains(stderr, "warning") {
+				t.Errorf("unexpected warning")
+			}
+			if c.code == 0 && !strings.Contains(stdout, path+": valid") {
+				t.Errorf("stdout lacks %q", path+": valid")
+			}
+			if t.Failed() {
+				t.Logf("config:\n%s%s\nstdout:\n%s\nstderr:\n%s", head, c.body, stdout, stderr)
+			}
+		})
+	}
+
+	// -o json: the same verdict as data; warnings are a list, never null.
+	t.Run("json", func(t *testing.T) {
+		path := write("json.yaml", fmt.Sprintf("plugins:\n  audit: {path: %q, sha256: %q, config: {path: %q}}\n", audit.Path, audit.SHA256, auditOut))
+		code, stdout, stderr := runCLI(t, "validate", "--config", path, "-o", "json")
+		var got struct {
+			Valid    bool      `json:"valid"`
+			Errors   []string  `json:"errors"`
+			Warnings *[]string `json:"warnings"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+			t.Fatalf("stdout is not JSON: %v\n%s\nstderr:\n%s", err, stdout, stderr)
+		}
+		if code != 0 || !got.Valid || got.Warnings == nil || len(*got.Warnings) != 1 || !strings.Contains((*got.Warnings)[0], "plugins.audit") {
+			t.Errorf("exit %d, got %s", code, stdout)
+		}
+	})
 }

@@ -1032,7 +1032,7 @@ func TestGroupTranslateRewindCLI(t *testing.T) {
 		}
 
 		code, stdout, stderr = runCLI(t, "translate", "--config", path, "--group", group, "--apply", "--allow-rewind")
-		if code != 0 || !strings.Contains(stderr, "committed 1 partitions") || !strings.Contains(stderr, "1 of 2 partitions cannot be translated exactly") {
+		if code != 0 || !strings.Contains(stderr, "committed 1 partition to group") || !strings.Contains(stderr, "1 of 2 partitions cannot be translated exactly") {
 			t.Errorf("kmirror translate --apply --allow-rewind: exit %d, want 0, \"committed 1 partitions\" and the untranslatable one named\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 		}
 		if got := committed(); !maps.Equal(got, map[kmTP]int64{{target, 0}: to}) {

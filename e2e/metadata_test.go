@@ -257,7 +257,11 @@ func TestPlan(t *testing.T) {
 			t.Errorf("kmirror plan on a fresh target: exit %d, want 2 (changes pending)", code)
 		}
 		for target, p := range want {
-			line := fmt.Sprintf("+ create %s (%d partitions) from %s", target, p.partitions, p.source)
+			count := fmt.Sprintf("%d partitions", p.partitions)
+			if p.partitions == 1 {
+				count = "1 partition"
+			}
+			line := fmt.Sprintf("+ create %s (%s) from %s", target, count, p.source)
 			if len(p.configs) > 0 {
 				line += " with " + strings.TrimSuffix(strings.TrimPrefix(kmFmtMap(p.configs), "{"), "}")
 			}

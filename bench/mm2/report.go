@@ -107,7 +107,6 @@ func (r *report) render(failed error) string {
 		}
 		b.WriteString("\nThe target's end offsets of all the target topics are polled every 100 ms. The limit lists the topics once and creates the target topics itself; kmirror and MM2 discover them (refresh 1s) and create them. MM2 runs with the Java producer's default batch.size (16384) here: with 1 MiB it allocates 1 MiB per partition and a 1 GiB heap runs out of memory at 1,000 partitions (tasks killed, records never mirrored).\n\n")
 	}
-	b.WriteString(renderCompressed(o, r.cp))
 	if len(r.fo) > 0 {
 		fmt.Fprintf(&b, "## (d) Failover: group offset translation\n\n")
 		fmt.Fprintf(&b, "Topic `fo`, %d partitions × %d records, mirrored first; then group `%s` reads the source and commits at %v records behind the end of each partition (mid-batch); the contender syncs the group to the target (waited for until every partition has a target commit unchanged for 8 s); the contender stops and the application resumes on the target with the same group.\n\n",
@@ -129,6 +128,7 @@ func (r *report) render(failed error) string {
 		}
 		b.WriteString("\n")
 	}
+	b.WriteString(renderCompressed(o, r.cp))
 	r.renderTargets(&b)
 	if len(r.settings) > 0 {
 		b.WriteString("## Settings\n\n")

@@ -12,7 +12,7 @@ import (
 )
 
 func cmdDemo(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("demo", "Starts two embedded Kafka clusters (kfake), seeds topics (one compacted, one with\nheaders) and a live producer, mirrors between them and prints what was mirrored\nand where the metrics and status are. Runs until Ctrl-C or --duration.", stderr)
+	fs := newFlagSet("demo", "Starts two embedded Kafka clusters (kfake), seeds topics (orders written in\ntransactions, one compacted, one with headers) and a live producer, prints the\nconfig it runs, then every 5s what was mirrored and a consumer group's offsets\ntranslated to the target (different from the source's: the transaction markers\nare not copied), and where the status page and metrics are. Runs until Ctrl-C or\n--duration, then prints a closing summary.", stderr)
 	duration := fs.Duration("duration", 0, "stop after this long (0: run until Ctrl-C)")
 	listen := fs.String("http", "127.0.0.1:9644", "HTTP listen address for the status page, /metrics and /api/v1/status")
 	if code := parse(fs, args); code >= 0 {

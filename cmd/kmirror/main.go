@@ -1,26 +1,24 @@
 // Command kmirror mirrors topics between Kafka clusters.
 //
 //	kmirror run --config kmirror.yaml       the worker
-//	kmirror validate --config kmirror.yaml  check a config, with file:line errors
+//	kmirror validate --config kmirror.yaml  check a config (and its plugins), with file:line errors
 //	kmirror plan --config kmirror.yaml      what a pass would change, changing nothing
 //	kmirror topics --config kmirror.yaml    the mirrored topics with their metadata
 //	kmirror translate --config F --group G  a group's exact target offsets for a failover
 //	kmirror status --config kmirror.yaml    what the running worker reports (mirrors, topics, workers)
+//	kmirror import-mm2 mm2.properties       a kmirror config from a MirrorMaker 2 config
 //	kmirror demo                            everything on two embedded clusters
-//	kmirror version
+//	kmirror version                         (or kmirror --version)
+//
+// One file per subcommand; cli.go holds what they share.
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"runtime"
 	"runtime/debug"
-	"slices"
-	"strings"
 
 	"github.com/kmirror/kmirror/config"
 )
@@ -34,7 +32,8 @@ const usage = `kmirror mirrors topics from one Kafka cluster to another.
 
 Usage:
   kmirror run --config FILE        run the mirrors in FILE until SIGINT/SIGTERM
-  kmirror validate --config FILE   check FILE and exit 0 (valid) or 1 (errors, with file:line)
+  kmirror validate --config FILE   check FILE and its plugins as run would, starting nothing else;
+                                   warnings for legal but suspicious settings
   kmirror plan --config FILE       print what one pass would create or change; change nothing
                                    (exit 0: nothing to do, 2: changes pending, 1: error)
   kmirror topics --config FILE     list the mirrored topics with their metadata
@@ -45,8 +44,17 @@ Usage:
   kmirror status --config FILE     what the running worker reports: mirrors, topics, lag, and in
                                    cluster mode the workers and their slots (or --url ADDR;
                                    the config's http.auth token, or --token-file)
+  kmirror import-mm2 [--output FILE] mm2.properties
+                                   convert a MirrorMaker 2 properties file to a kmirror config
+                                   taking over its flows (exit 0: all mapped, 2: settings not
+                                   mapped, listed on stderr, 1: error)
   kmirror demo [--duration D]      mirror between two embedded clusters, no setup
-  kmirror version                  print the version
+  kmirror version                  print the version (also kmirror --version)
+
+Every command that prints takes -o table|json; every command that talks to a
+cluster or a worker takes --timeout (default 30s). --config defaults to
+kmirror.yaml in the working directory.
+Exit status: 0 ok, 1 error, 2 bad usage (and for plan: changes pending).
 
 Run 'kmirror COMMAND --help' for a command's flags.
 `
@@ -54,7 +62,7 @@ Run 'kmirror COMMAND --help' for a command's flags.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return 2
+		return exitUsage
 	}
 	switch args[0] {
 	case "run":
@@ -71,15 +79,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdTranslate(args[1:], stdout, stderr)
 	case "status":
 		return cmdStatus(args[1:], stdout, stderr)
-	case "version":
-		fmt.Fprintf(stdout, "kmirror %s (%s)\n", getVersion(), runtime.Version())
-		return 0
-	case "-h", "--help", "help":
+	case "import-mm2":
+		return cmdImportMM2(args[1:], stdout, stderr)
+	case "version", "--version", "-version":
+		return cmdVersion(args[1:], stdout, stderr)
+	case "-h", "--help", "-help", "help":
 		fmt.Fprint(stdout, usage)
-		return 0
+		return exitOK
 	default:
 		fmt.Fprintf(stderr, "kmirror: unknown command %q\n\n%s", args[0], usage)
-		return 2
+		return exitUsage
 	}
 }
 
@@ -91,33 +100,6 @@ func getVersion() string {
 		return bi.Main.Version
 	}
 	return "dev"
-}
-
-func newFlagSet(name, summary string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: kmirror %s [flags]\n\n%s\n\nFlags:\n", name, summary)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// parse returns the exit code to use when parsing ended the command
-// (-1 to go on): 0 for --help, 2 for bad flags.
-func parse(fs *flag.FlagSet, args []string) int {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "unexpected arguments: %v\n", fs.Args())
-		fs.Usage()
-		return 2
-	}
-	return -1
 }
 
 func newLogger(w io.Writer, lc config.Log) *slog.Logger {
@@ -139,22 +121,12 @@ func newLogger(w io.Writer, lc config.Log) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// oneOf reports whether a flag's value is one of the allowed ones, and
-// says which are when it is not.
-func oneOf(stderr io.Writer, flagName, value string, allowed ...string) bool {
-	if slices.Contains(allowed, value) {
-		return true
-	}
-	fmt.Fprintf(stderr, "%s: unknown value %q (want %s)\n", flagName, value, strings.Join(allowed, " or "))
-	return false
-}
-
 // loadForCommand loads the config named by a command's --config flag and
 // builds a logger from it; on error it prints the error and returns nil.
 func loadForCommand(path string, stderr io.Writer) (*config.Config, *slog.Logger) {
 	cfg, err := config.LoadFile(path)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		configError(stderr, path, err)
 		return nil, nil
 	}
 	lc := cfg.Log

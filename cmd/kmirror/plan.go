@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/kmirror/kmirror/connector"
 	"github.com/kmirror/kmirror/internal/app"
@@ -16,14 +14,11 @@ import (
 
 func cmdPlan(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("plan", "Connects to the clusters and runs one pass of every mirror in dry-run mode: topics to\ncreate (checked by the target's controller with validateOnly), partitions to add and\nconfigs to change. Changes nothing, not even kmirror's own topics.\nExit status 0 when nothing would change, 2 when changes are pending, 1 on error.", stderr)
-	path := fs.String("config", "kmirror.yaml", "config file")
-	output := fs.String("o", "text", "output format: text or json")
-	timeout := fs.Duration("timeout", time.Minute, "give up after this long")
+	path := configFlag(fs, "the config file")
+	out := outputFlag(fs, "text")
+	timeout := timeoutFlag(fs)
 	if code := parse(fs, args); code >= 0 {
 		return code
-	}
-	if !oneOf(stderr, "-o", *output, "text", "json") {
-		return 1
 	}
 	cfg, log := loadForCommand(*path, stderr)
 	if cfg == nil {
@@ -54,17 +49,35 @@ func cmdPlan(args []string, stdout, stderr io.Writer) int {
 	for _, p := range plans {
 		changes = changes || p.Changes()
 	}
-	if *output == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(map[string]any{"changes": changes, "mirrors": plans})
+	if out.JSON() {
+		for _, p := range plans {
+			emptyNotNull(p)
+		}
+		writeJSON(stdout, map[string]any{"changes": changes, "mirrors": plans})
 	} else {
 		printPlans(stdout, plans)
 	}
 	if changes {
-		return 2
+		return exitUsage // "changes pending", as terraform plan -detailed-exitcode
 	}
-	return 0
+	return exitOK
+}
+
+// emptyNotNull makes p's lists [] in JSON rather than null, so a consumer
+// can iterate them without a null check.
+func emptyNotNull(p *connector.Plan) {
+	if p.Create == nil {
+		p.Create = []connector.PlannedTopic{}
+	}
+	if p.Grow == nil {
+		p.Grow = []connector.PlannedGrowth{}
+	}
+	if p.Configs == nil {
+		p.Configs = []connector.PlannedConfig{}
+	}
+	if p.Failed == nil {
+		p.Failed = []connector.TopicStatus{}
+	}
 }
 
 func printPlans(w io.Writer, plans []*connector.Plan) {
@@ -74,7 +87,7 @@ func printPlans(w io.Writer, plans []*connector.Plan) {
 			fmt.Fprintln(w, "  nothing to change")
 		}
 		for _, t := range p.Create {
-			line := fmt.Sprintf("  + create %s (%d partitions) from %s", t.TargetTopic, t.Partitions, t.SourceTopic)
+			line := fmt.Sprintf("  + create %s (%s) from %s", t.TargetTopic, plural(int(t.Partitions), "partition"), t.SourceTopic)
 			if len(t.Configs) > 0 {
 				line += " with " + formatMap(t.Configs)
 			}

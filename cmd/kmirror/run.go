@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -16,14 +15,14 @@ import (
 
 func cmdRun(args []string, stderr io.Writer) int {
 	fs := newFlagSet("run", "Runs every mirror in the config until SIGINT or SIGTERM, then stops fetching,\nflushes the producer, persists progress and exits 0. Records the target has not\nacknowledged within shutdown_timeout are abandoned (copied again after a restart)\nand the exit status is 1. A second signal exits at once.", stderr)
-	path := fs.String("config", "kmirror.yaml", "config file")
+	path := configFlag(fs, "the config file")
 	if code := parse(fs, args); code >= 0 {
 		return code
 	}
 	cfg, err := config.LoadFile(*path)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
+		configError(stderr, *path, err)
+		return exitError
 	}
 	log := newLogger(stderr, cfg.Log)
 	// Signals are turned into a context here and nowhere else, so the app

@@ -23,19 +23,16 @@ import (
 
 func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("status", "Prints what a running worker reports on GET /api/v1/status: each mirror's state and\nlag, its topics (state, lag, the error of a failed one) and, in cluster mode, the\nworkers of the mirror, the slots each owns, which one runs the control plane and\nthe lag of this worker's slots. The worker is the one at --url, or the one that\nlistens on http.listen of --config.", stderr)
-	path := fs.String("config", "kmirror.yaml", "config file: the worker listens on its http.listen")
+	path := configFlag(fs, "the config file; the worker listens on its http.listen")
 	url := fs.String("url", "", "the worker's HTTP address, e.g. http://127.0.0.1:9644 (instead of --config; with it, --config gives only the token and the scheme)")
-	output := fs.String("o", "table", "output format: table or json")
-	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
+	out := outputFlag(fs)
+	timeout := timeoutFlag(fs)
 	tokenFile := fs.String("token-file", "", "file holding the bearer token (http.auth); with --config, the config's token is used when this is not set")
 	caFile := fs.String("ca-file", "", "PEM CAs to verify the worker's certificate with (https; default: the system's roots)")
 	certFile := fs.String("cert-file", "", "PEM client certificate, for a worker that requires one (http.tls.client_ca_file)")
 	keyFile := fs.String("key-file", "", "PEM key of --cert-file")
 	if code := parse(fs, args); code >= 0 {
 		return code
-	}
-	if !oneOf(stderr, "-o", *output, "table", "json") {
-		return 2
 	}
 	var token string
 	base := strings.TrimSuffix(*url, "/")
@@ -84,11 +81,9 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "status: %v\n", err)
 		return 1
 	}
-	if *output == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(st)
-		return 0
+	if out.JSON() {
+		writeJSON(stdout, st)
+		return exitOK
 	}
 	printStatus(stdout, st, time.Now())
 	return 0
@@ -195,7 +190,7 @@ func printStatus(w io.Writer, st httpapi.StatusResponse, now time.Time) {
 		if !m.LastPassAt.IsZero() {
 			pass = "last pass " + now.Sub(m.LastPassAt).Round(time.Second).String() + " ago"
 		}
-		fmt.Fprintf(w, "MIRROR %s (%s -> %s): %s, lag %d records, %s\n", m.Name, m.Source, m.Target, state, m.Lag, pass)
+		fmt.Fprintf(w, "MIRROR %s (%s -> %s): %s, lag %s, %s\n", m.Name, m.Source, m.Target, state, plural(int(m.Lag), "record"), pass)
 		if m.LastPassError != "" {
 			fmt.Fprintf(w, "  last pass failed: %s\n", m.LastPassError)
 		}

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -48,7 +49,11 @@ func statusServer(t *testing.T, src statusSource) string {
 }
 
 func TestStatusTable(t *testing.T) {
-	url := statusServer(t, clusterStatus)
+	// "3s ago" counts from now, not from the package's start (other tests
+	// of the package run first and take seconds).
+	src := slices.Clone(clusterStatus)
+	src[0].LastPassAt = time.Now().Add(-3 * time.Second)
+	url := statusServer(t, src)
 	var stdout, stderr bytes.Buffer
 	if code := run([]string{"status", "--url", url}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())

@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/kmirror/kmirror/connector"
 	"github.com/kmirror/kmirror/internal/app"
@@ -15,15 +13,12 @@ import (
 
 func cmdTopics(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("topics", "Lists the mirrored topics with their metadata (provenance and labels), read from\neach mirror's metadata topic on its target cluster. No worker needs to run.", stderr)
-	path := fs.String("config", "kmirror.yaml", "config file")
+	path := configFlag(fs, "the config file")
 	mirror := fs.String("mirror", "", "only this mirror")
-	output := fs.String("o", "table", "output format: table or json")
-	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
+	out := outputFlag(fs)
+	timeout := timeoutFlag(fs)
 	if code := parse(fs, args); code >= 0 {
 		return code
-	}
-	if !oneOf(stderr, "-o", *output, "table", "json") {
-		return 1
 	}
 	cfg, log := loadForCommand(*path, stderr)
 	if cfg == nil {
@@ -44,14 +39,12 @@ func cmdTopics(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	if *output == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
+	if out.JSON() {
 		if tms == nil {
 			tms = []connector.TopicMetadata{}
 		}
-		_ = enc.Encode(map[string]any{"topics": tms})
-		return 0
+		writeJSON(stdout, map[string]any{"topics": tms})
+		return exitOK
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MIRROR\tTARGET TOPIC\tSOURCE\tSTATE\tCREATED\tLABELS")

@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
-	"time"
 
 	"github.com/kmirror/kmirror/connector"
 	"github.com/kmirror/kmirror/internal/app"
@@ -15,13 +13,13 @@ import (
 
 func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("translate", "Prints, for a failover, the target offset of every partition a source consumer group\ncommitted on: the target offset of the first mirrored record at or after its committed\nsource offset, read from the offset index kmirror keeps on the target. A consumer that\nstarts there reads exactly the records it had not read on the source. A partition whose\noffset cannot be translated exactly (older than the offset index, nothing copied yet) is\nprinted as untranslatable with the reason and never applied.\nWith --apply the offsets are committed to the group on the target: refused while it has\nactive members there, when its current offsets there cannot be read, and when it would\nmove a partition backwards (unless --allow-rewind).", stderr)
-	path := fs.String("config", "kmirror.yaml", "config file")
+	path := configFlag(fs, "the config file")
 	group := fs.String("group", "", "the consumer group (required)")
 	mirror := fs.String("mirror", "", "the mirror (required when the config has several)")
 	apply := fs.Bool("apply", false, "commit the translated offsets to the target group")
 	allowRewind := fs.Bool("allow-rewind", false, "with --apply: commit even where that moves the target group backwards")
-	output := fs.String("o", "table", "output format: table or json")
-	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
+	out := outputFlag(fs)
+	timeout := timeoutFlag(fs)
 	if code := parse(fs, args); code >= 0 {
 		return code
 	}
@@ -33,9 +31,6 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 	if *allowRewind && !*apply {
 		fmt.Fprintln(stderr, "--allow-rewind only applies with --apply")
 		return 2
-	}
-	if !oneOf(stderr, "-o", *output, "table", "json") {
-		return 1
 	}
 	cfg, log := loadForCommand(*path, stderr)
 	if cfg == nil {
@@ -66,10 +61,8 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 			st, err = m.Translate(ctx, *group, connector.TranslateOptions{Apply: *apply, AllowRewind: *allowRewind})
 		}
 	}
-	if *output == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(st)
+	if out.JSON() {
+		writeJSON(stdout, st)
 	} else if len(st.Partitions) > 0 {
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "SOURCE TOPIC\tPARTITION\tSOURCE OFFSET\tTARGET TOPIC\tTARGET OFFSET\tNOTE")
@@ -99,10 +92,10 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if untranslatable > 0 {
-		fmt.Fprintf(stderr, "%d of %d partitions cannot be translated exactly (see NOTE) and are never applied\n", untranslatable, len(st.Partitions))
+		fmt.Fprintf(stderr, "%d of %s cannot be translated exactly (see NOTE) and are never applied\n", untranslatable, plural(len(st.Partitions), "partition"))
 	}
 	if *apply {
-		fmt.Fprintf(stderr, "committed %d partitions to group %s on the target\n", len(st.Partitions)-untranslatable, *group)
+		fmt.Fprintf(stderr, "committed %s to group %s on the target\n", plural(len(st.Partitions)-untranslatable, "partition"), *group)
 	}
 	return 0
 }

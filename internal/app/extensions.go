@@ -168,13 +168,19 @@ func (f *pluginGroupFilter) FilterGroups(ctx context.Context, req filters.GroupR
 // each filter plugin filters. Plugins that are not running were reported
 // by startPlugins.
 func (a *App) checkFilterPlugins(cfg *config.Config) error {
+	return checkFilterPlugins(cfg, a.lookup, a.opts.ConfigFile, a.opts.Logger)
+}
+
+// checkFilterPlugins is App.checkFilterPlugins for any lookup: Check uses
+// it too, so validate refuses what run refuses.
+func checkFilterPlugins(cfg *config.Config, lookup pluginLookup, configFile string, log *slog.Logger) error {
 	var errs []error
 	for i, mc := range cfg.Mirrors {
 		for j, f := range mc.Filters {
 			if f.Plugin == "" {
 				continue
 			}
-			p, ok := a.lookup(f.Plugin)
+			p, ok := lookup(f.Plugin)
 			if !ok {
 				continue
 			}
@@ -182,14 +188,14 @@ func (a *App) checkFilterPlugins(cfg *config.Config) error {
 			topics, groups := info.Has(plugins.CapabilityTopicFilter), info.Has(plugins.CapabilityGroupFilter)
 			if !topics && !groups {
 				field := fmt.Sprintf("mirrors[%d].filters[%d].plugin", i, j)
-				if a.opts.ConfigFile != "" {
-					field = a.opts.ConfigFile + ": " + field
+				if configFile != "" {
+					field = configFile + ": " + field
 				}
 				errs = append(errs, fmt.Errorf("%s: plugin %q (%s) is neither a topic_filter nor a group_filter (its capabilities: %v); a listener plugin belongs in listeners with type: plugin",
 					field, f.Plugin, cfg.Plugins[f.Plugin].Path, info.Capabilities))
 				continue
 			}
-			a.opts.Logger.Info("filter plugin wired", "mirror", mc.Name, "plugin", f.Plugin, "filters_topics", topics, "filters_groups", groups)
+			log.Info("filter plugin wired", "mirror", mc.Name, "plugin", f.Plugin, "filters_topics", topics, "filters_groups", groups)
 		}
 	}
 	return errors.Join(errs...)

@@ -3,8 +3,11 @@
 // change it is told about as one JSON line to the file given by its config
 // key `path`.
 //
-//	plugins:
-//	  audit: {path: ./bin/audit-listener, sha256: "...", config: {path: /var/log/kmirror/audit.jsonl}}
+//	listeners:
+//	  audit: {type: plugin, path: ./bin/audit-listener, sha256: "...", config: {path: /var/log/kmirror/audit.jsonl}}
+//	mirrors:
+//	  - name: east-to-west
+//	    listeners: [audit]
 //
 // A line looks like
 //

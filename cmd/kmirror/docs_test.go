@@ -1,0 +1,420 @@
+package main
+
+// The docs as tests: every YAML config block of the Markdown docs loads,
+// every CLI example that needs no cluster runs, and the plugin page's code
+// builds as the page says.
+//
+// Conventions for a ```yaml block, in comment lines at its top:
+//
+//	# fragment of: deploy/examples/single.yaml
+//	    The block is part of a config: it is merged into that file (a path
+//	    from the repository root) and the result is loaded. Merging: a
+//	    mapping's keys are merged into the file's mapping of the same place,
+//	    a list of mappings element by element (the block's mirrors[0] into
+//	    the file's mirrors[0]), anything else replaces what the file has.
+//	# not a kmirror config: prometheus.yml
+//	    The block is another program's file; it is not loaded.
+//	# env: NAME=value NAME2=value
+//	    The block refers to ${NAME}: it is loaded with these set.
+//
+// A block without "fragment of" or "not a kmirror config" is a whole
+// config. Files a block names that must exist (a plugin's path, *_file
+// keys) are created, empty but for one line, next to the config (an
+// absolute path under the test's directory, the block pointing there), so
+// a block can name /etc/kmirror/http.token.
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/kmirror/kmirror/config"
+)
+
+// docFiles are the Markdown files whose blocks are tested.
+func docFiles(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("../../docs/*.md")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no docs: %v", err)
+	}
+	return append([]string{"../../README.md", "../../deploy/README.md"}, files...)
+}
+
+// block is one fenced code block of a Markdown file.
+type block struct {
+	file string
+	line int // of the opening fence, 1-based
+	lang string
+	text string
+}
+
+func (b block) String() string {
+	return fmt.Sprintf("%s:%d", strings.TrimPrefix(b.file, "../../"), b.line)
+}
+
+func readBlocks(t *testing.T, file string) []block {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	var out []block
+	var cur *block
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		switch {
+		case cur == nil && strings.HasPrefix(line, "```"):
+			cur = &block{file: file, line: n, lang: strings.TrimPrefix(line, "```")}
+		case cur != nil && line == "```":
+			out = append(out, *cur)
+			cur = nil
+		case cur != nil:
+			cur.text += line + "\n"
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if cur != nil {
+		t.Fatalf("%s:%d: unclosed code block", file, cur.line)
+	}
+	return out
+}
+
+// directives reads the convention comments at the top of a YAML block.
+func directives(text string) (fragmentOf string, foreign bool, env map[string]string) {
+	env = map[string]string{}
+	for line := range strings.SplitSeq(text, "\n") {
+		c, ok := strings.CutPrefix(line, "#")
+		if !ok {
+			break
+		}
+		c = strings.TrimSpace(c)
+		if v, ok := strings.CutPrefix(c, "fragment of:"); ok {
+			fragmentOf = strings.TrimSpace(v)
+		}
+		if strings.HasPrefix(c, "not a kmirror config") {
+			foreign = true
+		}
+		if v, ok := strings.CutPrefix(c, "env:"); ok {
+			for kv := range strings.FieldsSeq(v) {
+				k, v, _ := strings.Cut(kv, "=")
+				env[k] = v
+			}
+		}
+	}
+	return fragmentOf, foreign, env
+}
+
+// TestDocsYAML loads every YAML block of the docs as a config (see the
+// conventions above).
+func TestDocsYAML(t *testing.T) {
+	n := 0
+	for _, file := range docFiles(t) {
+		for _, b := range readBlocks(t, file) {
+			if b.lang != "yaml" {
+				continue
+			}
+			fragmentOf, foreign, env := directives(b.text)
+			if foreign {
+				continue
+			}
+			n++
+			t.Run(b.String(), func(t *testing.T) {
+				for k, v := range env {
+					t.Setenv(k, v)
+				}
+				doc := parseYAML(t, b.text)
+				if fragmentOf != "" {
+					base, err := os.ReadFile(filepath.Join("../..", fragmentOf))
+					if err != nil {
+						t.Fatalf("fragment of: %v", err)
+					}
+					d := parseYAML(t, string(base))
+					merge(d.Content[0], doc.Content[0])
+					doc = d
+				}
+				dir := t.TempDir()
+				createNamedFiles(t, dir, doc.Content[0], "")
+				var buf bytes.Buffer
+				enc := yaml.NewEncoder(&buf)
+				enc.SetIndent(2)
+				if err := enc.Encode(doc); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := config.Load(buf.Bytes(), filepath.Join(dir, "kmirror.yaml")); err != nil {
+					t.Errorf("%s does not load:\n%v\nas loaded:\n%s", b, err, buf.String())
+				}
+			})
+		}
+	}
+	if n < 10 {
+		t.Errorf("only %d YAML blocks found", n)
+	}
+}
+
+func parseYAML(t *testing.T, text string) *yaml.Node {
+	t.Helper()
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(text), &doc); err != nil {
+		t.Fatalf("not YAML: %v\n%s", err, text)
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		t.Fatalf("not a YAML mapping:\n%s", text)
+	}
+	return &doc
+}
+
+// merge merges frag into base, as the "fragment of" convention says.
+func merge(base, frag *yaml.Node) {
+	switch {
+	case base.Kind == yaml.MappingNode && frag.Kind == yaml.MappingNode:
+		for i := 0; i+1 < len(frag.Content); i += 2 {
+			k, v := frag.Content[i], frag.Content[i+1]
+			if bv := mapValue(base, k.Value); bv != nil {
+				merge(bv, v)
+			} else {
+				base.Content = append(base.Content, k, v)
+			}
+		}
+	case base.Kind == yaml.SequenceNode && frag.Kind == yaml.SequenceNode && allMappings(base) && allMappings(frag):
+		for i, v := range frag.Content {
+			if i < len(base.Content) {
+				merge(base.Content[i], v)
+			} else {
+				base.Content = append(base.Content, v)
+			}
+		}
+	default:
+		*base = *frag
+	}
+}
+
+func mapValue(m *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
+func allMappings(s *yaml.Node) bool {
+	for _, n := range s.Content {
+		if n.Kind != yaml.MappingNode {
+			return false
+		}
+	}
+	return true
+}
+
+// createNamedFiles creates the files n names that must exist: a plugin's
+// or a plugin listener's path, and every *_file key, outside of config
+// maps (a plugin's or listener's own settings, which kmirror does not
+// read). An absolute name is created under dir and n is changed to point
+// there.
+func createNamedFiles(t *testing.T, dir string, n *yaml.Node, key string) {
+	t.Helper()
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if k := n.Content[i].Value; k != "config" {
+				createNamedFiles(t, dir, n.Content[i+1], k)
+			}
+		}
+	case yaml.SequenceNode:
+		for _, c := range n.Content {
+			createNamedFiles(t, dir, c, key)
+		}
+	case yaml.ScalarNode:
+		if key != "path" && !strings.HasSuffix(key, "_file") || n.Value == "" || strings.Contains(n.Value, "${") {
+			return
+		}
+		name := filepath.Join(dir, n.Value)
+		if filepath.IsAbs(n.Value) {
+			n.Value = name
+		}
+		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(name, []byte("fixture\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// noCluster are the commands a docs example may run without a cluster.
+var noCluster = []string{"validate", "version", "--version", "--help", "help", "import-mm2"}
+
+// TestDocsCLI runs every kmirror command line in the docs' sh blocks that
+// needs no cluster (validate, version, help, any --help), in a directory
+// whose kmirror.yaml is the first whole config of the same file, and
+// expects exit status 0. The others must at least name a command.
+func TestDocsCLI(t *testing.T) {
+	ran := 0
+	for _, file := range docFiles(t) {
+		blocks := readBlocks(t, file)
+		var cfg string
+		for _, b := range blocks {
+			if f, foreign, _ := directives(b.text); b.lang == "yaml" && f == "" && !foreign {
+				cfg = b.text
+				break
+			}
+		}
+		for _, b := range blocks {
+			if b.lang != "sh" {
+				continue
+			}
+			for i, line := range strings.Split(b.text, "\n") {
+				line, _, _ = strings.Cut(line, "#")
+				args := strings.Fields(line)
+				if len(args) < 2 || (args[0] != "kmirror" && args[0] != "./bin/kmirror") {
+					continue
+				}
+				args = args[1:]
+				where := fmt.Sprintf("%s:%d", strings.TrimPrefix(file, "../../"), b.line+1+i)
+				if !slices.Contains(noCluster, args[0]) && !slices.Contains(args, "--help") {
+					if !slices.Contains([]string{"run", "plan", "topics", "translate", "status", "demo"}, args[0]) {
+						t.Errorf("%s: unknown command %q", where, args[0])
+					}
+					continue
+				}
+				t.Run(where, func(t *testing.T) {
+					dir := t.TempDir()
+					if cfg != "" {
+						if err := os.WriteFile(filepath.Join(dir, "kmirror.yaml"), []byte(cfg), 0o644); err != nil {
+							t.Fatal(err)
+						}
+					}
+					if args[0] == "import-mm2" {
+						// Its input: MirrorMaker 2's own example file,
+						// under the name the example gives.
+						in, err := os.ReadFile("../../internal/mm2import/testdata/connect-mirror-maker.properties")
+						if err != nil {
+							t.Fatal(err)
+						}
+						if err := os.WriteFile(filepath.Join(dir, args[len(args)-1]), in, 0o644); err != nil {
+							t.Fatal(err)
+						}
+					}
+					t.Chdir(dir)
+					code, stdout, stderr := runIn(args...)
+					if args[0] == "import-mm2" && code == exitUsage && strings.Contains(stderr, "not mapped") {
+						code = exitOK // converted, with settings to review
+					}
+					if code != exitOK {
+						t.Errorf("kmirror %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, stdout, stderr)
+					}
+				})
+				ran++
+			}
+		}
+	}
+	if ran < 3 {
+		t.Errorf("only %d CLI examples ran", ran)
+	}
+}
+
+// TestDocsPluginBuilds follows docs/plugins.md "Write one" on a fresh
+// module: its sh blocks run in order in an empty directory (with $KMIRROR
+// the repository, as the page says), its Go block is main.go, and the
+// result must be a plugin binary that validate accepts as the filter the
+// page's config names. Go runs with the environment's settings, as for a
+// user (by default -mod=readonly: go build needs the page's go mod tidy);
+// modules come from the module cache, where building kmirror put them, or
+// the proxy.
+func TestDocsPluginBuilds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a plugin module")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := readBlocks(t, "../../docs/plugins.md")
+	text, err := os.ReadFile("../../docs/plugins.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := bytes.Count(text[:bytes.Index(text, []byte("\n## Write one\n"))], []byte("\n")) + 1
+	end := bytes.Count(text[:bytes.Index(text, []byte("\n## Build and pin\n"))], []byte("\n")) + 1
+	var script strings.Builder
+	script.WriteString("set -e\n")
+	gos := 0
+	for _, b := range blocks {
+		if b.line < start || b.line > end {
+			continue
+		}
+		switch b.lang {
+		case "sh":
+			script.WriteString(b.text)
+		case "go":
+			gos++
+			fmt.Fprintf(&script, "cat > main.go <<'KMIRROR_EOF'\n%sKMIRROR_EOF\n", b.text)
+		}
+	}
+	if gos != 1 || !strings.Contains(script.String(), "go build") {
+		t.Fatalf("docs/plugins.md \"Write one\": want one go block and the sh blocks that build it, got:\n%s", script.String())
+	}
+	dir := t.TempDir()
+	cmd := exec.Command("sh", "-c", script.String())
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "KMIRROR="+root)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the page's steps fail: %v\n%s\nscript:\n%s", err, out, script.String())
+	}
+	bins, _ := filepath.Glob(filepath.Join(dir, "*", "bin", "prefix-filter"))
+	if len(bins) != 1 {
+		t.Fatalf("no bin/prefix-filter built under %s: %v", dir, bins)
+	}
+
+	// The page's config, with the real pin: validate starts the plugin
+	// and finds the topic filter the mirror names (no warning).
+	bin := bins[0]
+	sum, err := exec.Command("sha256sum", bin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var page string
+	for _, b := range blocks {
+		if b.lang == "yaml" && strings.Contains(b.text, "prefix-filter") {
+			page = b.text
+		}
+	}
+	pin := regexp.MustCompile(`sha256: "[0-9a-f]{64}"`)
+	if !pin.MatchString(page) {
+		t.Fatalf("no pinned prefix-filter config in docs/plugins.md")
+	}
+	doc := parseYAML(t, strings.ReplaceAll(pin.ReplaceAllString(page, fmt.Sprintf("sha256: %q", strings.Fields(string(sum))[0])), "./bin/prefix-filter", bin))
+	fragmentOf, _, _ := directives(page)
+	baseText, err := os.ReadFile(filepath.Join(root, fragmentOf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := parseYAML(t, string(baseText))
+	merge(base.Content[0], doc.Content[0])
+	out, err := yaml.Marshal(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "kmirror.yaml")
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runIn("validate", "--config", path)
+	if code != exitOK || strings.Contains(stderr, "warning") {
+		t.Errorf("validate: exit %d\n%s%s", code, stdout, stderr)
+	}
+}

@@ -1,0 +1,109 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+
+	"github.com/kmirror/kmirror/config"
+	"github.com/kmirror/kmirror/plugins"
+)
+
+// Check does what Run checks before it mirrors anything, and no more: it
+// connects to no cluster and serves nothing. A plugin's capabilities are
+// known only once it runs, so Check starts every plugin as Run does (the
+// same plugins.Host.Start: the binary is read and compared with its sha256
+// pin, then started, asked for its PluginInfo and configured), then stops
+// them. ctx bounds the starts (plugins.HostOptions.StartTimeout bounds each).
+//
+// The error is what would stop Run: a plugin that does not start (a wrong
+// pin, a missing or broken binary) and a filter plugin that filters
+// nothing. The warnings are wiring that is legal but does nothing: a plugin
+// whose capabilities no entry of the config ever calls. Messages name the
+// config field, prefixed with configFile when it is not empty.
+func Check(ctx context.Context, cfg *config.Config, configFile string, log *slog.Logger) (warnings []string, err error) {
+	host, err := plugins.NewHost(plugins.HostOptions{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = host.Close() }()
+	var errs []error
+	for _, s := range pluginSpecs(cfg) {
+		if _, err := host.Start(ctx, s); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("plugins: %w", err)
+	}
+	if err := checkFilterPlugins(cfg, hostLookup(host), configFile, log); err != nil {
+		return nil, err
+	}
+	infos := make(map[string]plugins.Info)
+	for _, name := range host.Names() {
+		p, _ := host.Get(name)
+		infos[name] = p.Info()
+	}
+	return wiringWarnings(cfg, infos, configFile), nil
+}
+
+// wiringWarnings lists the plugins and listeners that are never called.
+// infos are the running plugins' PluginInfo, by their name in the host
+// (listener plugins under listenerPluginName).
+func wiringWarnings(cfg *config.Config, infos map[string]plugins.Info, configFile string) []string {
+	prefix := ""
+	if configFile != "" {
+		prefix = configFile + ": "
+	}
+	filtered := map[string]bool{} // plugins named by a mirror's filters
+	listened := map[string]bool{} // listeners named by a mirror
+	for _, mc := range cfg.Mirrors {
+		for _, f := range mc.Filters {
+			if f.Plugin != "" {
+				filtered[f.Plugin] = true
+			}
+		}
+		for _, l := range mc.Listeners {
+			listened[l] = true
+		}
+	}
+	isListener := func(i plugins.Info) bool {
+		return i.Has(plugins.CapabilityTopicListener) || i.Has(plugins.CapabilityGroupListener)
+	}
+	isFilter := func(i plugins.Info) bool {
+		return i.Has(plugins.CapabilityTopicFilter) || i.Has(plugins.CapabilityGroupFilter)
+	}
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(cfg.Plugins)) {
+		if filtered[name] {
+			continue
+		}
+		info := infos[name]
+		switch {
+		case isListener(info) && !isFilter(info):
+			out = append(out, fmt.Sprintf("%splugins.%s: %s is a listener plugin (capabilities: %v) and plugins: holds filter plugins, so it is never called; a listener plugin belongs under listeners: with type: plugin, path and sha256, named in a mirror's listeners",
+				prefix, name, cfg.Plugins[name].Path, info.Capabilities))
+		default:
+			out = append(out, fmt.Sprintf("%splugins.%s: no mirror names it in its filters, so it is never called (add - plugin: %s to a mirror's filters, or remove it)",
+				prefix, name, name))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Listeners)) {
+		l := cfg.Listeners[name]
+		if !listened[name] {
+			out = append(out, fmt.Sprintf("%slisteners.%s: no mirror names it in its listeners, so it is never called (add it to a mirror's listeners, or remove it)", prefix, name))
+			continue
+		}
+		if l.Type != "plugin" {
+			continue
+		}
+		if info, ok := infos[listenerPluginName(name)]; ok && !isListener(info) {
+			out = append(out, fmt.Sprintf("%slisteners.%s: %s listens to neither topics nor groups (capabilities: %v), so it is never called; a filter plugin belongs under plugins:, named in a mirror's filters",
+				prefix, name, l.Path, info.Capabilities))
+		}
+	}
+	return out
+}
