@@ -616,7 +616,7 @@ func (m *Mirror) start(ctx context.Context, c *clients) error {
 			return m.load(ctx, c.dstAdm)
 		}()
 		if err == nil {
-			m.startFailures.succeeded(m.log, "started")
+			m.startFailures.succeeded(m.log, "started after failing")
 			return nil
 		}
 		if ctx.Err() != nil {

@@ -228,7 +228,7 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 		kgo.SessionTimeout(cfg.SessionTimeout),
 		// The group's requests (JoinGroup, SyncGroup, Heartbeat) are
 		// retried for up to a session, franz-go's default, which the
-		// cluster's request_timeout in ClientOpts would cut short.
+		// cluster's request_timeout (internal/kafka) would cut short.
 		kgo.RetryTimeout(cfg.SessionTimeout),
 		// Kafka advises a third of the session timeout at most; a fifth
 		// leaves room for a slow round trip or two on a loaded machine.
