@@ -23,6 +23,10 @@ import (
 // Default values applied to keys that are absent (or null) in the file.
 const (
 	defaultClientID          = "kmirror"
+	defaultDialTimeout       = Duration(10 * time.Second)
+	defaultRequestTimeout    = Duration(10 * time.Second)
+	minRequestTimeout        = Duration(100 * time.Millisecond) // franz-go's bounds
+	maxRequestTimeout        = Duration(15 * time.Minute)
 	defaultPolicyType        = PolicyDefault
 	defaultSeparator         = "."
 	defaultReplicationFactor = -1
@@ -182,6 +186,15 @@ type Cluster struct {
 	BootstrapServers []string `yaml:"bootstrap_servers"`
 	// ClientID is the Kafka client.id kmirror uses. Default "kmirror".
 	ClientID string `yaml:"client_id"`
+	// DialTimeout bounds opening a connection to a broker (TCP, and the
+	// TLS handshake with tls). Default 10s.
+	DialTimeout Duration `yaml:"dial_timeout"`
+	// RequestTimeout bounds the wait for a broker's answer beyond the
+	// request's own timeout, and how long a failed request is retried:
+	// a broker that accepts connections and never answers is reported
+	// after about twice this (franz-go tries a second connection).
+	// Default 10s.
+	RequestTimeout Duration `yaml:"request_timeout"`
 
 	// TLS, when present (even empty), connects with TLS; without it the
 	// connection is plaintext.
@@ -571,6 +584,8 @@ func (c *Config) setDefaults() {
 
 func (c *Cluster) setDefaults() {
 	c.ClientID = defaultClientID
+	c.DialTimeout = defaultDialTimeout
+	c.RequestTimeout = defaultRequestTimeout
 }
 
 func (m *Mirror) setDefaults() {

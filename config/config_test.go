@@ -71,10 +71,14 @@ func TestLoadFileGood(t *testing.T) {
 			"east": {
 				BootstrapServers: []string{"10.0.1.1:9092", "10.0.1.2:9092", "[2001:db8::1]:9092"},
 				ClientID:         "kmirror-east",
+				DialTimeout:      ms(10_000),
+				RequestTimeout:   ms(10_000),
 			},
 			"west": {
 				BootstrapServers: []string{"kafka-west-1.example.com:9093"},
 				ClientID:         "kmirror-west",
+				DialTimeout:      ms(5_000),
+				RequestTimeout:   ms(20_000),
 			},
 		},
 		Mirrors: []*config.Mirror{
@@ -143,8 +147,8 @@ func TestLoadMinimalGetsDefaults(t *testing.T) {
 	got := mustLoadFile(t, "testdata/minimal.yaml")
 	want := &config.Config{
 		Clusters: map[string]*config.Cluster{
-			"east": {BootstrapServers: []string{"127.0.0.1:19092"}, ClientID: "kmirror"},
-			"west": {BootstrapServers: []string{"127.0.0.1:29092"}, ClientID: "kmirror"},
+			"east": {BootstrapServers: []string{"127.0.0.1:19092"}, ClientID: "kmirror", DialTimeout: ms(10_000), RequestTimeout: ms(10_000)},
+			"west": {BootstrapServers: []string{"127.0.0.1:29092"}, ClientID: "kmirror", DialTimeout: ms(10_000), RequestTimeout: ms(10_000)},
 		},
 		Mirrors: []*config.Mirror{{
 			Name:              "east-to-west",
@@ -256,8 +260,10 @@ testdata/bad_plugin_missing.yaml:11: plugins.catalog.sha256: want the binary's s
 		"bootstrap_addr":         `5: clusters.east.bootstrap_servers[1]: invalid broker address "localhost" (want host:port, such as "127.0.0.1:9092")`,
 		"bootstrap_port": `3: clusters.east.bootstrap_servers[0]: invalid broker address "127.0.0.1:0" (want host:port, such as "127.0.0.1:9092")
 testdata/bad_bootstrap_port.yaml:5: clusters.west.bootstrap_servers[0]: invalid broker address "PLAINTEXT://127.0.0.1:29092" (want host:port, such as "127.0.0.1:9092")`,
-		"cluster_alias":        `4: clusters.west/1: invalid cluster alias "west/1" (want 1-100 characters from A-Z a-z 0-9 . _ -)`,
-		"empty_client_id":      "4: clusters.east.client_id: must not be empty",
+		"cluster_alias":   `4: clusters.west/1: invalid cluster alias "west/1" (want 1-100 characters from A-Z a-z 0-9 . _ -)`,
+		"empty_client_id": "4: clusters.east.client_id: must not be empty",
+		"cluster_timeouts": `4: clusters.east.dial_timeout: must be greater than 0, got 0s
+testdata/bad_cluster_timeouts.yaml:7: clusters.west.request_timeout: must be between 100ms and 15m0s, got 50ms`,
 		"policy":               `11: mirrors[0].replication_policy.type: unknown replication policy type "foo" (want default or identity)`,
 		"separator":            `11: mirrors[0].replication_policy.separator: invalid separator "/" (want one or more characters from A-Z a-z 0-9 . _ -)`,
 		"mirror_name":          `7: mirrors[0].name: invalid mirror name "east to west" (want 1-100 characters from A-Z a-z 0-9 . _ -)`,
@@ -623,8 +629,8 @@ func TestDocs(t *testing.T) {
 		t.Error("docs/configuration.md does not contain testdata/good.yaml verbatim")
 	}
 	keys := yamlKeys(reflect.TypeFor[config.Config]())
-	if len(keys) != 103 {
-		t.Errorf("found %d keys, want 103: %q (update this test and the docs when adding keys)", len(keys), keys)
+	if len(keys) != 105 {
+		t.Errorf("found %d keys, want 105: %q (update this test and the docs when adding keys)", len(keys), keys)
 	}
 	for _, key := range keys {
 		if !strings.Contains(string(doc), "| `"+key+"` |") {

@@ -149,6 +149,10 @@ func (v *validator) cluster(c *Cluster, path, alias string) {
 	if c.ClientID == "" {
 		v.errorf(path+".client_id", "must not be empty")
 	}
+	v.positive(path+".dial_timeout", c.DialTimeout)
+	if c.RequestTimeout < minRequestTimeout || c.RequestTimeout > maxRequestTimeout {
+		v.errorf(path+".request_timeout", "must be between %s and %s, got %s", minRequestTimeout, maxRequestTimeout, c.RequestTimeout)
+	}
 	if c.TLS != nil {
 		v.tls(c.TLS, path+".tls")
 	}

@@ -79,11 +79,11 @@ func (m *Mirror) syncACLs(ctx context.Context, c *clients) error {
 	}
 	src, err := describeTopicACLs(ctx, c.srcAdminCl)
 	if err != nil {
-		return fmt.Errorf("describe source ACLs: %w", err)
+		return fmt.Errorf("describe source ACLs: %w", m.srcErr(err))
 	}
 	dst, err := describeTopicACLs(ctx, c.dst)
 	if err != nil {
-		return fmt.Errorf("describe target ACLs: %w", err)
+		return fmt.Errorf("describe target ACLs: %w", m.dstErr(err))
 	}
 	have := make(map[aclBinding]bool, len(dst))
 	for _, b := range dst {

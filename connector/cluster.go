@@ -559,7 +559,7 @@ func (m *Mirror) translationView(ctx context.Context, c *clients, dp dataPlane) 
 	}
 	ld, err := loadProgress(ctx, m.log, m.cfg.TargetOpts, c.dstAdm, m.progressTopic)
 	if err != nil {
-		return nil, fmt.Errorf("read the committed offset indexes in %s: %w", m.progressTopic, err)
+		return nil, fmt.Errorf("read the committed offset indexes in %s: %w", m.progressTopic, m.dstErr(err))
 	}
 	return storedView{dataPlane: dp, ld: ld}, nil
 }

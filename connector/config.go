@@ -43,6 +43,16 @@ type Notifier interface {
 	SetGroups([]listeners.Group)
 }
 
+// Explainer turns an error of a request to a cluster into one that names
+// the cluster, its brokers and what to check.
+type Explainer interface {
+	Explain(error) error
+}
+
+type asIs struct{}
+
+func (asIs) Explain(err error) error { return err }
+
 // Config is everything one Mirror needs. The app layer builds it from the
 // YAML config; the zero value of each optional field means "the default".
 type Config struct {
@@ -57,6 +67,11 @@ type Config struct {
 	// consumer and producer settings on top.
 	SourceOpts []kgo.Opt
 	TargetOpts []kgo.Opt
+	// SourceExplainer and TargetExplainer explain the errors of requests
+	// to each cluster (internal/kafka.Cluster); nil leaves them as they
+	// are.
+	SourceExplainer Explainer
+	TargetExplainer Explainer
 
 	// Policy names target topics; policy.Default{} when nil.
 	Policy policy.ReplicationPolicy
@@ -157,6 +172,12 @@ func (c *Config) applyDefaults() error {
 	}
 	if c.Policy == nil {
 		c.Policy = policy.Default{}
+	}
+	if c.SourceExplainer == nil {
+		c.SourceExplainer = asIs{}
+	}
+	if c.TargetExplainer == nil {
+		c.TargetExplainer = asIs{}
 	}
 	if c.RefreshInterval <= 0 {
 		c.RefreshInterval = 10 * time.Second

@@ -141,7 +141,7 @@ func (m *Mirror) syncConfigs(ctx context.Context, c *clients) error {
 	}
 	results, err := alterConfigs(ctx, c.dst, changes)
 	if err != nil {
-		return err
+		return m.dstErr(err)
 	}
 	now := time.Now()
 	var errs []error
@@ -199,7 +199,7 @@ func (m *Mirror) configChanges(ctx context.Context, c *clients) ([]configChange,
 	var changes []configChange
 	var errs []error
 	for _, p := range pairs {
-		if err := errors.Join(srcErrs[p.source], dstErrs[p.target]); err != nil {
+		if err := errors.Join(m.srcErr(srcErrs[p.source]), m.dstErr(dstErrs[p.target])); err != nil {
 			errs = append(errs, fmt.Errorf("topic %s: %w", p.source, err))
 			continue
 		}

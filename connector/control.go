@@ -118,7 +118,7 @@ func (m *Mirror) discover(ctx context.Context, c *clients) (discovered, error) {
 	d := discovered{ids: make(map[string]string), gone: make(map[string]bool)}
 	srcTopics, err := c.srcAdm.ListTopics(ctx)
 	if err != nil {
-		return d, fmt.Errorf("list source topics: %w", err)
+		return d, fmt.Errorf("list source topics: %w", m.srcErr(err))
 	}
 	m.mu.Lock()
 	var missing []string
@@ -131,7 +131,7 @@ func (m *Mirror) discover(ctx context.Context, c *clients) (discovered, error) {
 	if len(missing) > 0 {
 		again, gone, err := lookAgain(ctx, c.srcAdminCl, missing)
 		if err != nil {
-			return d, fmt.Errorf("list source topics: %w", err)
+			return d, fmt.Errorf("list source topics: %w", m.srcErr(err))
 		}
 		maps.Copy(srcTopics, again)
 		d.gone = gone
@@ -257,7 +257,7 @@ func (m *Mirror) listTarget(ctx context.Context, c *clients, selected []filters.
 	tl := targetListing{partitions: make(map[string]int32), ids: make(map[string]string), unknown: make(map[string]error), gone: make(map[string]bool)}
 	dstTopics, err := c.dstAdm.ListTopics(ctx)
 	if err != nil {
-		return tl, fmt.Errorf("list target topics: %w", err)
+		return tl, fmt.Errorf("list target topics: %w", m.dstErr(err))
 	}
 	var missing []string
 	m.mu.Lock()
@@ -274,7 +274,7 @@ func (m *Mirror) listTarget(ctx context.Context, c *clients, selected []filters.
 	if len(missing) > 0 {
 		again, gone, err := lookAgain(ctx, c.dst, missing)
 		if err != nil {
-			return tl, fmt.Errorf("list target topics: %w", err)
+			return tl, fmt.Errorf("list target topics: %w", m.dstErr(err))
 		}
 		maps.Copy(dstTopics, again)
 		tl.gone = gone
@@ -611,7 +611,7 @@ func (m *Mirror) createMissing(ctx context.Context, c *clients, creates []topicS
 	}
 	results, err := createTopics(ctx, c.dst, creates, m.cfg.ReplicationFactor, m.dryRun())
 	if err != nil {
-		return err
+		return fmt.Errorf("create target topics: %w", m.dstErr(err))
 	}
 	now := time.Now()
 	for _, s := range creates {
@@ -653,7 +653,7 @@ func (m *Mirror) createMissing(ctx context.Context, c *clients, creates []topicS
 func (m *Mirror) grow(ctx context.Context, c *clients, grows map[string]int32, targetPartitions map[string]int32) error {
 	results, err := growPartitions(ctx, c.dst, grows, m.dryRun())
 	if err != nil {
-		return err
+		return fmt.Errorf("grow target topics: %w", m.dstErr(err))
 	}
 	grown := make(map[string]int32)
 	for topic, n := range grows {
@@ -730,6 +730,10 @@ func (m *Mirror) setTopicError(source string, err error) {
 // topic) an admin request that failed, whole ("" topic) or for one topic.
 func (m *Mirror) adminFailed(request, topic string, err error) {
 	m.metrics.incAdminErrors(request)
+	err = m.srcErr(err)
+	if loggedElsewhere(err) {
+		return
+	}
 	m.logEvery.warn(m.log, "admin:"+request+":"+topic, "source request failed; the state it would update is kept as it was", "request", request, "topic", topic, "err", err)
 }
 

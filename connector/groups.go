@@ -225,7 +225,7 @@ func (m *Mirror) groupCandidates(ctx context.Context, c *clients, mirrored map[s
 	if err != nil {
 		m.metrics.incAdminErrors(adminDescribeGroups)
 		if len(listed) == 0 {
-			return out, fmt.Errorf("list source groups: %w", err)
+			return out, fmt.Errorf("list source groups: %w", m.srcErr(err))
 		}
 		// Some coordinators answered: a known group missing from the
 		// listing may live on one that did not.
@@ -732,11 +732,11 @@ func (m *Mirror) Translate(ctx context.Context, group string, opts TranslateOpti
 	defer m.cancelProduce()
 	ld, err := loadProgress(ctx, m.log, m.cfg.TargetOpts, c.dstAdm, m.progressTopic)
 	if err != nil {
-		return st, fmt.Errorf("read %s on the target: %w", m.progressTopic, err)
+		return st, fmt.Errorf("read %s on the target: %w", m.progressTopic, m.dstErr(err))
 	}
 	fetched, err := c.srcAdm.FetchOffsets(ctx, group)
 	if err != nil {
-		return st, fmt.Errorf("fetch offsets of group %s on the source: %w", group, err)
+		return st, fmt.Errorf("fetch offsets of group %s on the source: %w", group, m.srcErr(err))
 	}
 	// A topic is mirrored when any partition of it has a stored position
 	// or index; a partition of it without one has nothing copied yet.

@@ -40,7 +40,7 @@ type Status struct {
 	// Ready is true once every selected topic exists on the target and is
 	// being copied, and the last control pass succeeded.
 	Ready         bool          `json:"ready"`
-	LastPassAt    time.Time     `json:"last_pass_at"`
+	LastPassAt    time.Time     `json:"last_pass_at,omitzero"` // absent before the first pass
 	LastPassError string        `json:"last_pass_error"`
 	Lag           int64         `json:"lag"`
 	Topics        []TopicStatus `json:"topics"`
@@ -147,6 +147,8 @@ type Mirror struct {
 	chunks   *chunkCache
 	sealer   sealer // wraps offset records (progress, index, checkpoints)
 	logEvery *logLimiter
+	// The failures of each periodic job, logged with backoff.
+	startFailures, passFailures, groupFailures, configFailures, aclFailures *failureLog
 	// producerBufferBytes bounds the target producer's buffer
 	// (ProducerMaxBufferedBytes; tests lower it).
 	producerBufferBytes int
@@ -197,6 +199,11 @@ func New(cfg Config) (*Mirror, error) {
 		checkpointTopic:     policy.InternalTopic(cfg.Name, "checkpoints"),
 		sealer:              sealer{cfg.OffsetCodec},
 		logEvery:            newLogLimiter(time.Minute),
+		startFailures:       newFailureLog(),
+		passFailures:        newFailureLog(),
+		groupFailures:       newFailureLog(),
+		configFailures:      newFailureLog(),
+		aclFailures:         newFailureLog(),
 		chunks:              newChunkCache(64),
 		producerBufferBytes: ProducerMaxBufferedBytes,
 		groups:              make(map[string]*groupState),
@@ -215,6 +222,11 @@ func New(cfg Config) (*Mirror, error) {
 }
 
 func (m *Mirror) selection() *Selection { return m.sel.Load() }
+
+// srcErr and dstErr explain an error of a request to the source or the
+// target: the cluster's alias, its brokers and what to check.
+func (m *Mirror) srcErr(err error) error { return m.cfg.SourceExplainer.Explain(err) }
+func (m *Mirror) dstErr(err error) error { return m.cfg.TargetExplainer.Explain(err) }
 
 // Reconfigure replaces what the mirror selects with and how it labels; the
 // next pass uses it (a config reload). A selection that leaves a topic out
@@ -340,7 +352,7 @@ func (m *Mirror) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("mirror %s: join the cluster: %w", m.cfg.Name, err)
+			return fmt.Errorf("mirror %s: join the cluster: %w", m.cfg.Name, m.dstErr(err))
 		}
 		cp = m.slots
 		if m.cfg.SourceCompression {
@@ -386,8 +398,11 @@ func (m *Mirror) Run(ctx context.Context) error {
 				if !m.ownsControl() {
 					return
 				}
-				if err := m.syncConfigs(copyCtx, c); err != nil && copyCtx.Err() == nil {
-					m.log.Error("topic config sync failed; retrying on the next interval", "err", err)
+				switch err := m.syncConfigs(copyCtx, c); {
+				case err == nil:
+					m.configFailures.succeeded(m.log, "topic config sync succeeded again")
+				case copyCtx.Err() == nil:
+					m.configFailures.failed(m.log, "topic config sync failed; retrying on the next interval", err)
 				}
 			})
 		})
@@ -402,8 +417,11 @@ func (m *Mirror) Run(ctx context.Context) error {
 				if err == nil {
 					err = m.syncGroups(copyCtx, c, view)
 				}
-				if err != nil && copyCtx.Err() == nil {
-					m.log.Error("group offset sync failed; retrying on the next interval", "err", err)
+				switch {
+				case err == nil:
+					m.groupFailures.succeeded(m.log, "group offset sync succeeded again")
+				case copyCtx.Err() == nil:
+					m.groupFailures.failed(m.log, "group offset sync failed; retrying on the next interval", err)
 				}
 			})
 		})
@@ -414,8 +432,11 @@ func (m *Mirror) Run(ctx context.Context) error {
 				if !m.ownsControl() {
 					return
 				}
-				if err := m.syncACLs(copyCtx, c); err != nil && copyCtx.Err() == nil {
-					m.log.Error("ACL sync failed; retrying on the next interval", "err", err)
+				switch err := m.syncACLs(copyCtx, c); {
+				case err == nil:
+					m.aclFailures.succeeded(m.log, "ACL sync succeeded again")
+				case copyCtx.Err() == nil:
+					m.aclFailures.failed(m.log, "ACL sync failed; retrying on the next interval", err)
 				}
 			})
 		})
@@ -438,8 +459,11 @@ loop:
 				single.run(copyCtx)
 			}()
 		}
-		if err != nil && ctx.Err() == nil {
-			m.log.Error("control pass failed; keeping the previous selection", "err", err)
+		switch {
+		case err == nil:
+			m.passFailures.succeeded(m.log, "control pass succeeded again")
+		case ctx.Err() == nil:
+			m.passFailed(err)
 		}
 		refresh.Reset(m.cfg.RefreshInterval)
 	}
@@ -461,6 +485,19 @@ loop:
 		return nil
 	}
 	return m.shutdown(c, single, writer, stopCopy, copyStarted, copyDone, &bg)
+}
+
+// passFailed logs a failed control pass, saying what the mirror goes on
+// with.
+func (m *Mirror) passFailed(err error) {
+	m.mu.Lock()
+	n := len(m.topics)
+	m.mu.Unlock()
+	if n == 0 {
+		m.passFailures.failed(m.log, "control pass failed; nothing selected yet; retrying on the next pass", err)
+		return
+	}
+	m.passFailures.failed(m.log, "control pass failed; keeping the previous selection", err, "topics", n)
 }
 
 // ownsControl reports whether this worker runs the control plane's writes:
@@ -579,12 +616,22 @@ func (m *Mirror) start(ctx context.Context, c *clients) error {
 			return m.load(ctx, c.dstAdm)
 		}()
 		if err == nil {
+			m.startFailures.succeeded(m.log, "started after failing")
 			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err() // a shutdown, not a failure
+		}
+		err = m.dstErr(err)
+		// The source is not needed to start; a source that is down
+		// too is named now rather than once the target is back.
+		if serr := m.pingSource(ctx, c); serr != nil && ctx.Err() == nil {
+			err = errors.Join(err, serr)
 		}
 		m.mu.Lock()
 		m.lastPassErr = fmt.Errorf("starting: %w", err)
 		m.mu.Unlock()
-		m.log.Error("cannot start: will retry", "err", err, "retry_in", backoff)
+		m.startFailures.failed(m.log, "cannot start: will retry", err, "retry_in", backoff)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -592,6 +639,16 @@ func (m *Mirror) start(ctx context.Context, c *clients) error {
 		}
 		backoff = min(2*backoff, 30*time.Second)
 	}
+}
+
+// pingSource checks that the source answers, bounded like a control pass.
+func (m *Mirror) pingSource(ctx context.Context, c *clients) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := c.srcAdminCl.Ping(ctx); err != nil {
+		return fmt.Errorf("reach the source: %w", m.srcErr(err))
+	}
+	return nil
 }
 
 // load reads the progress and metadata topics.

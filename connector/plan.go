@@ -84,12 +84,12 @@ func (m *Mirror) Plan(ctx context.Context) (*Plan, error) {
 
 	tds, err := c.dstAdm.ListTopics(ctx, m.metadataTopic)
 	if err != nil {
-		return nil, fmt.Errorf("mirror %s: look up %s on the target: %w", m.cfg.Name, m.metadataTopic, err)
+		return nil, fmt.Errorf("mirror %s: look up %s on the target: %w", m.cfg.Name, m.metadataTopic, m.dstErr(err))
 	}
 	if td, ok := tds[m.metadataTopic]; ok && td.Err == nil {
 		md, err := loadMetadata(ctx, m.log, m.cfg.TargetOpts, c.dstAdm, m.metadataTopic)
 		if err != nil {
-			return nil, fmt.Errorf("mirror %s: %w", m.cfg.Name, err)
+			return nil, fmt.Errorf("mirror %s: %w", m.cfg.Name, m.dstErr(err))
 		}
 		m.metaPersisted = md
 	}

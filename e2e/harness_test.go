@@ -431,11 +431,12 @@ type mirrorConfig struct {
 	Source, Target   string // cluster aliases
 	SourceAddrs      []string
 	TargetAddrs      []string
-	SourceTLS        *tlsConfig  // clusters.<source>.tls; nil: none
-	TargetTLS        *tlsConfig  // clusters.<target>.tls
-	SourceSASL       *saslConfig // clusters.<source>.sasl; nil: none
-	TargetSASL       *saslConfig // clusters.<target>.sasl
-	Policy           string      // "default" or "identity"
+	SourceTLS        *tlsConfig    // clusters.<source>.tls; nil: none
+	TargetTLS        *tlsConfig    // clusters.<target>.tls
+	SourceSASL       *saslConfig   // clusters.<source>.sasl; nil: none
+	TargetSASL       *saslConfig   // clusters.<target>.sasl
+	RequestTimeout   time.Duration // clusters.*.request_timeout; 0: the default
+	Policy           string        // "default" or "identity"
 	Separator        string
 	Include, Exclude []string
 	RefreshInterval  time.Duration

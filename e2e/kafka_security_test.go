@@ -215,12 +215,15 @@ func TestKafkaSASLWrongPassword(t *testing.T) {
 			w := e.startWorkerEnv(e.writeConfig(cfg), "E2E_RIGHT="+right, "E2E_WRONG="+wrong)
 			addr := w.httpAddr(t)
 
-			// kmirror's own error (mirror=...), not only the Kafka
-			// client's (cluster=...), must say what is wrong.
+			// kmirror's own report of the failing broker (one line
+			// for every mirror and client of the cluster), not only
+			// the Kafka client's, must say what is wrong and what to
+			// check.
+			alias := map[string]string{"source": "src", "target": "dst"}[side]
 			var line string
-			e.waitFor(30*time.Second, "kmirror to log an error or warning of the mirror saying that authentication failed", func() (bool, string) {
-				for _, l := range w.logLines("mirror=" + cfg.Name) {
-					if authFailureRe.MatchString(l) && (strings.Contains(l, "level=ERROR") || strings.Contains(l, "level=WARN")) {
+			e.waitFor(30*time.Second, "kmirror to log an error saying that authentication failed, naming clusters."+alias+".sasl", func() (bool, string) {
+				for _, l := range w.logLines(`msg="cannot reach a broker of the cluster; retrying"`, "cluster="+alias, "clusters."+alias+".sasl") {
+					if authFailureRe.MatchString(l) && strings.Contains(l, "level=ERROR") {
 						line = l
 						return true, ""
 					}

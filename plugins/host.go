@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	plugin "github.com/hashicorp/go-plugin"
@@ -73,6 +74,11 @@ type Host struct {
 	log     *slog.Logger
 	metrics *metrics
 
+	// stopping is closed by Stopping: kmirror is shutting down, and a
+	// plugin that dies is not restarted.
+	stopping     chan struct{}
+	stoppingOnce sync.Once
+
 	mu       sync.Mutex
 	closed   bool
 	plugins  map[string]*Plugin // started
@@ -99,8 +105,16 @@ func NewHost(opts HostOptions) (*Host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("plugins: registering metrics: %w", err)
 	}
-	return &Host{opts: opts, log: opts.Logger, metrics: m,
+	return &Host{opts: opts, log: opts.Logger, metrics: m, stopping: make(chan struct{}),
 		plugins: map[string]*Plugin{}, starting: map[string]bool{}}, nil
+}
+
+// Stopping tells the host that kmirror is shutting down: the plugins keep
+// running until Close, but one that dies now is not restarted. A SIGTERM
+// sent to kmirror's whole process group (or cgroup, as systemd does) stops
+// the plugins with kmirror; that is not a crash.
+func (h *Host) Stopping() {
+	h.stoppingOnce.Do(func() { close(h.stopping) })
 }
 
 // Start verifies spec's binary against its sha256, starts it, asks it for
@@ -258,6 +272,7 @@ func pluginEnv() []string {
 
 // instance is one process of a plugin.
 type instance struct {
+	cmd           *exec.Cmd // its ProcessState is safe to read once client.Kill returned
 	client        *plugin.Client
 	rpc           *v1.Client
 	info          v1.Info
@@ -265,6 +280,17 @@ type instance struct {
 	protocol      int
 	started       time.Time
 	startDuration time.Duration
+}
+
+// stoppedBySignal reports whether the process was ended by SIGTERM or
+// SIGINT, as a shutdown of the whole process group does (after
+// client.Kill).
+func (i *instance) stoppedBySignal() bool {
+	if i.cmd == nil || i.cmd.ProcessState == nil {
+		return false
+	}
+	ws, ok := i.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && (ws.Signal() == syscall.SIGTERM || ws.Signal() == syscall.SIGINT)
 }
 
 func (i *instance) exited() bool {
@@ -328,7 +354,7 @@ func (p *Plugin) startInstance(ctx context.Context) (*instance, error) {
 	if !ok {
 		return fail(fmt.Errorf("plugin %q: unexpected client type %T", spec.Name, raw))
 	}
-	inst := &instance{client: client, rpc: rpc, protocol: client.NegotiatedVersion(), started: time.Now()}
+	inst := &instance{cmd: cmd, client: client, rpc: rpc, protocol: client.NegotiatedVersion(), started: time.Now()}
 	if rc := client.ReattachConfig(); rc != nil {
 		inst.pid = rc.Pid
 	}

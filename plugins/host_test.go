@@ -589,3 +589,53 @@ func TestOrphanedPluginExits(t *testing.T) {
 		t.Fatalf("plugin %d outlived its host by 30s", pid)
 	}
 }
+
+// A plugin stopped by SIGTERM while kmirror runs (someone stopped it
+// alone) is restarted; once kmirror is stopping (Host.Stopping, as when
+// the SIGTERM went to the whole process group) it is not, and its exit is
+// no ERROR or WARN.
+func TestSignalledPluginRestartsUnlessStopping(t *testing.T) {
+	t.Parallel()
+	catalogBin, _ := examples(t)
+	catalog := filepath.Join(t.TempDir(), "catalog.json")
+	writeCatalog(t, catalog, `{"topics": ["orders"]}`, time.Now())
+	logs := newRecords()
+	restarted := make(chan string, 10)
+	h := newHost(t, plugins.HostOptions{Logger: slog.New(logs), OnRestart: func(name string) { restarted <- name }})
+	p := start(t, h, plugins.Spec{Name: "catalog", Path: catalogBin, SHA256: mustSHA256(t, catalogBin),
+		Config: map[string]string{"catalog": catalog}})
+
+	if err := syscall.Kill(p.Pid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-restarted:
+	case <-time.After(60 * time.Second):
+		t.Fatal("a plugin stopped by SIGTERM alone was not restarted within 60s")
+	}
+	if rec, ok := logs.find("plugin process stopped by a signal; restarting"); !ok || rec.level != slog.LevelWarn {
+		t.Errorf("restart line: %+v, %v", rec, ok)
+	}
+
+	h.Stopping()
+	pid := p.Pid()
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// The supervisor logs this and returns: nothing restarts after it.
+	rec, ok := logs.await("plugin process exited while kmirror stops")
+	if !ok || rec.level != slog.LevelInfo || rec.attrs["pid"] != strconv.Itoa(pid) {
+		t.Fatalf("exit line while stopping: %+v, %v", rec, ok)
+	}
+	if p.Pid() != 0 || p.Restarts() != 1 {
+		t.Errorf("after the stop: pid %d, restarts %d; want 0 and 1", p.Pid(), p.Restarts())
+	}
+	for _, r := range logs.all() {
+		if r.level >= slog.LevelWarn && r.msg != "plugin process stopped by a signal; restarting" {
+			t.Errorf("%v line: %s %v", r.level, r.msg, r.attrs)
+		}
+		if r.attrs["path"] == "" && r.msg == "plugin process exited" {
+			t.Errorf("go-plugin's exit line without path=: %v", r.attrs)
+		}
+	}
+}

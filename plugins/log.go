@@ -6,6 +6,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"slices"
 	"sync"
 
 	hclog "github.com/hashicorp/go-hclog"
@@ -61,6 +62,22 @@ func (b *hclogBridge) Log(level hclog.Level, msg string, args ...any) {
 	// parses from the plugin's stderr; our handler stamps the record.
 	if n := len(args); n >= 2 && args[n-2] == "timestamp" {
 		args = args[:n-2]
+	}
+	args = slices.Clone(args)
+	for i := 0; i+1 < len(args); i += 2 {
+		switch args[i] {
+		case "plugin":
+			// go-plugin's own lines name the binary "plugin"; the
+			// logger says plugin=<name> already.
+			args[i] = "path"
+		case "error":
+			// A plugin ended by SIGTERM or SIGINT was asked to
+			// stop (with kmirror's process group, or by someone):
+			// the supervisor says what happens next.
+			if e, ok := args[i+1].(string); ok && lvl == slog.LevelError && (e == "signal: terminated" || e == "signal: interrupt") {
+				lvl = slog.LevelInfo
+			}
+		}
 	}
 	all = append(all, args...)
 	b.l.Log(ctx, lvl, msg, all...)

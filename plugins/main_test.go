@@ -257,6 +257,13 @@ func (r *records) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (r *records) WithGroup(string) slog.Handler { return r }
 
+// all returns every record so far.
+func (r *records) all() []record {
+	r.lock.Lock()
+	defer r.lock.Unlock()
+	return slices.Clone(*r.recs)
+}
+
 // find returns the first record with msg, or false.
 func (r *records) find(msg string) (record, bool) {
 	r.lock.Lock()

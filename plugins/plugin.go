@@ -166,15 +166,33 @@ func (p *Plugin) supervise(inst *instance) {
 		if time.Since(inst.started) >= opts.MaxBackoff {
 			delay = opts.MinBackoff
 		}
-		p.log.Warn("plugin process died; restarting", "pid", inst.pid, "uptime", time.Since(inst.started).Round(time.Millisecond), "backoff", delay)
-
-		for {
-			t := time.NewTimer(delay)
-			select {
-			case <-p.ctx.Done():
-				t.Stop()
+		uptime := time.Since(inst.started).Round(time.Millisecond)
+		select {
+		case <-p.host.stopping:
+			p.log.Info("plugin process exited while kmirror stops", "pid", inst.pid, "uptime", uptime)
+			return
+		default:
+		}
+		if inst.stoppedBySignal() {
+			// Most likely a SIGTERM to kmirror's whole process group
+			// or cgroup: kmirror is stopping too, and says so within
+			// shutdownGrace; otherwise someone stopped the plugin
+			// alone, and it is restarted.
+			if !p.wait(max(delay, shutdownGrace)) {
+				p.log.Info("plugin process stopped by a signal, with kmirror", "pid", inst.pid, "uptime", uptime)
 				return
-			case <-t.C:
+			}
+			p.log.Warn("plugin process stopped by a signal; restarting", "pid", inst.pid, "uptime", uptime)
+		} else {
+			p.log.Warn("plugin process died; restarting", "pid", inst.pid, "uptime", uptime, "backoff", delay)
+			if !p.wait(delay) {
+				return
+			}
+		}
+
+		for first := true; ; first = false {
+			if !first && !p.wait(delay) {
+				return
 			}
 			delay = min(2*delay, opts.MaxBackoff)
 			p.restarts.Add(1)
@@ -202,6 +220,26 @@ func (p *Plugin) supervise(inst *instance) {
 			inst = next
 			break
 		}
+	}
+}
+
+// shutdownGrace is how long a plugin stopped by a signal waits for kmirror
+// to say it is stopping (Host.Stopping) before it is restarted: the same
+// signal reached kmirror, which needs a moment to act on it.
+const shutdownGrace = time.Second
+
+// wait waits d before a restart; false when the plugin is closed or
+// kmirror is stopping meanwhile (no restart).
+func (p *Plugin) wait(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.ctx.Done():
+		return false
+	case <-p.host.stopping:
+		return false
+	case <-t.C:
+		return true
 	}
 }
 

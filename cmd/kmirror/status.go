@@ -22,7 +22,7 @@ import (
 )
 
 func cmdStatus(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("status", "Prints what a running worker reports on GET /api/v1/status: each mirror's state and\nlag, its topics (state, lag, the error of a failed one) and, in cluster mode, the\nworkers of the mirror, the slots each owns, which one runs the control plane and\nthe lag of this worker's slots. The worker is the one at --url, or the one that\nlistens on http.listen of --config.", stderr)
+	fs := newFlagSet("status", "Prints what a running worker reports on GET /api/v1/status: each mirror's state and\nlag, its topics (state, lag, the error of a failed one) and, in cluster mode, the\nworkers of the mirror, the slots each owns, which one runs the control plane and\nthe lag of this worker's slots; then the brokers the worker cannot reach, with\nwhat to check. The worker is the one at --url, or the one that\nlistens on http.listen of --config.", stderr)
 	path := configFlag(fs, "the config file; the worker listens on its http.listen")
 	url := fs.String("url", "", "the worker's HTTP address, e.g. http://127.0.0.1:9644 (instead of --config; with it, --config gives only the token and the scheme)")
 	out := outputFlag(fs)
@@ -206,6 +206,12 @@ func printStatus(w io.Writer, st httpapi.StatusResponse, now time.Time) {
 		_ = tw.Flush()
 		if m.Cluster != nil {
 			printCluster(w, m.Cluster)
+		}
+	}
+	for _, c := range st.Clusters {
+		for _, f := range c.Failing {
+			fmt.Fprintf(w, "\nCLUSTER %s: broker %s failing for %s (%s): %s\n  %s\n", c.Alias, f.Address,
+				now.Sub(f.Since).Round(time.Second), plural(f.Failures, "failure"), f.Error, f.Check)
 		}
 	}
 }

@@ -188,3 +188,27 @@ http: ` + http + "\n"
 	}
 	return path
 }
+
+// failingClusters is statusSource that also reports a failing broker.
+type failingClusters struct{ statusSource }
+
+func (failingClusters) Clusters() []httpapi.ClusterStatus {
+	return []httpapi.ClusterStatus{{Alias: "west", BootstrapServers: []string{"10.0.0.9:9092"}, Failing: []httpapi.BrokerFault{{
+		Address: "10.0.0.9:9092", Error: "i/o timeout", Check: "10.0.0.9:9092 accepts connections but did not answer", Since: time.Now().Add(-time.Minute), Failures: 3}}}}
+}
+
+// kmirror status shows the brokers a worker cannot reach, with what to
+// check.
+func TestStatusFailingBroker(t *testing.T) {
+	srv := httptest.NewServer(httpapi.Handler(prometheus.NewRegistry(), failingClusters{clusterStatus}, nil))
+	t.Cleanup(srv.Close)
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"status", "--url", srv.URL}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	for _, want := range []string{"CLUSTER west: broker 10.0.0.9:9092 failing for 1m", "s (3 failures): i/o timeout\n  10.0.0.9:9092 accepts connections but did not answer\n"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("status:\n%s\nwant it to contain\n%s", stdout.String(), want)
+		}
+	}
+}

@@ -226,6 +226,10 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 		// autocommit would only write empty offsets for the group.
 		kgo.DisableAutoCommit(),
 		kgo.SessionTimeout(cfg.SessionTimeout),
+		// The group's requests (JoinGroup, SyncGroup, Heartbeat) are
+		// retried for up to a session, franz-go's default, which the
+		// cluster's request_timeout (internal/kafka) would cut short.
+		kgo.RetryTimeout(cfg.SessionTimeout),
 		// Kafka advises a third of the session timeout at most; a fifth
 		// leaves room for a slow round trip or two on a loaded machine.
 		kgo.HeartbeatInterval(cfg.SessionTimeout/5),

@@ -53,8 +53,11 @@ type Options struct {
 
 // App is a running set of mirrors.
 type App struct {
-	opts       Options
-	mirrors    []*connector.Mirror
+	opts    Options
+	mirrors []*connector.Mirror
+	// clusters are the configured clusters as kmirror connects to them,
+	// by alias, shared by every mirror (one report per failing broker).
+	clusters   map[string]*kafka.Cluster
 	host       *plugins.Host
 	lookup     pluginLookup // filter plugins, in host
 	coalescer  *coalescer
@@ -119,13 +122,13 @@ func ReadTopics(ctx context.Context, cfg *config.Config, names []string, log *sl
 		if len(names) > 0 && !slices.Contains(names, mc.Name) {
 			continue
 		}
-		opts, err := kafka.ClientOpts(mc.Target, cfg.Cluster(mc.Target), log)
+		target, err := kafka.NewCluster(mc.Target, cfg.Cluster(mc.Target), log)
 		if err != nil {
 			return nil, err
 		}
-		tms, err := connector.ReadTopicMetadata(ctx, mc.Name, opts)
+		tms, err := connector.ReadTopicMetadata(ctx, mc.Name, target.Opts())
 		if err != nil {
-			return nil, fmt.Errorf("mirror %s: %w", mc.Name, err)
+			return nil, fmt.Errorf("mirror %s: %w", mc.Name, target.Explain(err))
 		}
 		out = append(out, tms...)
 	}
@@ -170,6 +173,13 @@ func New(opts Options) (*App, error) {
 	a.host = host
 	a.lookup = hostLookup(host)
 	cfg := opts.Config
+	a.clusters = make(map[string]*kafka.Cluster, len(cfg.Clusters))
+	for alias, c := range cfg.Clusters {
+		if a.clusters[alias], err = kafka.NewCluster(alias, c, opts.Logger); err != nil {
+			a.closeExtensions()
+			return nil, err
+		}
+	}
 	if err := a.buildListeners(context.Background(), cfg); err != nil {
 		a.closeExtensions()
 		return nil, err
@@ -182,7 +192,7 @@ func New(opts Options) (*App, error) {
 			return nil, err
 		}
 		rec := &recordingNotifier{next: d, log: a.changes, mirror: mc.Name}
-		m, err := newMirror(cfg, mc, opts.Logger, metrics, sel, rec)
+		m, err := newMirror(cfg, mc, a.clusters, opts.Logger, metrics, sel, rec)
 		if err != nil {
 			a.closeExtensions()
 			return nil, fmt.Errorf("mirror %s: %w", mc.Name, err)
@@ -306,7 +316,7 @@ func (a *App) Reload(ctx context.Context) error {
 	return nil
 }
 
-func newMirror(cfg *config.Config, mc *config.Mirror, log *slog.Logger, metrics *connector.Metrics, sel selectionParts, notifier connector.Notifier) (*connector.Mirror, error) {
+func newMirror(cfg *config.Config, mc *config.Mirror, clusters map[string]*kafka.Cluster, log *slog.Logger, metrics *connector.Metrics, sel selectionParts, notifier connector.Notifier) (*connector.Mirror, error) {
 	pol, err := policy.New(mc.ReplicationPolicy.Type, mc.ReplicationPolicy.Separator)
 	if err != nil {
 		return nil, err
@@ -319,24 +329,18 @@ func newMirror(cfg *config.Config, mc *config.Mirror, log *slog.Logger, metrics 
 	if err != nil {
 		return nil, fmt.Errorf("offsets.compression: %w", err)
 	}
-	src, dst := cfg.Cluster(mc.Source), cfg.Cluster(mc.Target)
+	src, dst := clusters[mc.Source], clusters[mc.Target]
 	if src == nil || dst == nil {
 		return nil, fmt.Errorf("unknown cluster %q or %q", mc.Source, mc.Target)
-	}
-	srcOpts, err := kafka.ClientOpts(mc.Source, src, log)
-	if err != nil {
-		return nil, err
-	}
-	dstOpts, err := kafka.ClientOpts(mc.Target, dst, log)
-	if err != nil {
-		return nil, err
 	}
 	return connector.New(connector.Config{
 		Name:                mc.Name,
 		SourceAlias:         mc.Source,
 		TargetAlias:         mc.Target,
-		SourceOpts:          srcOpts,
-		TargetOpts:          dstOpts,
+		SourceOpts:          src.Opts(),
+		TargetOpts:          dst.Opts(),
+		SourceExplainer:     src,
+		TargetExplainer:     dst,
 		Policy:              pol,
 		Filters:             sel.filters,
 		ConfigFilters:       sel.configFilters,
@@ -433,8 +437,15 @@ func (a *App) Run(ctx context.Context) error {
 	if err := a.StartPlugins(ctx); err != nil {
 		return err
 	}
+	// From the shutdown on, a plugin that dies (the same SIGTERM reached
+	// kmirror's whole process group) is not restarted.
+	stopPlugins := context.AfterFunc(ctx, a.host.Stopping)
+	defer stopPlugins()
 	for _, d := range a.dispatchers {
 		d.Start()
+	}
+	for _, c := range a.clusters {
+		c.Report(log)
 	}
 	hc := a.opts.Config.HTTP
 	for _, w := range securityWarnings(a.opts.Config) {

@@ -82,3 +82,18 @@ func (a *App) Extensions() httpapi.ExtensionsResponse {
 	}
 	return resp
 }
+
+// Clusters implements httpapi.ClusterSource: every configured cluster, by
+// alias, with its failing brokers.
+func (a *App) Clusters() []httpapi.ClusterStatus {
+	out := make([]httpapi.ClusterStatus, 0, len(a.clusters))
+	for _, alias := range slices.Sorted(maps.Keys(a.clusters)) {
+		c := a.clusters[alias]
+		st := httpapi.ClusterStatus{Alias: alias, BootstrapServers: c.BootstrapServers(), Failing: []httpapi.BrokerFault{}}
+		for _, f := range c.Faults() {
+			st.Failing = append(st.Failing, httpapi.BrokerFault{Address: f.Address, Error: f.Error, Check: f.Check, Since: f.Since, Failures: f.Failures})
+		}
+		out = append(out, st)
+	}
+	return out
+}

@@ -38,6 +38,34 @@ type TopicsResponse struct {
 type StatusResponse struct {
 	Ready   bool               `json:"ready"`
 	Mirrors []connector.Status `json:"mirrors"`
+	// Clusters are the configured clusters, when the source watches
+	// their brokers (ClusterSource).
+	Clusters []ClusterStatus `json:"clusters,omitempty"`
+}
+
+// ClusterSource is implemented by a StatusSource that watches the
+// clusters' brokers; GET /api/v1/status lists them.
+type ClusterSource interface {
+	Clusters() []ClusterStatus
+}
+
+// ClusterStatus is one configured cluster as kmirror reaches it.
+type ClusterStatus struct {
+	Alias            string   `json:"alias"`
+	BootstrapServers []string `json:"bootstrap_servers"`
+	// Failing are the brokers whose last connection attempt, or last
+	// request, failed; empty when every broker tried answered.
+	Failing []BrokerFault `json:"failing"`
+}
+
+// BrokerFault is a broker that cannot be reached, or stopped answering.
+type BrokerFault struct {
+	Address string `json:"address"`
+	Error   string `json:"error"`
+	// Check says what to look at.
+	Check    string    `json:"check"`
+	Since    time.Time `json:"since"`
+	Failures int       `json:"failures"`
 }
 
 // ChangeSource is implemented by a StatusSource that keeps a history of
@@ -287,6 +315,9 @@ func Handler(gatherer prometheus.Gatherer, src StatusSource, reload Reloader) ht
 		resp := StatusResponse{Ready: true, Mirrors: sts}
 		for _, st := range sts {
 			resp.Ready = resp.Ready && st.Ready
+		}
+		if cs, ok := src.(ClusterSource); ok {
+			resp.Clusters = cs.Clusters()
 		}
 		writeJSON(w, http.StatusOK, resp)
 	})

@@ -153,3 +153,33 @@ func TestReloadEndpoint(t *testing.T) {
 		t.Fatalf("GET /api/v1/reload = %d, want 405", code)
 	}
 }
+
+// withClusters is a StatusSource that watches its clusters' brokers.
+type withClusters struct{ statuses }
+
+func (withClusters) Clusters() []httpapi.ClusterStatus {
+	return []httpapi.ClusterStatus{{Alias: "west", BootstrapServers: []string{"10.0.0.1:9092"},
+		Failing: []httpapi.BrokerFault{{Address: "10.0.0.1:9092", Error: "i/o timeout", Check: "accepts connections but did not answer", Failures: 2}}}}
+}
+
+// /api/v1/status lists the clusters with their failing brokers, and a
+// mirror without a pass yet has no last_pass_at (not 0001-01-01).
+func TestStatusClusters(t *testing.T) {
+	t.Parallel()
+	src := withClusters{statuses{{Name: "a", LastPassError: "starting: cluster west (10.0.0.1:9092): i/o timeout"}}}
+	_, body := get(t, httpapi.Handler(prometheus.NewRegistry(), src, nil), "/api/v1/status")
+	if strings.Contains(body, "last_pass_at") {
+		t.Errorf("last_pass_at before the first pass: %s", body)
+	}
+	var resp httpapi.StatusResponse
+	if err := json.Unmarshal([]byte(body), &resp); err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Clusters) != 1 || len(resp.Clusters[0].Failing) != 1 || resp.Clusters[0].Failing[0].Address != "10.0.0.1:9092" || resp.Ready {
+		t.Errorf("status = %s", body)
+	}
+	_, body = get(t, httpapi.Handler(prometheus.NewRegistry(), statuses{{Name: "a", LastPassAt: time.Now()}}, nil), "/api/v1/status")
+	if !strings.Contains(body, `"last_pass_at"`) || strings.Contains(body, `"clusters"`) {
+		t.Errorf("status without ClusterSource = %s", body)
+	}
+}

@@ -1,6 +1,8 @@
 // Package kafka turns a cluster's config into franz-go client options. It is
-// the only place that knows how kmirror connects (seeds, client ID, logging,
-// and later TLS and SASL), so every client of a cluster connects alike.
+// the only place that knows how kmirror connects (seeds, client ID,
+// timeouts, TLS, SASL, logging), so every client of a cluster connects
+// alike, and the one that explains a cluster's connection failures
+// (cluster.go).
 package kafka
 
 import (
@@ -10,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
@@ -18,34 +21,6 @@ import (
 
 	"github.com/kmirror/kmirror/config"
 )
-
-// ClientOpts returns the connection options for the cluster named alias.
-// Consumer and producer behaviour is left to the caller. It fails when a TLS
-// file cannot be parsed; errors name the config field.
-func ClientOpts(alias string, c *config.Cluster, log *slog.Logger) ([]kgo.Opt, error) {
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(c.BootstrapServers...),
-		kgo.ClientID(c.ClientID),
-	}
-	if c.TLS != nil {
-		tc, err := tlsConfig(c.TLS)
-		if err != nil {
-			return nil, fmt.Errorf("clusters.%s.tls: %w", alias, err)
-		}
-		opts = append(opts, kgo.DialTLSConfig(tc))
-	}
-	if c.SASL != nil {
-		m, err := saslMechanism(c.SASL)
-		if err != nil {
-			return nil, fmt.Errorf("clusters.%s.sasl: %w", alias, err)
-		}
-		opts = append(opts, kgo.SASL(m))
-	}
-	if log != nil {
-		opts = append(opts, kgo.WithLogger(logger{log.With("cluster", alias)}))
-	}
-	return opts, nil
-}
 
 func tlsConfig(c *config.TLS) (*tls.Config, error) {
 	tc := &tls.Config{
@@ -110,10 +85,15 @@ func (g logger) Level() kgo.LogLevel {
 
 func (g logger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	var l slog.Level
-	switch level {
-	case kgo.LogLevelError:
+	switch {
+	case strings.HasPrefix(msg, "unable to open connection to broker"):
+		// A broker that cannot be reached is reported by Cluster, once
+		// per broker with backoff, naming what to check: franz-go says
+		// it on every attempt.
+		l = slog.LevelDebug
+	case level == kgo.LogLevelError:
 		l = slog.LevelError
-	case kgo.LogLevelWarn:
+	case level == kgo.LogLevelWarn:
 		l = slog.LevelWarn
 	default:
 		l = slog.LevelDebug

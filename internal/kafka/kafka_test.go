@@ -70,9 +70,9 @@ func TestTLSConfig(t *testing.T) {
 	if _, err := tlsConfig(&config.TLS{CertFile: cert, KeyFile: notPEM}); err == nil || !strings.HasPrefix(err.Error(), "cert_file/key_file:") {
 		t.Fatalf("err = %v", err)
 	}
-	_, err = ClientOpts("east", &config.Cluster{BootstrapServers: []string{"127.0.0.1:9092"}, ClientID: "k", TLS: &config.TLS{CAFile: notPEM}}, nil)
+	_, err = NewCluster("east", &config.Cluster{BootstrapServers: []string{"127.0.0.1:9092"}, ClientID: "k", TLS: &config.TLS{CAFile: notPEM}}, nil)
 	if err == nil || !strings.HasPrefix(err.Error(), "clusters.east.tls: ca_file:") {
-		t.Fatalf("ClientOpts err = %v", err)
+		t.Fatalf("NewCluster err = %v", err)
 	}
 }
 
