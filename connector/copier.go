@@ -568,6 +568,9 @@ func (c *copier) unassign(tps []topicPartition) {
 		c.src.PurgeTopicsFromConsuming(gone...)
 	}
 	c.dst.PurgeTopicsFromProducing(goneTargets...)
+	if c.pt != nil {
+		c.pt.purge(gone, goneTargets)
+	}
 }
 
 // parkedState returns a partition's parked state, nil if there is none.

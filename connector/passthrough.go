@@ -93,7 +93,6 @@ type ptPart struct {
 	gen      uint64 // bumped by rewinds: older fetches are dropped
 	buffered bool   // a fetch of it waits in ready
 	fetching bool   // in a Fetch request in flight
-	topicID  [16]byte
 }
 
 type ptFetch struct {
@@ -108,11 +107,21 @@ type ptFetch struct {
 	splitErr error
 }
 
+// ptMeta caches one cluster's leaders and topic IDs. A topic keeps the
+// first ID it was seen with until purge forgets it: like franz-go's own
+// clients, the batch path never adopts the ID of a topic deleted and
+// recreated under the same name, which would copy the new topic's records
+// into the old one's target (or write into a new target topic the control
+// plane has not vetted). The control plane notices the new ID and decides.
 type ptMeta struct {
 	leaders map[topicPartition]int32
 	ids     map[string][16]byte
 	at      map[string]time.Time
 }
+
+// errTopicRecreated is a partition's error while its topic's metadata
+// holds another ID than the one the batch path started with.
+var errTopicRecreated = errors.New("the topic was deleted and recreated (a new topic ID); waiting for the control plane")
 
 func (m *ptMeta) init() {
 	m.leaders, m.ids, m.at = make(map[topicPartition]int32), make(map[string][16]byte), make(map[string]time.Time)
@@ -213,6 +222,33 @@ func (p *passthrough) remove(tp topicPartition) {
 	p.mu.Lock()
 	delete(p.parts, tp)
 	p.mu.Unlock()
+}
+
+// purge forgets what the batch path knows of source topics and target
+// topics no partition is copied from or to any more (the copier purges
+// them from its franz-go clients at the same time), so that a topic
+// recreated under the same name is met with its new ID when added again.
+func (p *passthrough) purge(srcTopics, dstTopics []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	forget := func(m *ptMeta, topics []string) {
+		if len(topics) == 0 {
+			return
+		}
+		set := make(map[string]bool, len(topics))
+		for _, t := range topics {
+			set[t] = true
+			delete(m.ids, t)
+			delete(m.at, t)
+		}
+		for tp := range m.leaders {
+			if set[tp.topic] {
+				delete(m.leaders, tp)
+			}
+		}
+	}
+	forget(&p.srcMeta, srcTopics)
+	forget(&p.dstMeta, dstTopics)
 }
 
 func (p *passthrough) pause(tp topicPartition) {
@@ -537,6 +573,9 @@ func (p *passthrough) leader(ctx context.Context, cl *kgo.Client, m *ptMeta, tp 
 		}
 		if err := kerr.ErrorForCode(rt.ErrorCode); err != nil {
 			return -1, err
+		}
+		if old, ok := m.ids[tp.topic]; ok && old != ([16]byte{}) && old != rt.TopicID {
+			return -1, fmt.Errorf("topic %s: %w", tp.topic, errTopicRecreated)
 		}
 		m.ids[tp.topic] = rt.TopicID
 		m.at[tp.topic] = time.Now()

@@ -31,6 +31,19 @@ func seqRecords(topic, prefix string, partitions, n int) ([]*kgo.Record, map[int
 	return recs, want
 }
 
+// countPrefix counts the values written by seqRecords with prefix.
+func countPrefix(got map[int32][]string, prefix string) int {
+	n := 0
+	for _, vs := range got {
+		for _, v := range vs {
+			if strings.HasPrefix(v, prefix+"-") {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // appendWant appends more's values to want, per partition.
 func appendWant(want map[int32][]string, more map[int32][]string) map[int32][]string {
 	out := make(map[int32][]string, len(want))

@@ -1,0 +1,62 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// TestPassthroughKeepsTopicID: the batch path never follows a topic that
+// was deleted and recreated under the same name to its new ID (it would
+// copy the new topic's records into the old one's target before the
+// control plane has seen the change); once the copier purges the topic, a
+// new assignment meets the new ID.
+func TestPassthroughKeepsTopicID(t *testing.T) {
+	src, _ := testClusters(t)
+	cl := newClient(t, src)
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	create := func() {
+		t.Helper()
+		resp, err := adm.CreateTopic(ctx, 1, 1, nil, "phoenix")
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	create()
+	p := newPassthrough(&copier{}, nil)
+	p.src = cl
+	tp := topicPartition{"phoenix", 0}
+	if _, err := p.leader(ctx, cl, &p.srcMeta, tp); err != nil {
+		t.Fatalf("leader of the new topic: %v", err)
+	}
+	first := p.topicID(&p.srcMeta, "phoenix")
+
+	if _, err := adm.DeleteTopics(ctx, "phoenix"); err != nil {
+		t.Fatal(err)
+	}
+	create()
+	p.forgetLeaders(&p.srcMeta, "phoenix") // as a failed fetch does
+	_, err := p.leader(ctx, cl, &p.srcMeta, tp)
+	if !errors.Is(err, errTopicRecreated) {
+		t.Fatalf("leader after the topic was recreated: err = %v, want %v", err, errTopicRecreated)
+	}
+	if got := p.topicID(&p.srcMeta, "phoenix"); got != first {
+		t.Fatalf("topic ID changed to %x (was %x): the batch path adopted the recreated topic", got, first)
+	}
+
+	p.purge([]string{"phoenix"}, nil)
+	if _, err := p.leader(ctx, cl, &p.srcMeta, tp); err != nil {
+		t.Fatalf("leader after purge: %v", err)
+	}
+	if got := p.topicID(&p.srcMeta, "phoenix"); got == first || got == ([16]byte{}) {
+		t.Fatalf("after purge the topic ID is %x, want the new topic's (old %x)", got, first)
+	}
+}
