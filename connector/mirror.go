@@ -44,6 +44,11 @@ type Status struct {
 	LastPassError string        `json:"last_pass_error"`
 	Lag           int64         `json:"lag"`
 	Topics        []TopicStatus `json:"topics"`
+	// TopicsTotal and NextAfter are set by GET /api/v1/status: the topics
+	// matching its filters, and (when ?limit cut the list) the ?after of
+	// the next page.
+	TopicsTotal int    `json:"topics_total"`
+	NextAfter   string `json:"next_after,omitempty"`
 	// Cluster is this worker's part of a mirror in cluster mode.
 	Cluster *ClusterStatus `json:"cluster,omitempty"`
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"slices"
 	"strings"
@@ -31,6 +32,9 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	caFile := fs.String("ca-file", "", "PEM CAs to verify the worker's certificate with (https; default: the system's roots)")
 	certFile := fs.String("cert-file", "", "PEM client certificate, for a worker that requires one (http.tls.client_ca_file)")
 	keyFile := fs.String("key-file", "", "PEM key of --cert-file")
+	mirror := fs.String("mirror", "", "only this mirror")
+	topic := fs.String("topic", "", "only the topics whose source or target name contains this")
+	state := fs.String("state", "", "only the topics in these states, comma-separated: pending, mirroring, failed")
 	if code := parse(fs, args); code >= 0 {
 		return code
 	}
@@ -76,7 +80,17 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	st, err := fetchStatus(ctx, client, base+"/api/v1/status", token)
+	query := neturl.Values{}
+	for k, v := range map[string]string{"mirror": *mirror, "topic": *topic, "state": *state} {
+		if v != "" {
+			query.Set(k, v)
+		}
+	}
+	endpoint := base + "/api/v1/status"
+	if len(query) > 0 {
+		endpoint += "?" + query.Encode()
+	}
+	st, err := fetchStatus(ctx, client, endpoint, token)
 	if err != nil {
 		fmt.Fprintf(stderr, "status: %v\n", err)
 		return 1

@@ -79,6 +79,32 @@ func TestStatusTable(t *testing.T) {
 	}
 }
 
+// TestStatusFilters: --state, --topic and --mirror ask the worker for
+// those topics only; a bad state is the worker's 400, exit 1.
+func TestStatusFilters(t *testing.T) {
+	url := statusServer(t, clusterStatus)
+	for _, tc := range []struct {
+		args       []string
+		want, lack string
+	}{
+		{[]string{"--state", "failed"}, "east.audit", "east.orders"},
+		{[]string{"--topic", "ord"}, "east.orders", "east.audit"},
+		{[]string{"--mirror", "west-to-east"}, "no mirrors", "east-to-west"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(append([]string{"status", "--url", url}, tc.args...), &stdout, &stderr); code != 0 {
+			t.Fatalf("%v: exit %d: %s", tc.args, code, stderr.String())
+		}
+		if out := stdout.String(); !strings.Contains(out, tc.want) || strings.Contains(out, tc.lack) {
+			t.Errorf("%v: want %q and not %q in:\n%s", tc.args, tc.want, tc.lack, out)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"status", "--url", url, "--state", "stuck"}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "state must be one of") {
+		t.Errorf("--state stuck: exit %d, stderr %q", code, stderr.String())
+	}
+}
+
 func TestStatusJSON(t *testing.T) {
 	url := statusServer(t, clusterStatus)
 	var stdout, stderr bytes.Buffer

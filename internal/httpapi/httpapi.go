@@ -271,9 +271,9 @@ func Handler(gatherer prometheus.Gatherer, src StatusSource, reload Reloader) ht
 		q := r.URL.Query()
 		limit := 100
 		if l := q.Get("limit"); l != "" {
-			n, err := strconv.Atoi(l)
-			if err != nil || n < 1 {
-				writeJSON(w, http.StatusBadRequest, map[string]string{"error": "limit must be a positive integer, got " + strconv.Quote(l)})
+			n, err := positiveInt("limit", l)
+			if err != nil {
+				writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 				return
 			}
 			limit = n
@@ -310,9 +310,16 @@ func Handler(gatherer prometheus.Gatherer, src StatusSource, reload Reloader) ht
 	})
 	mux.Handle("GET /{$}", pageHandler())
 	mux.Handle("GET /ui/", pageHandler())
-	mux.HandleFunc("GET /api/v1/status", func(w http.ResponseWriter, _ *http.Request) {
+	// ?mirror, ?topic, ?state, ?limit and ?after choose the mirrors and
+	// topics (statusquery.go); ready is the whole worker's either way.
+	mux.HandleFunc("GET /api/v1/status", func(w http.ResponseWriter, r *http.Request) {
+		sq, err := parseStatusQuery(r.URL.Query())
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			return
+		}
 		sts := src.Statuses()
-		resp := StatusResponse{Ready: true, Mirrors: sts}
+		resp := StatusResponse{Ready: true, Mirrors: sq.apply(sts)}
 		for _, st := range sts {
 			resp.Ready = resp.Ready && st.Ready
 		}

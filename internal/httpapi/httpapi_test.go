@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -181,5 +182,92 @@ func TestStatusClusters(t *testing.T) {
 	_, body = get(t, httpapi.Handler(prometheus.NewRegistry(), statuses{{Name: "a", LastPassAt: time.Now()}}, nil), "/api/v1/status")
 	if !strings.Contains(body, `"last_pass_at"`) || strings.Contains(body, `"clusters"`) {
 		t.Errorf("status without ClusterSource = %s", body)
+	}
+}
+
+// TestStatusQuery: /api/v1/status filtered by mirror, topic and state, and
+// read a page at a time; the pages together hold every matching topic
+// once, in source-name order.
+func TestStatusQuery(t *testing.T) {
+	t.Parallel()
+	var a []connector.TopicStatus
+	for _, name := range []string{"orders", "clicks", "audit", "payments", "orders-dlq", "zeta"} {
+		ts := connector.TopicStatus{SourceTopic: name, TargetTopic: "east." + name, State: connector.StateMirroring}
+		if strings.HasPrefix(name, "orders") || name == "zeta" {
+			ts.State = connector.StateFailed
+		}
+		a = append(a, ts)
+	}
+	src := statuses{
+		{Name: "a", Ready: false, Topics: a},
+		{Name: "b", Ready: true, Topics: []connector.TopicStatus{{SourceTopic: "orders", TargetTopic: "west.orders", State: connector.StatePending}}},
+	}
+	h := httpapi.Handler(prometheus.NewRegistry(), src, nil)
+	query := func(q string) httpapi.StatusResponse {
+		t.Helper()
+		code, body := get(t, h, "/api/v1/status"+q)
+		var resp httpapi.StatusResponse
+		if err := json.Unmarshal([]byte(body), &resp); err != nil || code != 200 {
+			t.Fatalf("%s: %d %s %v", q, code, body, err)
+		}
+		if resp.Ready {
+			t.Errorf("%s: ready, want the whole worker's readiness (mirror a is not ready)", q)
+		}
+		return resp
+	}
+	names := func(st connector.Status) string {
+		var out []string
+		for _, t := range st.Topics {
+			out = append(out, t.SourceTopic)
+		}
+		return strings.Join(out, ",")
+	}
+	for q, want := range map[string]string{
+		"":                                   "a:audit,clicks,orders,orders-dlq,payments,zeta(6) b:orders(1)",
+		"?mirror=b":                          "b:orders(1)",
+		"?mirror=nobody":                     "",
+		"?state=failed":                      "a:orders,orders-dlq,zeta(3) b:(0)",
+		"?state=pending,failed&mirror=b":     "b:orders(1)",
+		"?state=pending&state=failed":        "a:orders,orders-dlq,zeta(3) b:orders(1)",
+		"?topic=orders&mirror=a":             "a:orders,orders-dlq(2)",
+		"?topic=east.pay":                    "a:payments(1) b:(0)",
+		"?mirror=a&limit=2":                  "a:audit,clicks(6)>clicks",
+		"?mirror=a&limit=2&after=clicks":     "a:orders,orders-dlq(6)>orders-dlq",
+		"?mirror=a&limit=2&after=orders-dlq": "a:payments,zeta(6)",
+		"?mirror=a&after=zeta":               "a:(6)",
+		"?mirror=a&after=b":                  "a:clicks,orders,orders-dlq,payments,zeta(6)",
+	} {
+		var got []string
+		for _, st := range query(q).Mirrors {
+			s := fmt.Sprintf("%s:%s(%d)", st.Name, names(st), st.TopicsTotal)
+			if st.NextAfter != "" {
+				s += ">" + st.NextAfter
+			}
+			got = append(got, s)
+		}
+		if g := strings.Join(got, " "); g != want {
+			t.Errorf("%s: got %q, want %q", q, g, want)
+		}
+	}
+	// Every page, followed by its next_after, covers the topics once.
+	var seen []string
+	after := ""
+	for range 10 {
+		st := query("?mirror=a&state=mirroring,failed&limit=4&after=" + after).Mirrors[0]
+		for _, t := range st.Topics {
+			seen = append(seen, t.SourceTopic)
+		}
+		if after = st.NextAfter; after == "" {
+			break
+		}
+	}
+	if got := strings.Join(seen, ","); got != "audit,clicks,orders,orders-dlq,payments,zeta" {
+		t.Errorf("pages: %s", got)
+	}
+	for _, q := range []string{"?limit=0", "?limit=x", "?state=stuck", "?state=failed,"} {
+		code, body := get(t, h, "/api/v1/status"+q)
+		if code != 400 || !strings.Contains(body, strings.Split(strings.TrimPrefix(q, "?"), "=")[0]) {
+			t.Errorf("%s: %d %s, want a 400 naming the parameter", q, code, body)
+		}
 	}
 }
