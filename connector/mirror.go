@@ -174,11 +174,11 @@ type Mirror struct {
 	// slots is the data plane in cluster mode (nil otherwise).
 	slots *slotPlane
 	// plan collects what a dry-run pass would do; nil outside Plan.
-	plan           *Plan
-	groups         map[string]*groupState // the translated groups, by name
+	plan   *Plan
+	groups map[string]*groupState // the translated groups, by name
 	// adopt is the adoption of MM2's positions (mm2.go); nil unless
 	// mm2.adopt.
-	adopt *adoption
+	adopt          *adoption
 	groupsSyncedAt time.Time
 	// What was last handed to the notifier.
 	publishedTopics     []listeners.Topic

@@ -269,12 +269,12 @@ func encodeMM2Heartbeat(source, target string, ts time.Time) (key, value []byte)
 // policy before writing, and RemoteClusterUtils.translateOffsets returns
 // the key's partition as it is).
 type mm2Checkpoint struct {
-	group           string
-	topic           string
-	partition       int32
-	upstream        int64
-	downstream      int64
-	metadata        string
+	group      string
+	topic      string
+	partition  int32
+	upstream   int64
+	downstream int64
+	metadata   string
 }
 
 // encodeMM2Checkpoint: key {group, topic, partition int32}, value
