@@ -388,7 +388,7 @@ func (m *Mirror) syncGroups(ctx context.Context, c *clients, cp dataPlane) error
 			blocked = append(blocked, fmt.Sprintf("cannot read the group's offsets on the target: %v", err))
 		}
 		switch {
-		case m.cfg.GroupSyncInterval <= 0:
+		case m.translateOnly():
 			// Translation only, for MM2's checkpoints: nothing is
 			// committed to the target group.
 		case len(blocked) > 0:

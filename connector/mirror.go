@@ -518,6 +518,12 @@ func (m *Mirror) groupSyncEvery() time.Duration {
 	return 0
 }
 
+// translateOnly reports whether the group sync runs only for MM2's
+// checkpoints (sync.group_offsets disabled): it commits nothing.
+func (m *Mirror) translateOnly() bool {
+	return m.cfg.GroupSyncInterval <= 0 && m.cfg.MM2 != nil && m.cfg.MM2.Checkpoints
+}
+
 // passFailed logs a failed control pass, saying what the mirror goes on
 // with.
 func (m *Mirror) passFailed(err error) {
