@@ -45,8 +45,9 @@ func TestKafkaMM2Takeover(t *testing.T) {
 			t.Fatalf("KMIRROR_E2E_MM2_RECORDS=%q: want a number >= 1000", v)
 		}
 	}
-	more := n / 5
 	const parts = 3
+	n -= n % parts // whole records per partition
+	more := n / 5 / parts * parts
 	begin := time.Now()
 	mm2Client, err := k.rt.CompileMM2Client(ctxTimeout(t, 2*time.Minute), filepath.Join(k.base, safeName(t.Name())+"-mm2client"))
 	if err != nil {

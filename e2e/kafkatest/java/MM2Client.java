@@ -35,11 +35,12 @@ public class MM2Client {
                 break;
             case "translate":
                 for (int i = 3; i < args.length; i++) {
+                    String group = args[i];
                     Map<TopicPartition, OffsetAndMetadata> offsets =
-                        RemoteClusterUtils.translateOffsets(props, alias, args[i], Duration.ofSeconds(30));
+                        RemoteClusterUtils.translateOffsets(props, alias, group, Duration.ofSeconds(30));
                     Map<String, Long> sorted = new TreeMap<>();
                     offsets.forEach((tp, om) -> sorted.put(tp.topic() + " " + tp.partition(), om.offset()));
-                    sorted.forEach((tp, off) -> System.out.println(args[i] + " " + tp + " " + off));
+                    sorted.forEach((tp, off) -> System.out.println(group + " " + tp + " " + off));
                 }
                 break;
             default:
