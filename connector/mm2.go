@@ -107,8 +107,6 @@ type adoption struct {
 	// src is target offset dst), or nil: from the source's start. A
 	// partition not in it waits for the decision.
 	decided map[topicPartition]*offsetRun
-	// err is why the last attempt to decide failed.
-	err error
 }
 
 // adoptionCandidates are the partitions assignments() would start without
@@ -206,12 +204,11 @@ func (m *Mirror) decideAdoption(ctx context.Context, c *clients, tl targetListin
 		}
 		return nil
 	}()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.adopt.err = err
 	if err == nil {
 		return nil
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.metrics.incMM2AdoptErrors()
 	err = fmt.Errorf("adopt MirrorMaker 2's positions (mirrors[].mm2.adopt): %w; the topics wait rather than being copied from their start", err)
 	for _, tps := range cands {
@@ -362,9 +359,6 @@ func newMM2Checkpointer(sourceAlias string) *mm2Checkpointer {
 func mm2Checkpoints(groups []GroupStatus) []mm2Checkpoint {
 	var out []mm2Checkpoint
 	for _, g := range groups {
-		if g.State == GroupError && len(g.Partitions) == 0 {
-			continue
-		}
 		for _, p := range g.Partitions {
 			if p.Untranslatable || p.TargetOffset < 0 {
 				continue

@@ -332,3 +332,26 @@ func TestMM2Checkpoints(t *testing.T) {
 		t.Fatalf("checkpoints %+v, want %+v", got, want)
 	}
 }
+
+// TestAdoptedIndexBeforeAnyCopy: an adopted partition with nothing copied
+// since translates its floor exactly and later offsets as behind, at the
+// floor; older ones are untranslatable.
+func TestAdoptedIndexBeforeAnyCopy(t *testing.T) {
+	ix := adoptedIndex(nil, 100, 90)
+	if got, behind, err := translateOffset(ix, 100, 100); err != nil || got != 90 || behind {
+		t.Fatalf("floor: %d %v %v", got, behind, err)
+	}
+	if got, behind, err := translateOffset(ix, 100, 105); err != nil || got != 90 || !behind {
+		t.Fatalf("past the floor: %d %v %v", got, behind, err)
+	}
+	if _, _, err := translateOffset(ix, 100, 99); !errors.Is(err, ErrBelowAdopted) {
+		t.Fatalf("below the floor: %v", err)
+	}
+	// Stored chunks of an earlier index are deleted by the adopted one.
+	old := newPartitionIndex()
+	old.add(0, 0)
+	old.storedBelow = 1
+	if got := adoptedIndex(old, 5, 5).dropped; len(got) != 1 || got[0] != 0 {
+		t.Fatalf("dropped %v, want chunk 0", got)
+	}
+}
