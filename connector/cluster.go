@@ -370,9 +370,16 @@ func (p *slotPlane) assignKnown(ss []int32) {
 		}
 		for part := range ts.assigned {
 			tp := topicPartition{ts.source, part}
-			if want[p.slotOf(tp)] {
-				as = append(as, assignment{tp: tp, target: ts.target, topicID: ts.id, next: -1})
+			if !want[p.slotOf(tp)] {
+				continue
 			}
+			a := assignment{tp: tp, target: ts.target, topicID: ts.id, next: -1}
+			// Where the slot has no committed position: MM2's, as the
+			// control plane decided when it assigned the partition.
+			if floor, _ := m.adoptedStart(tp); floor != nil {
+				a.next, a.index = floor.src, adoptedIndex(nil, floor.src, floor.dst)
+			}
+			as = append(as, a)
 		}
 	}
 	m.mu.Unlock()
@@ -402,6 +409,9 @@ func (p *slotPlane) assign(as []assignment, srcOpts []kgo.Opt) (bool, error) {
 			a.next, a.index = pos.next, ix
 		case ix != nil && a.index == nil:
 			a.next, a.index = -1, ix.replacement()
+		case ix != nil && a.index.adopted():
+			// Adopted from MM2: the stale chunks go.
+			a.index = adoptedIndex(ix, a.index.floor.src, a.index.floor.dst)
 		}
 		delete(w.loaded.positions, a.tp)
 		delete(w.loaded.indexes, a.tp)

@@ -153,6 +153,10 @@ type Config struct {
 	// Cluster, when set, shares the mirror among the workers that run it
 	// (cluster.go); nil: this worker copies everything.
 	Cluster *ClusterConfig
+	// MM2, when set, ties the mirror to the MirrorMaker 2 flow it replaces
+	// (mm2.go): adopting MM2's positions, writing MM2's heartbeats and
+	// checkpoints.
+	MM2 *MM2Config
 
 	// Notifier, when set, receives the topic and group sets.
 	Notifier Notifier
@@ -203,7 +207,33 @@ func (c *Config) applyDefaults() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if m := c.MM2; m != nil {
+		if m.SourceAlias == "" {
+			m.SourceAlias = c.SourceAlias
+		}
+		if m.OffsetsTopic == "" {
+			m.OffsetsTopic = "mm2-offsets." + m.SourceAlias + ".internal"
+		}
+		if m.HeartbeatsInterval <= 0 {
+			m.HeartbeatsInterval = time.Second
+		}
+		if m.CheckpointsInterval <= 0 {
+			m.CheckpointsInterval = time.Minute
+		}
+	}
 	return nil
+}
+
+// MM2Config is the MirrorMaker 2 flow a mirror replaces (config.MM2 says
+// what each field means).
+type MM2Config struct {
+	SourceAlias         string
+	Adopt               bool
+	OffsetsTopic        string
+	Heartbeats          bool
+	HeartbeatsInterval  time.Duration
+	Checkpoints         bool
+	CheckpointsInterval time.Duration
 }
 
 // defaultStatePartitions: a state topic's partitions are read in parallel

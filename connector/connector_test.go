@@ -110,7 +110,7 @@ func TestProgressCodec(t *testing.T) {
 		t.Fatalf("encoded %s = %s", k, v)
 	}
 	gotTP, pos, err := decodeProgress(k, v)
-	if err != nil || gotTP != tp || pos != (position{12345, "AAEC"}) {
+	if err != nil || gotTP != tp || pos != (position{next: 12345, topicID: "AAEC"}) {
 		t.Fatalf("decoded %v %v %v", gotTP, pos, err)
 	}
 	// A value without a topic ID (a broker without IDs) reads back too.

@@ -88,7 +88,14 @@ func (m *Mirror) doPass(ctx context.Context, c *clients, cp dataPlane) (bool, er
 	if m.dryRun() {
 		return false, errors.Join(passErrs...)
 	}
-	// 6. Assign every partition that exists on both sides.
+	// 6. Assign every partition that exists on both sides; with
+	// mm2.adopt, a partition without a stored position first learns
+	// where MM2 stopped (an error leaves it waiting, not copied again).
+	if m.adopt != nil {
+		if err := m.decideAdoption(ctx, c, tl); err != nil {
+			passErrs = append(passErrs, err)
+		}
+	}
 	started, err := cp.assign(m.assignments(selected, tl, cp), m.cfg.SourceOpts)
 	if err != nil {
 		return false, fmt.Errorf("source consumer: %w", err)
@@ -409,6 +416,9 @@ func (m *Mirror) restartTopic(ts *topicState, rec *reconciled) {
 	}
 	rec.unassign = append(rec.unassign, partitionsOf(ts.source, ts.assigned)...)
 	rec.restart = append(rec.restart, partitionsOf(ts.source, max(ts.assigned, ts.partitions))...)
+	for _, tp := range partitionsOf(ts.source, max(ts.assigned, ts.partitions)) {
+		m.forgetAdoption(tp)
+	}
 	ts.assigned = 0
 	ts.targetID = ""
 	m.forgetProgress(ts.source)
@@ -463,7 +473,7 @@ func (m *Mirror) assignments(selected []filters.Topic, tl targetListing, cp data
 		}
 		upTo := min(have, ts.partitions)
 		var as []assignment
-		settled := true
+		settled, adopting := true, false
 		for p := ts.assigned; p < upTo; p++ {
 			tp := topicPartition{t.Name, p}
 			if ps, done := cp.parkedState(tp); ps != nil {
@@ -480,7 +490,8 @@ func (m *Mirror) assignments(selected []filters.Topic, tl targetListing, cp data
 				delete(m.progress, tp)
 			}
 			next := int64(-1)
-			if pos, ok := m.progress[tp]; ok {
+			pos, stored := m.progress[tp]
+			if stored {
 				if pos.topicID != "" && ts.id != "" && pos.topicID != ts.id {
 					m.log.Warn("stored progress belongs to an earlier topic of the same name; copying from the start",
 						"topic", t.Name, "partition", p, "stored_id", pos.topicID, "current_id", ts.id)
@@ -488,11 +499,24 @@ func (m *Mirror) assignments(selected []filters.Topic, tl targetListing, cp data
 					next = pos.next
 				}
 			}
+			var floor *offsetRun
+			if !stored {
+				var wait bool
+				if floor, wait = m.adoptedStart(tp); wait {
+					// MM2's position is not known yet: the
+					// topic waits (decideAdoption said why).
+					adopting = true
+					break
+				}
+			}
 			// Resuming keeps the stored index; starting over replaces
 			// it, deleting the stored chunks of the old one.
 			ix := m.indexes[tp]
 			delete(m.indexes, tp)
-			if next < 0 && ix != nil {
+			switch {
+			case floor != nil:
+				next, ix = floor.src, adoptedIndex(ix, floor.src, floor.dst)
+			case next < 0 && ix != nil:
 				ix = ix.replacement()
 			}
 			as = append(as, assignment{tp: tp, target: ts.target, topicID: ts.id, next: next, index: ix})
@@ -501,6 +525,9 @@ func (m *Mirror) assignments(selected []filters.Topic, tl targetListing, cp data
 			// Records of the topic's last copy are still in flight:
 			// its position is final only once they settle.
 			m.log.Info("topic selected again; resuming once its records in flight settle", "topic", t.Name)
+			continue
+		}
+		if adopting {
 			continue
 		}
 		assigns = append(assigns, as...)

@@ -134,6 +134,9 @@ func translateOffset(ix *partitionIndex, acked, s int64) (target int64, behind b
 	case errors.Is(err, ErrPastIndex) && len(ix.runs) > 0:
 		last := ix.runs[len(ix.runs)-1]
 		return last.dst + last.n, s > acked, nil
+	case errors.Is(err, ErrPastIndex) && ix.adopted() && len(ix.evicted) == 0:
+		// Adopted, nothing copied since: the copy ends at the floor.
+		return ix.floor.dst, s > acked, nil
 	default:
 		return 0, false, err
 	}
@@ -180,6 +183,8 @@ func (st *GroupStatus) settle() {
 // source offset s through ix (err is its error), for an operator.
 func untranslatableReason(ix *partitionIndex, s int64, err error) string {
 	switch {
+	case errors.Is(err, ErrBelowAdopted):
+		return fmt.Sprintf("source offset %d is older than source offset %d, where kmirror took over from MirrorMaker 2 (mirrors[].mm2.adopt): MM2 copied the records before it, and only MM2's checkpoints translate it", s, ix.floor.src)
 	case errors.Is(err, ErrBehindIndex):
 		return fmt.Sprintf("source offset %d is older than the offset index, which starts at source offset %d: its target offset is no longer known", s, ix.oldestSource())
 	case errors.Is(err, ErrPastIndex) && len(ix.runs) == 0:
@@ -383,6 +388,9 @@ func (m *Mirror) syncGroups(ctx context.Context, c *clients, cp dataPlane) error
 			blocked = append(blocked, fmt.Sprintf("cannot read the group's offsets on the target: %v", err))
 		}
 		switch {
+		case m.translateOnly():
+			// Translation only, for MM2's checkpoints: nothing is
+			// committed to the target group.
 		case len(blocked) > 0:
 			st.State, st.Error = GroupError, strings.Join(blocked, "; ")
 		case len(members.members[g.Name]) > 0:

@@ -44,6 +44,10 @@ type Metrics struct {
 	indexEvictions  *prometheus.CounterVec
 	batches         *prometheus.CounterVec
 	fallbacks       *prometheus.CounterVec
+	mm2Adopted      *prometheus.CounterVec
+	mm2AdoptErrors  *prometheus.CounterVec
+	mm2Heartbeats   *prometheus.CounterVec
+	mm2Checkpoints  *prometheus.CounterVec
 }
 
 // Kinds of kmirror's own records on the target, for
@@ -54,6 +58,9 @@ const (
 	writeCheckpoint = "checkpoint"
 	writeMetadata   = "metadata"
 	writeDeadLetter = "dead_letter"
+	// MM2's heartbeats and checkpoints (mm2.go).
+	writeMM2Heartbeat  = "mm2_heartbeat"
+	writeMM2Checkpoint = "mm2_checkpoint"
 )
 
 // Admin requests whose failures are counted in kmirror_admin_errors_total.
@@ -202,12 +209,28 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "kmirror_offset_index_evicted_chunks_total",
 			Help: "Stored offset index chunks evicted from memory to keep within offsets.index_memory; a translation that needs one reads it back.",
 		}, []string{"mirror"}),
+		mm2Adopted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kmirror_mm2_adopted_partitions_total",
+			Help: "Partitions whose copy started at the position MirrorMaker 2 committed (mirrors[].mm2.adopt).",
+		}, []string{"mirror"}),
+		mm2AdoptErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kmirror_mm2_adopt_errors_total",
+			Help: "Control passes that could not read MirrorMaker 2's positions (or the target's end offsets) for partitions to adopt; those partitions wait, retried on the next pass.",
+		}, []string{"mirror"}),
+		mm2Heartbeats: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kmirror_mm2_heartbeats_total",
+			Help: "MirrorMaker 2 Heartbeat records written to the target's heartbeats topic and acknowledged.",
+		}, []string{"mirror"}),
+		mm2Checkpoints: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kmirror_mm2_checkpoints_total",
+			Help: "MirrorMaker 2 Checkpoint records written to <source_alias>.checkpoints.internal on the target and acknowledged.",
+		}, []string{"mirror"}),
 	}
 	reg.MustRegister(m.records, m.bytes, m.latency, m.lag, m.topics, m.createErrors,
 		m.produceErrors, m.recreations, m.configChanges, m.configSyncErrs, m.aclsCreated, m.groupOffsets, m.groupSyncErrs, m.setChanges, m.filterErrors, m.passes, m.passErrors, m.lastPassSuccess,
 		m.internalWrites, m.adminErrors, m.untranslatable, m.failedParts, m.deadLetters,
 		m.slotsOwned, m.slotsTaken, m.controlPlane, m.slotsTotal, m.txns, m.commitLatency, m.batches, m.fallbacks,
-		m.indexBytes, m.indexEvictions)
+		m.indexBytes, m.indexEvictions, m.mm2Adopted, m.mm2AdoptErrors, m.mm2Heartbeats, m.mm2Checkpoints)
 	return m
 }
 
@@ -216,6 +239,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 type mirrorMetrics struct {
 	records, bytes, createErrors, produceErrors, recreations, passes, passErrors prometheus.Counter
 	configChanges, configSyncErrors, aclsCreated, groupOffsets, groupSyncErrors  prometheus.Counter
+	mm2Adopted, mm2AdoptErrors, mm2Heartbeats, mm2Checkpoints                    prometheus.Counter
 	latency                                                                      prometheus.Observer
 	lag, lastPassSuccess                                                         prometheus.Gauge
 	pending, mirroring, failed                                                   prometheus.Gauge
@@ -240,7 +264,7 @@ func (m *Metrics) forMirror(name string) *mirrorMetrics {
 	for _, kind := range []string{"added", "removed", "changed", "group_added", "group_removed"} {
 		m.setChanges.WithLabelValues(name, kind) // pre-initialised: alerts see 0, not absence
 	}
-	for _, kind := range []string{writeProgress, writeIndex, writeCheckpoint, writeMetadata, writeDeadLetter} {
+	for _, kind := range []string{writeProgress, writeIndex, writeCheckpoint, writeMetadata, writeDeadLetter, writeMM2Heartbeat, writeMM2Checkpoint} {
 		m.internalWrites.WithLabelValues(name, kind)
 	}
 	for _, req := range []string{adminListStartOffsets, adminListCommittedOffsets, adminDescribeGroups, adminFetchOffsets, adminDescribeConfigs} {
@@ -269,6 +293,10 @@ func (m *Metrics) forMirror(name string) *mirrorMetrics {
 		setChanges:         m.setChanges.MustCurryWith(prometheus.Labels{"mirror": name}),
 		filterErrors:       m.filterErrors.WithLabelValues(name),
 		records:            m.records.WithLabelValues(name),
+		mm2Adopted:         m.mm2Adopted.WithLabelValues(name),
+		mm2AdoptErrors:     m.mm2AdoptErrors.WithLabelValues(name),
+		mm2Heartbeats:      m.mm2Heartbeats.WithLabelValues(name),
+		mm2Checkpoints:     m.mm2Checkpoints.WithLabelValues(name),
 		bytes:              m.bytes.WithLabelValues(name),
 		latency:            m.latency.WithLabelValues(name),
 		lag:                m.lag.WithLabelValues(name),
@@ -462,5 +490,29 @@ func (mm *mirrorMetrics) batchWritten(passthrough bool) {
 func (mm *mirrorMetrics) incFallback(reason string) {
 	if mm != nil {
 		mm.fallbacks.WithLabelValues(reason).Inc()
+	}
+}
+
+func (mm *mirrorMetrics) addMM2Adopted(n int) {
+	if mm != nil {
+		mm.mm2Adopted.Add(float64(n))
+	}
+}
+
+func (mm *mirrorMetrics) incMM2AdoptErrors() {
+	if mm != nil {
+		mm.mm2AdoptErrors.Inc()
+	}
+}
+
+func (mm *mirrorMetrics) incMM2Heartbeats() {
+	if mm != nil {
+		mm.mm2Heartbeats.Inc()
+	}
+}
+
+func (mm *mirrorMetrics) incMM2Checkpoints() {
+	if mm != nil {
+		mm.mm2Checkpoints.Inc()
 	}
 }

@@ -179,8 +179,11 @@ type Mirror struct {
 	// slots is the data plane in cluster mode (nil otherwise).
 	slots *slotPlane
 	// plan collects what a dry-run pass would do; nil outside Plan.
-	plan           *Plan
-	groups         map[string]*groupState // the translated groups, by name
+	plan   *Plan
+	groups map[string]*groupState // the translated groups, by name
+	// adopt is the adoption of MM2's positions (mm2.go); nil unless
+	// mm2.adopt.
+	adopt          *adoption
 	groupsSyncedAt time.Time
 	// What was last handed to the notifier.
 	publishedTopics     []listeners.Topic
@@ -222,6 +225,9 @@ func New(cfg Config) (*Mirror, error) {
 	m.sel.Store(&Selection{Filters: cfg.Filters, ConfigFilters: cfg.ConfigFilters, GroupFilters: cfg.GroupFilters, Labels: cfg.Labels})
 	if cfg.Cluster != nil {
 		m.slots = newSlotPlane(m)
+	}
+	if cfg.MM2 != nil && cfg.MM2.Adopt {
+		m.adopt = &adoption{decided: make(map[topicPartition]*offsetRun)}
 	}
 	return m, nil
 }
@@ -412,15 +418,25 @@ func (m *Mirror) Run(ctx context.Context) error {
 			})
 		})
 	}
-	if m.cfg.GroupSyncInterval > 0 {
+	// The group sync translates the selected groups; it commits them to
+	// the target when sync.group_offsets is enabled, and MM2 checkpoints
+	// are written from its translations (even when it does not commit).
+	var mm2cp *mm2Checkpointer
+	if mc := m.cfg.MM2; mc != nil && mc.Checkpoints {
+		mm2cp = newMM2Checkpointer(mc.SourceAlias)
+	}
+	if groupsEvery := m.groupSyncEvery(); groupsEvery > 0 {
 		bg.Go(func() {
-			every(copyCtx, m.cfg.GroupSyncInterval, func() {
+			every(copyCtx, groupsEvery, func() {
 				if !m.ownsControl() {
 					return
 				}
 				view, err := m.translationView(copyCtx, c, cp)
 				if err == nil {
 					err = m.syncGroups(copyCtx, c, view)
+				}
+				if err == nil && mm2cp != nil {
+					mm2cp.emit(copyCtx, m, c)
 				}
 				switch {
 				case err == nil:
@@ -430,6 +446,9 @@ func (m *Mirror) Run(ctx context.Context) error {
 				}
 			})
 		})
+	}
+	if mc := m.cfg.MM2; mc != nil && mc.Heartbeats {
+		bg.Go(func() { m.heartbeats(copyCtx, c) })
 	}
 	if m.cfg.ACLSyncInterval > 0 {
 		bg.Go(func() {
@@ -490,6 +509,24 @@ loop:
 		return nil
 	}
 	return m.shutdown(c, single, writer, stopCopy, copyStarted, copyDone, &bg)
+}
+
+// groupSyncEvery is the group sync's interval: sync.group_offsets', else,
+// when only MM2 checkpoints need the translations, theirs (0: no sync).
+func (m *Mirror) groupSyncEvery() time.Duration {
+	if m.cfg.GroupSyncInterval > 0 {
+		return m.cfg.GroupSyncInterval
+	}
+	if mc := m.cfg.MM2; mc != nil && mc.Checkpoints {
+		return mc.CheckpointsInterval
+	}
+	return 0
+}
+
+// translateOnly reports whether the group sync runs only for MM2's
+// checkpoints (sync.group_offsets disabled): it commits nothing.
+func (m *Mirror) translateOnly() bool {
+	return m.cfg.GroupSyncInterval <= 0 && m.cfg.MM2 != nil && m.cfg.MM2.Checkpoints
 }
 
 // passFailed logs a failed control pass, saying what the mirror goes on

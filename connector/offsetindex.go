@@ -59,6 +59,12 @@ type partitionIndex struct {
 	// (acknowledged, and in cluster mode committed); ackedBelow is the
 	// same before a transaction's commit.
 	storedBelow, ackedBelow int64
+	// floor, when set, is the position the partition's copy started from when it was adopted from MirrorMaker
+	// 2 (mm2.go): source offset floor.src is target offset floor.dst.
+	// Records below it were copied by MM2, whose mapping kmirror does not
+	// know: translating an offset below the floor is an error, not the
+	// target offset of the first run (which would skip records).
+	floor *offsetRun
 }
 
 // evictedChunk is a stored chunk evicted from memory: its number and the
@@ -68,6 +74,21 @@ type evictedChunk struct {
 }
 
 func newPartitionIndex() *partitionIndex { return &partitionIndex{dirtyFrom: -1} }
+
+// adoptedIndex returns an empty index whose copy starts at source offset
+// src, which is target offset dst (see partitionIndex.floor); it deletes
+// the stored chunks of prev (nil: none), like replacement.
+func adoptedIndex(prev *partitionIndex, src, dst int64) *partitionIndex {
+	ix := newPartitionIndex()
+	if prev != nil {
+		ix = prev.replacement()
+	}
+	ix.floor = &offsetRun{src: src, dst: dst}
+	return ix
+}
+
+// adopted reports whether ix has a floor.
+func (ix *partitionIndex) adopted() bool { return ix.floor != nil }
 
 // replacement returns an empty index that, once persisted, deletes every
 // stored chunk of ix: the copy of the partition starts over.
@@ -177,6 +198,9 @@ var (
 	ErrBehindIndex = errors.New("source offset is older than the offset index")
 	// ErrPastIndex: no record at or after the offset was copied yet.
 	ErrPastIndex = errors.New("source offset is past what was copied")
+	// ErrBelowAdopted: the offset is older than the position the copy
+	// was adopted from MirrorMaker 2 at; MM2 copied those records.
+	ErrBelowAdopted = errors.New("source offset is older than the position adopted from MirrorMaker 2")
 )
 
 // EvictedChunkError says that translating an offset needs stored chunk K,
@@ -191,6 +215,16 @@ func (e *EvictedChunkError) Error() string {
 // translate returns the target offset of the first copied source record at
 // or after s.
 func (ix *partitionIndex) translate(s int64) (int64, error) {
+	if ix.adopted() {
+		switch {
+		case s < ix.floor.src:
+			return 0, ErrBelowAdopted
+		case s == ix.floor.src && len(ix.runs) == 0 && len(ix.evicted) == 0:
+			// Nothing copied since the adoption: the next record
+			// lands at the floor's target offset.
+			return ix.floor.dst, nil
+		}
+	}
 	if len(ix.evicted) > 0 {
 		oldest := ix.evicted[0]
 		if oldest.k > 0 && s < oldest.src {

@@ -20,7 +20,8 @@ import (
 // Two kinds of record, told apart by their key:
 //
 //	progress     key {"topic":"orders","partition":0}
-//	             value {"next_offset":1234,"topic_id":"<base64 source topic ID>"}
+//	             value {"next_offset":1234,"topic_id":"<base64 source topic ID>",
+//	                    "mm2_adopted":{"source":1000,"target":990}}
 //	index chunk  key {"topic":"orders","partition":0,"chunk":3}
 //	             value: runs of the offset index (offsetindex.go)
 //
@@ -45,14 +46,21 @@ type progressKey struct {
 }
 
 type progressValue struct {
-	NextOffset int64  `json:"next_offset"`
-	TopicID    string `json:"topic_id,omitempty"`
+	NextOffset int64         `json:"next_offset"`
+	TopicID    string        `json:"topic_id,omitempty"`
+	MM2Adopted *adoptedValue `json:"mm2_adopted,omitempty"`
+}
+
+type adoptedValue struct {
+	Source int64 `json:"source"`
+	Target int64 `json:"target"`
 }
 
 // position is a stored progress value.
 type position struct {
 	next    int64
 	topicID string
+	floor   *offsetRun // the index's floor (partitionIndex.floor), or nil
 }
 
 // sealer wraps record values in the offset envelope with the configured
@@ -75,7 +83,11 @@ func (s sealer) seal(payload []byte) []byte {
 func encodeProgress(tp topicPartition, pos position) (key, value []byte) {
 	// Marshalling these two small structs cannot fail.
 	key, _ = json.Marshal(progressKey{Topic: tp.topic, Partition: tp.partition})
-	value, _ = json.Marshal(progressValue{NextOffset: pos.next, TopicID: pos.topicID})
+	v := progressValue{NextOffset: pos.next, TopicID: pos.topicID}
+	if f := pos.floor; f != nil {
+		v.MM2Adopted = &adoptedValue{Source: f.src, Target: f.dst}
+	}
+	value, _ = json.Marshal(v)
 	return key, value
 }
 
@@ -94,7 +106,11 @@ func decodeProgress(key, value []byte) (topicPartition, position, error) {
 	if err := json.Unmarshal(value, &v); err != nil {
 		return topicPartition{}, position{}, fmt.Errorf("progress value %q for %s/%d: %w", value, k.Topic, k.Partition, err)
 	}
-	return topicPartition{k.Topic, k.Partition}, position{next: v.NextOffset, topicID: v.TopicID}, nil
+	pos := position{next: v.NextOffset, topicID: v.TopicID}
+	if a := v.MM2Adopted; a != nil {
+		pos.floor = &offsetRun{src: a.Source, dst: a.Target}
+	}
+	return topicPartition{k.Topic, k.Partition}, pos, nil
 }
 
 // loaded is what a mirror finds in its progress topic at start.
@@ -154,6 +170,15 @@ func loadProgress(ctx context.Context, log *slog.Logger, targetOpts []kgo.Opt, a
 		if len(cs) > 0 { // every chunk deleted: nothing to keep
 			out.indexes[tp] = assembleIndex(cs)
 		}
+	}
+	for tp, pos := range out.positions {
+		if pos.floor == nil {
+			continue
+		}
+		if out.indexes[tp] == nil {
+			out.indexes[tp] = newPartitionIndex()
+		}
+		out.indexes[tp].floor = pos.floor
 	}
 	return out, nil
 }
@@ -258,7 +283,9 @@ func (w *progressWriter) writeAsync(ctx context.Context) []partitionWrites {
 		acked, persisted := ps.acked, ps.persisted
 		var writes []chunkWrite
 		ix := ps.index
+		var floor *offsetRun
 		if ix != nil {
+			floor = ix.floor
 			for _, k := range ix.dropped {
 				writes = append(writes, chunkWrite{chunk: k})
 			}
@@ -301,7 +328,7 @@ func (w *progressWriter) writeAsync(ctx context.Context) []partitionWrites {
 		if acked < 0 || acked == persisted {
 			continue
 		}
-		k, v := encodeProgress(ps.tp, position{next: acked, topicID: ps.topicID})
+		k, v := encodeProgress(ps.tp, position{next: acked, topicID: ps.topicID, floor: floor})
 		w.dst.Produce(ctx, &kgo.Record{Topic: w.topic, Partition: w.partition(ps.tp), Key: k, Value: w.sealer.seal(v)}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				w.fail(writeProgress, ps.tp, err) // written again on the next tick

@@ -1,12 +1,10 @@
 package kafkatest
 
 import (
-	"bytes"
 	"context"
 	_ "embed"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 )
 
@@ -32,26 +30,13 @@ const RefusePolicyClass = "kmirror.e2e.RefuseMarkedConfigsPolicy"
 // jars into dir/classes; markers live in dir/markers. The error wraps
 // ErrUnavailable when there is no javac.
 func (r *Runtime) CompileRefusePolicy(ctx context.Context, dir string) (*RefusePolicy, error) {
-	javac, err := lookJDKTool("javac")
-	if err != nil {
-		return nil, err
-	}
-	src := filepath.Join(dir, "src", "RefuseMarkedConfigsPolicy.java")
-	classes := filepath.Join(dir, "classes")
 	markers := filepath.Join(dir, "markers")
-	for _, d := range []string{filepath.Dir(src), classes, markers} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, fmt.Errorf("kafkatest: %w", err)
-		}
-	}
-	if err := os.WriteFile(src, refusePolicySource, 0o644); err != nil {
+	if err := os.MkdirAll(markers, 0o755); err != nil {
 		return nil, fmt.Errorf("kafkatest: %w", err)
 	}
-	cmd := exec.CommandContext(ctx, javac, "--release", "17", "-nowarn", "-cp", r.classPath(), "-d", classes, src)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("kafkatest: javac %s: %v\n%s", src, err, out.String())
+	classes, err := r.compileJava(ctx, dir, "RefuseMarkedConfigsPolicy.java", refusePolicySource)
+	if err != nil {
+		return nil, err
 	}
 	return &RefusePolicy{ClassDir: classes, Dir: markers}, nil
 }

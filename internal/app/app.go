@@ -361,6 +361,7 @@ func newMirror(cfg *config.Config, mc *config.Mirror, clusters map[string]*kafka
 		ShutdownTimeout:     time.Duration(cfg.ShutdownTimeout),
 		DeadLetterTopic:     deadLetterTopic(mc),
 		Cluster:             clusterConfig(mc),
+		MM2:                 mm2Config(mc.MM2),
 		BatchMaxBytes:       int32(mc.Producer.BatchMaxBytes),
 		Compression:         codec,
 		SourceCompression:   mc.Producer.Compression == "source",
@@ -388,6 +389,22 @@ func clusterConfig(mc *config.Mirror) *connector.ClusterConfig {
 		Slots:          int32(mc.Cluster.Slots),
 		SessionTimeout: time.Duration(mc.Cluster.SessionTimeout),
 		CommitInterval: time.Duration(mc.Cluster.CommitInterval),
+	}
+}
+
+// mm2Config is the mirror's mm2 block for the connector (nil: none).
+func mm2Config(m *config.MM2) *connector.MM2Config {
+	if m == nil {
+		return nil
+	}
+	return &connector.MM2Config{
+		SourceAlias:         m.SourceAlias,
+		Adopt:               m.Adopt,
+		OffsetsTopic:        m.OffsetsTopic,
+		Heartbeats:          m.Heartbeats,
+		HeartbeatsInterval:  time.Duration(m.HeartbeatsInterval),
+		Checkpoints:         m.Checkpoints,
+		CheckpointsInterval: time.Duration(m.CheckpointsInterval),
 	}
 }
 

@@ -1,0 +1,357 @@
+package connector
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/filters"
+)
+
+// TestMM2Encodings: byte-exact against Kafka's protocol types as
+// Heartbeat.java and Checkpoint.java write them (the golden hex is
+// Python's struct.pack of the same fields: '>h' length + UTF-8 for a
+// STRING, '>h' version 0, '>q' INT64, '>i' INT32).
+func TestMM2Encodings(t *testing.T) {
+	k, v := encodeMM2Heartbeat("A", "B", time.UnixMilli(1700000000123))
+	if got := hex.EncodeToString(k); got != "000141000142" {
+		t.Errorf("heartbeat key %s", got)
+	}
+	if got := hex.EncodeToString(v); got != "00000000018bcfe5687b" {
+		t.Errorf("heartbeat value %s", got)
+	}
+	k, v = encodeMM2Checkpoint(mm2Checkpoint{group: "orders-app", topic: "A.orders", partition: 3, upstream: 1234, downstream: 1200, metadata: "meta"})
+	if got := hex.EncodeToString(k); got != "000a6f72646572732d6170700008412e6f726465727300000003" {
+		t.Errorf("checkpoint key %s", got)
+	}
+	if got := hex.EncodeToString(v); got != "000000000000000004d200000000000004b000046d657461" {
+		t.Errorf("checkpoint value %s", got)
+	}
+}
+
+func TestParseMM2OffsetKey(t *testing.T) {
+	for _, c := range []struct {
+		key     string
+		cluster string
+		tp      topicPartition
+		ok      bool
+		err     bool
+	}{
+		{key: `["MirrorSourceConnector",{"cluster":"A","partition":3,"topic":"orders"}]`, cluster: "A", tp: topicPartition{"orders", 3}, ok: true},
+		// Field order is Connect's JSON converter's business.
+		{key: `["MirrorSourceConnector",{"topic":"orders","cluster":"A","partition":0}]`, cluster: "A", tp: topicPartition{"orders", 0}, ok: true},
+		{key: `["MirrorCheckpointConnector",{"group":"g","topic":"t","partition":0}]`},
+		{key: `["MirrorHeartbeatConnector",{"sourceClusterAlias":"A","targetClusterAlias":"B"}]`},
+		{key: `not json`, err: true},
+		{key: `["MirrorSourceConnector",{"cluster":"A","topic":"orders"}]`, err: true},
+		{key: `["MirrorSourceConnector"]`, err: true},
+	} {
+		cluster, tp, ok, err := parseMM2OffsetKey([]byte(c.key))
+		if (err != nil) != c.err || ok != c.ok || cluster != c.cluster || tp != c.tp {
+			t.Errorf("%s: got %q %v %v %v", c.key, cluster, tp, ok, err)
+		}
+	}
+}
+
+// mm2Key is a Connect offsets key of MM2's source connector.
+func mm2Key(cluster, topic string, p int32) []byte {
+	return fmt.Appendf(nil, `["MirrorSourceConnector",{"cluster":%q,"partition":%d,"topic":%q}]`, cluster, p, topic)
+}
+
+// writeMM2Offsets creates MM2's offsets topic on c (Connect's default has
+// 25 partitions; 3 do here) and writes records to it, a nil value being a
+// tombstone.
+func writeMM2Offsets(t *testing.T, c *kfake.Cluster, topic string, recs ...*kgo.Record) {
+	t.Helper()
+	cl := newClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := ensureCompactedTopic(ctx, kadm.NewClient(cl), topic, 3, -1); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		r.Topic = topic
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func offsetValue(n int64) []byte { return fmt.Appendf(nil, `{"offset":%d}`, n) }
+
+func TestReadMM2Positions(t *testing.T) {
+	_, dst := testClusters(t)
+	const topic = "mm2-offsets.A.internal"
+	writeMM2Offsets(t, dst, topic,
+		&kgo.Record{Key: mm2Key("A", "orders", 0), Value: offsetValue(99)},
+		&kgo.Record{Key: mm2Key("A", "orders", 1), Value: offsetValue(10)},
+		&kgo.Record{Key: []byte(`["MirrorCheckpointConnector",{"group":"g","partition":0,"topic":"orders"}]`), Value: offsetValue(5)},
+		&kgo.Record{Key: mm2Key("B", "orders", 0), Value: offsetValue(7)},   // another flow's
+		&kgo.Record{Key: mm2Key("A", "orders", 1), Value: nil},              // deleted
+		&kgo.Record{Key: mm2Key("A", "orders", 0), Value: offsetValue(149)}, // the last wins
+	)
+	adm := kadm.NewClient(newClient(t, dst))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	got, err := readMM2Positions(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, topic, "A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[topicPartition{"orders", 0}] != 150 {
+		t.Fatalf("positions %v, want orders/0 at 150 (MM2's last copied offset 149, plus one)", got)
+	}
+
+	// A value that is not {"offset":N} is an error naming the key.
+	writeMM2Offsets(t, dst, topic, &kgo.Record{Key: mm2Key("A", "orders", 2), Value: []byte(`{"pos":1}`)})
+	if _, err := readMM2Positions(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, topic, "A"); err == nil || !strings.Contains(err.Error(), `"partition":2`) {
+		t.Fatalf("bad value: %v", err)
+	}
+	// No such topic: an error naming it and the setting.
+	_, err = readMM2Positions(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, "mm2-offsets.X.internal", "X")
+	if err == nil || !strings.Contains(err.Error(), "mm2-offsets.X.internal") || !strings.Contains(err.Error(), "mirrors[].mm2.offsets_topic") || !strings.Contains(err.Error(), "adopt: false") {
+		t.Fatalf("missing topic: %v", err)
+	}
+}
+
+// mm2Setup is MM2's state after it copied part of "orders" (2 partitions,
+// 10 records each at the source): partition 0's first 7 records on the
+// target and its position committed (offset 6); partition 1 never copied.
+func mm2Setup(t *testing.T, src, dst *kfake.Cluster) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := kadm.NewClient(newClient(t, src)).CreateTopic(ctx, 2, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	produceOrders(t, src, 2, 10, "x")
+	dcl := newClient(t, dst, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if _, err := kadm.NewClient(dcl).CreateTopic(ctx, 2, 1, nil, "src.orders"); err != nil {
+		t.Fatal(err)
+	}
+	var recs []*kgo.Record
+	for i := range 7 {
+		recs = append(recs, &kgo.Record{Topic: "src.orders", Partition: 0, Value: fmt.Appendf(nil, "x-0-%d", i)})
+	}
+	if err := dcl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func adoptConfig() Config {
+	return Config{
+		Name: "m", SourceAlias: "src", TargetAlias: "dst",
+		Filters:          []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll("orders")}},
+		RefreshInterval:  100 * time.Millisecond,
+		ProgressInterval: 50 * time.Millisecond,
+		MM2:              &MM2Config{Adopt: true},
+		Logger:           discardLogger(),
+	}
+}
+
+// TestAdoptionContinuesWhereMM2Stopped: the copy of an adopted partition
+// starts after MM2's last copied record (no duplicate, nothing skipped), a
+// partition MM2 never copied starts from its beginning, and the offset
+// index starts at the adopted position: below it is untranslatable (with
+// the reason), at and above it exact, also after a restart.
+func TestAdoptionContinuesWhereMM2Stopped(t *testing.T) {
+	src, dst := testClusters(t)
+	mm2Setup(t, src, dst)
+	writeMM2Offsets(t, dst, "mm2-offsets.src.internal", &kgo.Record{Key: mm2Key("src", "orders", 0), Value: offsetValue(6)})
+
+	cfg := adoptConfig()
+	cfg.SourceOpts = []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)}
+	cfg.TargetOpts = []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	adm := kadm.NewClient(newClient(t, dst))
+	waitFor(t, func() bool { return targetRecords(adm, "src.orders") >= 20 }, "20 records on the target")
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return within 30s of the stop")
+	}
+	for p, recs := range byPartition(consumeRecords(t, dst.ListenAddrs(), "src.orders")) {
+		if len(recs) != 10 {
+			t.Fatalf("partition %d holds %d records, want 10 (no duplicate, none missing)", p, len(recs))
+		}
+		for i, r := range recs {
+			if want := fmt.Sprintf("x-%d-%d", p, i); string(r.Value) != want {
+				t.Fatalf("partition %d offset %d holds %s, want %s", p, i, r.Value, want)
+			}
+		}
+	}
+
+	// The stored progress carries the floor; a translation below it says
+	// why it cannot be done.
+	lctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ld, err := loadProgress(lctx, nil, cfg.TargetOpts, adm, m.progressTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p0, p1 := topicPartition{"orders", 0}, topicPartition{"orders", 1}
+	if f := ld.positions[p0].floor; f == nil || *f != (offsetRun{src: 7, dst: 7}) {
+		t.Fatalf("partition 0 floor %v, want source 7 = target 7", f)
+	}
+	if f := ld.positions[p1].floor; f != nil {
+		t.Fatalf("partition 1 was never copied by MM2 but has floor %v", f)
+	}
+	ix := ld.indexes[p0]
+	gp := GroupPartition{SourceOffset: 3}
+	gp.translate(ix, ld.positions[p0].next)
+	if !gp.Untranslatable || !strings.Contains(gp.Reason, "MirrorMaker 2") {
+		t.Fatalf("offset 3 (copied by MM2): %+v", gp)
+	}
+	for s, want := range map[int64]int64{7: 7, 9: 9, 10: 10} {
+		got, _, err := translateOffset(ix, ld.positions[p0].next, s)
+		if err != nil || got != want {
+			t.Fatalf("translate %d = %d, %v; want %d", s, got, err, want)
+		}
+	}
+	if _, err := ix.translate(6); !errors.Is(err, ErrBelowAdopted) {
+		t.Fatalf("translate 6: %v", err)
+	}
+}
+
+func byPartition(recs []*kgo.Record) map[int32][]*kgo.Record {
+	out := make(map[int32][]*kgo.Record)
+	for _, r := range recs {
+		out[r.Partition] = append(out[r.Partition], r)
+	}
+	return out
+}
+
+// TestAdoptionFaults: while MM2's offsets topic is missing or cannot be
+// read, the partitions to adopt are not started (never from the
+// beginning): the pass fails naming the cause, the topic's status shows it
+// and the metric counts it; once readable, they start at MM2's position.
+func TestAdoptionFaults(t *testing.T) {
+	src, dst := testClusters(t)
+	mm2Setup(t, src, dst)
+	h := newPassHarnessFor(t, src, dst, adoptConfig())
+	const offsets = "mm2-offsets.src.internal"
+	p0 := topicPartition{"orders", 0}
+
+	err := h.pass(t)
+	if err == nil || !strings.Contains(err.Error(), offsets) || !strings.Contains(err.Error(), "adopt: false") {
+		t.Fatalf("pass without MM2's offsets topic: %v", err)
+	}
+	if ps := h.cp.partition(p0); ps != nil {
+		t.Fatalf("partition started (at %d) without MM2's position", ps.acked)
+	}
+	st := h.m.Status()
+	if len(st.Topics) != 1 || !strings.Contains(st.Topics[0].Error, offsets) {
+		t.Fatalf("status %+v does not show the adoption error", st.Topics)
+	}
+
+	// The topic exists but cannot be read (a refused ListOffsets).
+	writeMM2Offsets(t, dst, offsets, &kgo.Record{Key: mm2Key("src", "orders", 0), Value: offsetValue(6)})
+	waitFor(t, func() bool {
+		tds, err := h.dstAdm.ListTopics(context.Background(), offsets)
+		return err == nil && tds.Has(offsets)
+	}, "the harness to see "+offsets)
+	var refusing atomic.Bool
+	refusing.Store(true)
+	dst.ControlKey(int16(kmsg.ListOffsets), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		dst.KeepControl()
+		req := kr.(*kmsg.ListOffsetsRequest)
+		if !refusing.Load() || len(req.Topics) == 0 || req.Topics[0].Topic != offsets {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewListOffsetsResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewListOffsetsResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	err = h.pass(t)
+	if err == nil || !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("pass with an unreadable offsets topic: %v", err)
+	}
+	if ps := h.cp.partition(p0); ps != nil {
+		t.Fatalf("partition started (at %d) without MM2's position", ps.acked)
+	}
+
+	refusing.Store(false)
+	h.mustPass(t)
+	ps := h.cp.partition(p0)
+	if ps == nil {
+		t.Fatal("partition 0 not started once MM2's position could be read")
+	}
+	ps.mu.Lock()
+	acked, floor := ps.acked, ps.index.floor
+	ps.mu.Unlock()
+	if acked != 7 || floor == nil || *floor != (offsetRun{src: 7, dst: 7}) {
+		t.Fatalf("partition 0 starts at %d with floor %v, want 7 with floor 7->7", acked, floor)
+	}
+	if ps := h.cp.partition(topicPartition{"orders", 1}); ps == nil || ps.acked != -1 {
+		t.Fatalf("partition 1 (never copied by MM2) should start from the beginning: %+v", ps)
+	}
+	if st := h.m.Status(); st.Topics[0].Error != "" {
+		t.Fatalf("the adoption error is still shown: %s", st.Topics[0].Error)
+	}
+}
+
+// TestMM2Checkpoints: the checkpoints are the translatable partitions of
+// the groups, keyed by target topic.
+func TestMM2Checkpoints(t *testing.T) {
+	got := mm2Checkpoints([]GroupStatus{{Group: "g", Partitions: []GroupPartition{
+		{SourceTopic: "orders", TargetTopic: "src.orders", Partition: 0, SourceOffset: 10, TargetOffset: 8},
+		{SourceTopic: "orders", TargetTopic: "src.orders", Partition: 1, SourceOffset: 3, TargetOffset: -1, Untranslatable: true},
+	}}})
+	want := []mm2Checkpoint{{group: "g", topic: "src.orders", partition: 0, upstream: 10, downstream: 8}}
+	if len(got) != 1 || got[0] != want[0] {
+		t.Fatalf("checkpoints %+v, want %+v", got, want)
+	}
+}
+
+// TestAdoptedIndexBeforeAnyCopy: an adopted partition with nothing copied
+// since translates its floor exactly and later offsets as behind, at the
+// floor; older ones are untranslatable.
+func TestAdoptedIndexBeforeAnyCopy(t *testing.T) {
+	ix := adoptedIndex(nil, 100, 90)
+	if got, behind, err := translateOffset(ix, 100, 100); err != nil || got != 90 || behind {
+		t.Fatalf("floor: %d %v %v", got, behind, err)
+	}
+	if got, behind, err := translateOffset(ix, 100, 105); err != nil || got != 90 || !behind {
+		t.Fatalf("past the floor: %d %v %v", got, behind, err)
+	}
+	if _, _, err := translateOffset(ix, 100, 99); !errors.Is(err, ErrBelowAdopted) {
+		t.Fatalf("below the floor: %v", err)
+	}
+	// Stored chunks of an earlier index are deleted by the adopted one.
+	old := newPartitionIndex()
+	old.add(0, 0)
+	old.storedBelow = 1
+	if got := adoptedIndex(old, 5, 5).dropped; len(got) != 1 || got[0] != 0 {
+		t.Fatalf("dropped %v, want chunk 0", got)
+	}
+}

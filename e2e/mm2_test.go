@@ -1,0 +1,394 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/e2e/kafkatest"
+)
+
+// TestKafkaMM2Takeover: kmirror takes over from MirrorMaker 2 on real
+// Kafka. MM2 (dedicated mode, the Maven jars the brokers run from) copies
+// N records (KMIRROR_E2E_MM2_RECORDS, default 100,000) and is stopped
+// with SIGTERM; more records (and a transaction) are produced; `kmirror
+// import-mm2` converts MM2's properties file and kmirror runs with it.
+// Then:
+//   - each target partition is exactly what MM2 copied followed by what
+//     MM2 had not committed onwards: the only duplicates are the records
+//     MM2 copied after its last committed position (counted, reported),
+//     nothing is copied from the start, nothing is missing;
+//   - MM2's own client API against the target (RemoteClusterUtils.
+//     translateOffsets, over the checkpoints kmirror writes in MM2's
+//     format) agrees with `kmirror translate` for a group committed
+//     mid-partition, at a transaction marker and at the end, and
+//     MirrorClient.replicationHops finds the source one hop away.
+func TestKafkaMM2Takeover(t *testing.T) {
+	k := requireKafkaBackend(t)
+	n := 100_000
+	if v := os.Getenv("KMIRROR_E2E_MM2_RECORDS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1000 {
+			t.Fatalf("KMIRROR_E2E_MM2_RECORDS=%q: want a number >= 1000", v)
+		}
+	}
+	const parts = 3
+	n -= n % parts // whole records per partition
+	more := n / 5 / parts * parts
+	begin := time.Now()
+	mm2Client, err := k.rt.CompileMM2Client(ctxTimeout(t, 2*time.Minute), filepath.Join(k.base, safeName(t.Name())+"-mm2client"))
+	if err != nil {
+		if errors.Is(err, kafkatest.ErrUnavailable) && !inCI() {
+			t.Skipf("no javac to compile the MM2 client program: %v", err)
+		}
+		t.Fatal(err)
+	}
+	e := newEnvWith(t, k.src, k.dst, true)
+	// Aliases of this test's own: MM2's internal topics are named after
+	// them on the shared clusters.
+	srcAlias, dstAlias := "a"+e.id, "b"+e.id
+	topic := e.topic("mm2")
+	remote := srcAlias + "." + topic
+	createTopic(t, e.srcCl, topic, parts, nil)
+	produceSeq(t, e.srcCl, topic, parts, 0, n/parts)
+
+	// 1. MirrorMaker 2 copies them.
+	props := strings.Join([]string{
+		"clusters = " + srcAlias + ", " + dstAlias,
+		srcAlias + ".bootstrap.servers = " + k.src.Addr(kafkatest.PLAINTEXT),
+		dstAlias + ".bootstrap.servers = " + k.dst.Addr(kafkatest.PLAINTEXT),
+		srcAlias + "->" + dstAlias + ".enabled = true",
+		srcAlias + "->" + dstAlias + ".topics = " + topic,
+		dstAlias + "->" + srcAlias + ".enabled = false",
+		"tasks.max = " + strconv.Itoa(parts),
+		"replication.factor = 1",
+		"offset.storage.replication.factor = 1",
+		"config.storage.replication.factor = 1",
+		"status.storage.replication.factor = 1",
+		"checkpoints.topic.replication.factor = 1",
+		"heartbeats.topic.replication.factor = 1",
+		"offset-syncs.topic.replication.factor = 1",
+		"emit.checkpoints.interval.seconds = 1",
+		"refresh.topics.interval.seconds = 1",
+		"sync.topic.acls.enabled = false",
+		"",
+	}, "\n")
+	dir := t.TempDir()
+	propsPath := filepath.Join(dir, "mm2.properties")
+	if err := os.WriteFile(propsPath, []byte(props), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mm2, err := k.rt.StartMirrorMaker(dir, propsPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if ok, _ := mm2.Exited(); !ok {
+			mm2.Stop(30 * time.Second)
+		}
+		if t.Failed() {
+			t.Logf("MirrorMaker 2 log %s:\n%s", mm2.LogPath, mm2.Tail(40))
+		}
+	})
+	waitFor(t, 3*time.Minute, fmt.Sprintf("MirrorMaker 2 to copy %d records to %s", n, remote), func() (bool, string) {
+		if ok, err := mm2.Exited(); ok {
+			t.Fatalf("MirrorMaker 2 exited: %v\n%s", err, mm2.Tail(40))
+		}
+		got, _, err := recordCount(ctxTimeout(t, 10*time.Second), e.dstCl, remote)
+		if err != nil {
+			return false, err.Error()
+		}
+		return got >= int64(n), fmt.Sprintf("%d records", got)
+	})
+	// SIGTERM: MM2 commits its positions on the way out.
+	took, killed := mm2.Stop(60 * time.Second)
+	if killed {
+		t.Fatalf("MirrorMaker 2 did not exit within 60s of SIGTERM")
+	}
+	t.Logf("MirrorMaker 2 copied %d records in %v and stopped in %v", n, time.Since(begin).Round(time.Second), took.Round(time.Millisecond))
+	mm2Ends := endOffsets(t, e.dstAdm, remote)
+	mm2Next := readMM2Next(t, e.dst.Addrs(), "mm2-offsets."+srcAlias+".internal", srcAlias, topic)
+
+	// 2. More records, a transaction in partition 0 and records after its
+	// marker.
+	produceSeq(t, e.srcCl, topic, parts, n/parts, more/parts)
+	marker := produceTxn(t, e.src.Addrs(), topic, 0, "txn", 10)
+	produceSeq(t, e.srcCl, topic, 1, n/parts+more/parts, 5)
+
+	// 3. import-mm2, then kmirror.
+	cfgPath := filepath.Join(dir, "kmirror.yaml")
+	code, _, stderr := runCLI(t, "import-mm2", "--output", cfgPath, propsPath)
+	if code != 0 && code != 2 {
+		t.Fatalf("import-mm2 exited %d:\n%s", code, stderr)
+	}
+	t.Logf("import-mm2 (exit %d) said:\n%s", code, stderr)
+	f, err := os.OpenFile(cfgPath, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("http: {listen: \"127.0.0.1:0\"}\nlog: {level: debug}\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	w := e.startWorker(cfgPath)
+
+	srcRecs, err := readTopic(ctxTimeout(t, time.Minute), e.src.Addrs(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make(map[int32][]string, parts)
+	dups := int64(0)
+	for p := range int32(parts) {
+		next, ok := mm2Next[p]
+		if !ok {
+			t.Fatalf("MirrorMaker 2 committed no position for partition %d", p)
+		}
+		h := mm2Ends[p]
+		if next > h {
+			t.Fatalf("partition %d: MM2 committed next offset %d past the target's end %d", p, next, h)
+		}
+		vals := values(map[int32][]*kgo.Record{p: srcRecs[p]})[p]
+		want[p] = append(append([]string(nil), vals[:h]...), vals[next:]...)
+		dups += h - next
+	}
+	e.waitTargetValues(3*time.Minute, remote, want)
+	t.Logf("target == source after kmirror took over: %d records copied by MM2, %d by kmirror; duplicates %d (what MM2 copied after its last committed position; end offsets at stop %v, committed next offsets %v)",
+		n, more+15+int(dups), dups, mm2Ends, mm2Next)
+
+	// 4. Groups on the source: mid-partition, at the marker, at the end.
+	srcEnds := endOffsets(t, e.srcAdm, topic)
+	groups := map[string]map[int32]int64{
+		e.topic("g-mid"):    {1: mm2Next[1] + 7, 2: mm2Next[2] + int64(more/parts/2)},
+		e.topic("g-marker"): {0: marker},
+		e.topic("g-end"):    srcEnds,
+	}
+	for g, offs := range groups {
+		commit := make(kadm.Offsets)
+		for p, at := range offs {
+			commit.Add(kadm.Offset{Topic: topic, Partition: p, At: at, LeaderEpoch: -1})
+		}
+		resp, err := e.srcAdm.CommitOffsets(ctxTimeout(t, 30*time.Second), g, commit)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil {
+			t.Fatalf("commit %s: %v", g, err)
+		}
+	}
+	names := make([]string, 0, len(groups))
+	for g := range groups {
+		names = append(names, g)
+	}
+	sort.Strings(names)
+
+	// kmirror translate's answers, then MM2's client over the
+	// checkpoints kmirror writes.
+	wantLines := func() ([]string, string) {
+		var lines []string
+		for _, g := range names {
+			code, out, stderr := runCLI(t, "translate", "--config", cfgPath, "--group", g, "-o", "json")
+			if code != 0 {
+				return nil, fmt.Sprintf("kmirror translate %s exited %d: %s", g, code, stderr)
+			}
+			var st struct {
+				Partitions []struct {
+					TargetTopic    string `json:"target_topic"`
+					Partition      int32  `json:"partition"`
+					SourceOffset   int64  `json:"source_offset"`
+					TargetOffset   int64  `json:"target_offset"`
+					Untranslatable bool   `json:"untranslatable"`
+					Reason         string `json:"reason"`
+				} `json:"partitions"`
+			}
+			if err := json.Unmarshal([]byte(out), &st); err != nil {
+				t.Fatalf("kmirror translate %s: %v\n%s", g, err, out)
+			}
+			for _, p := range st.Partitions {
+				if p.Untranslatable {
+					t.Fatalf("kmirror translate %s: partition %d (source offset %d) untranslatable: %s", g, p.Partition, p.SourceOffset, p.Reason)
+				}
+				lines = append(lines, fmt.Sprintf("%s %s %d %d", g, p.TargetTopic, p.Partition, p.TargetOffset))
+			}
+		}
+		sort.Strings(lines)
+		return lines, ""
+	}
+	var kmLines []string
+	waitFor(t, 2*time.Minute, "kmirror translate to answer for every group", func() (bool, string) {
+		w.checkAlive(t)
+		var why string
+		kmLines, why = wantLines()
+		return kmLines != nil, why
+	})
+	var mm2Lines []string
+	waitFor(t, 2*time.Minute, "RemoteClusterUtils.translateOffsets to agree with kmirror translate", func() (bool, string) {
+		w.checkAlive(t)
+		out, err := mm2Client.Run(ctxTimeout(t, time.Minute), append([]string{e.dst.Addrs()[0], srcAlias, "translate"}, names...)...)
+		if err != nil {
+			return false, err.Error()
+		}
+		mm2Lines = splitLines(out)
+		return strings.Join(mm2Lines, "\n") == strings.Join(kmLines, "\n"), fmt.Sprintf("RemoteClusterUtils:\n%s\nkmirror translate:\n%s", strings.Join(mm2Lines, "\n"), strings.Join(kmLines, "\n"))
+	})
+	t.Logf("RemoteClusterUtils.translateOffsets == kmirror translate:\n%s", strings.Join(mm2Lines, "\n"))
+	out, err := mm2Client.Run(ctxTimeout(t, time.Minute), e.dst.Addrs()[0], srcAlias, "hops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(out) != "hops 1" {
+		t.Fatalf("MirrorClient.replicationHops(%s) against the target: %q, want hops 1", srcAlias, out)
+	}
+
+	// The metrics say what happened.
+	_, body, err := httpGet(w.httpAddr(t), "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{
+		fmt.Sprintf(`kmirror_mm2_adopted_partitions_total{mirror="%s-to-%s"}`, srcAlias, dstAlias),
+		fmt.Sprintf(`kmirror_mm2_checkpoints_total{mirror="%s-to-%s"}`, srcAlias, dstAlias),
+		fmt.Sprintf(`kmirror_mm2_heartbeats_total{mirror="%s-to-%s"}`, srcAlias, dstAlias),
+	} {
+		v, ok := metricValue(string(body), m)
+		if !ok || v <= 0 {
+			t.Errorf("%s = %v (present %v), want > 0", m, v, ok)
+		}
+	}
+	if code, _ := w.stop(t, syscall.SIGTERM); code != 0 {
+		t.Errorf("kmirror exited %d", code)
+	}
+	t.Logf("took %v", time.Since(begin).Round(time.Second))
+}
+
+func splitLines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// metricValue finds the sample of series (name and labels as exposed) in a
+// Prometheus text exposition.
+func metricValue(body, series string) (float64, bool) {
+	for _, l := range strings.Split(body, "\n") {
+		if rest, ok := strings.CutPrefix(l, series+" "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			return v, err == nil
+		}
+	}
+	return 0, false
+}
+
+// produceSeq produces per records to each of partitions [0, parts) of
+// topic, with values "p<partition>-<i>" for i from first on.
+func produceSeq(t *testing.T, cl *kgo.Client, topic string, parts, first, per int) {
+	t.Helper()
+	const batch = 5000
+	var recs []*kgo.Record
+	flush := func() {
+		if len(recs) > 0 {
+			produce(t, cl, recs...)
+			recs = recs[:0]
+		}
+	}
+	for p := range parts {
+		for i := first; i < first+per; i++ {
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(p), Value: fmt.Appendf(nil, "p%d-%d", p, i)})
+			if len(recs) == batch {
+				flush()
+			}
+		}
+	}
+	flush()
+}
+
+// produceTxn produces n records to one partition in a committed
+// transaction and returns the offset of its commit marker.
+func produceTxn(t *testing.T, addrs []string, topic string, p int32, tag string, n int) int64 {
+	t.Helper()
+	cl := newClient(t, addrs, kgo.TransactionalID("kmirror-e2e-"+topic), kgo.DefaultProduceTopic(topic))
+	ctx := ctxTimeout(t, time.Minute)
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	var last int64
+	for i := range n {
+		r := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: p, Value: fmt.Appendf(nil, "%s-%d", tag, i)})
+		if err := r.FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		last = r[0].Record.Offset
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	return last + 1
+}
+
+// endOffsets lists topic's end offsets by partition.
+func endOffsets(t *testing.T, adm *kadm.Client, topic string) map[int32]int64 {
+	t.Helper()
+	ends, err := adm.ListEndOffsets(ctxTimeout(t, 30*time.Second), topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[int32]int64)
+	ends.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+	return out
+}
+
+// readMM2Next reads MM2's Connect offsets topic (the test's own reading,
+// independent of kmirror's): per partition of topic, the next offset
+// after the last one MM2 committed as copied.
+func readMM2Next(t *testing.T, addrs []string, offsetsTopic, alias, topic string) map[int32]int64 {
+	t.Helper()
+	byPart, err := readTopic(ctxTimeout(t, time.Minute), addrs, offsetsTopic)
+	if err != nil {
+		t.Fatalf("read %s: %v", offsetsTopic, err)
+	}
+	out := make(map[int32]int64)
+	for _, recs := range byPart {
+		for _, r := range recs {
+			var key []json.RawMessage
+			if json.Unmarshal(r.Key, &key) != nil || len(key) != 2 || string(key[0]) != `"MirrorSourceConnector"` {
+				continue
+			}
+			var part struct {
+				Cluster   string `json:"cluster"`
+				Topic     string `json:"topic"`
+				Partition int32  `json:"partition"`
+			}
+			if err := json.Unmarshal(key[1], &part); err != nil || part.Cluster != alias || part.Topic != topic {
+				continue
+			}
+			var v struct {
+				Offset int64 `json:"offset"`
+			}
+			if err := json.Unmarshal(r.Value, &v); err != nil {
+				t.Fatalf("%s: value %q: %v", offsetsTopic, r.Value, err)
+			}
+			out[part.Partition] = v.Offset + 1
+		}
+	}
+	return out
+}
