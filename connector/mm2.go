@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -67,7 +69,13 @@ func readMM2Positions(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm
 	if err != nil {
 		return nil, fmt.Errorf("describe MirrorMaker 2's offsets topic %s: %w", topic, err)
 	}
-	if td, ok := tds[topic]; !ok || td.Err != nil {
+	td, ok := tds[topic]
+	if ok && td.Err != nil && !errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
+		// Listed with an error (not authorized, a leader moving): not
+		// "there is no such topic".
+		return nil, fmt.Errorf("describe MirrorMaker 2's offsets topic %s: %w", topic, td.Err)
+	}
+	if !ok || td.Err != nil {
 		return nil, fmt.Errorf("MirrorMaker 2's offsets topic %s does not exist on the target (mirrors[].mm2.offsets_topic: MM2's offset.storage.topic, mm2-offsets.<source alias>.internal by default); set mirrors[].mm2.adopt: false to copy every topic from its start", topic)
 	}
 	out := make(map[topicPartition]int64)

@@ -122,6 +122,24 @@ func TestReadMM2Positions(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "mm2-offsets.X.internal") || !strings.Contains(err.Error(), "mirrors[].mm2.offsets_topic") || !strings.Contains(err.Error(), "adopt: false") {
 		t.Fatalf("missing topic: %v", err)
 	}
+	// Listed with an error: that error, not "does not exist".
+	dst.ControlKey(int16(kmsg.Metadata), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		req := kr.(*kmsg.MetadataRequest)
+		if len(req.Topics) != 1 || req.Topics[0].Topic == nil || *req.Topics[0].Topic != topic {
+			dst.KeepControl()
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.MetadataResponse)
+		rt := kmsg.NewMetadataResponseTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		rt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		resp.Topics = append(resp.Topics, rt)
+		return resp, nil, true
+	})
+	_, err = readMM2Positions(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, topic, "A")
+	if !errors.Is(err, kerr.TopicAuthorizationFailed) || strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("offsets topic listed with an error: %v", err)
+	}
 }
 
 // mm2Setup is MM2's state after it copied part of "orders" (2 partitions,
