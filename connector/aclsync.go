@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -103,8 +104,21 @@ func (m *Mirror) syncACLs(ctx context.Context, c *clients) error {
 	if len(missing) == 0 {
 		return nil
 	}
+	// In requests of at most maxRecordsPerRequest ACLs: a KRaft
+	// controller writes each as a metadata record of one batch.
+	var errs []error
+	for chunk := range slices.Chunk(missing, maxRecordsPerRequest) {
+		if err := m.createACLs(ctx, c, chunk); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// createACLs creates bindings on the target in one request.
+func (m *Mirror) createACLs(ctx context.Context, c *clients, bindings []aclBinding) error {
 	req := kmsg.NewPtrCreateACLsRequest()
-	for _, b := range missing {
+	for _, b := range bindings {
 		cr := kmsg.NewCreateACLsRequestCreation()
 		cr.ResourceType = kmsg.ACLResourceTypeTopic
 		cr.ResourceName = b.topic
@@ -119,10 +133,10 @@ func (m *Mirror) syncACLs(ctx context.Context, c *clients) error {
 	}
 	var errs []error
 	for i, r := range resp.Results {
-		if i >= len(missing) {
+		if i >= len(bindings) {
 			break
 		}
-		b := missing[i]
+		b := bindings[i]
 		if err := brokerErr(r.ErrorCode, r.ErrorMessage); err != nil {
 			errs = append(errs, fmt.Errorf("create ACL %s %s %s on %s: %w", b.permission, b.operation, b.principal, b.topic, err))
 			continue

@@ -17,18 +17,28 @@ import (
 
 // describeConfigs reads topics' configs on one cluster in one request. A
 // topic whose configs cannot be read gets an entry in the error map.
+// describeConfigsPerRequest bounds the topics of one DescribeConfigs
+// request: a broker answers every config of every topic (some forty each,
+// with their sources), and 10,000 topics in one answer are megabytes
+// built while the request's timeout runs. A var for tests.
+var describeConfigsPerRequest = 500
+
 func describeConfigs(ctx context.Context, adm *kadm.Client, topics []string) (map[string][]filters.ConfigProperty, map[string]error) {
 	out := make(map[string][]filters.ConfigProperty, len(topics))
 	errs := make(map[string]error)
 	if len(topics) == 0 {
 		return out, errs
 	}
-	rcs, err := adm.DescribeTopicConfigs(ctx, topics...)
-	if err != nil && len(rcs) == 0 {
-		for _, t := range topics {
-			errs[t] = fmt.Errorf("describe configs: %w", err)
+	var rcs kadm.ResourceConfigs
+	for chunk := range slices.Chunk(topics, describeConfigsPerRequest) {
+		got, err := adm.DescribeTopicConfigs(ctx, chunk...)
+		if err != nil && len(got) == 0 {
+			for _, t := range chunk {
+				errs[t] = fmt.Errorf("describe configs: %w", err)
+			}
+			continue
 		}
-		return out, errs
+		rcs = append(rcs, got...)
 	}
 	for _, rc := range rcs {
 		if rc.Err != nil {
@@ -124,8 +134,8 @@ type configChange struct {
 }
 
 // syncConfigs brings the configs of every mirroring topic's target copy in
-// line with its source topic: one DescribeConfigs per cluster and one
-// IncrementalAlterConfigs for all changes.
+// line with its source topic: DescribeConfigs on each cluster and
+// IncrementalAlterConfigs for the changes, in requests of bounded size.
 func (m *Mirror) syncConfigs(ctx context.Context, c *clients) error {
 	changes, err := m.configChanges(ctx, c)
 	if err != nil {
@@ -139,19 +149,23 @@ func (m *Mirror) syncConfigs(ctx context.Context, c *clients) error {
 		}
 		return nil
 	}
-	results, err := alterConfigs(ctx, c.dst, changes)
-	if err != nil {
-		return m.dstErr(err)
-	}
+	results, reqErr := alterConfigs(ctx, c.dst, changes)
 	now := time.Now()
 	var errs []error
+	if reqErr != nil {
+		errs = append(errs, m.dstErr(reqErr))
+	}
 	m.mu.Lock()
 	for _, ch := range changes {
 		ts := m.topics[ch.source]
 		if ts == nil {
 			continue
 		}
-		if err := results[ch.target]; err != nil {
+		err, done := results[ch.target]
+		if !done && (len(ch.set) > 0 || len(ch.del) > 0) {
+			continue // not sent: the request before it failed
+		}
+		if err != nil {
 			m.metrics.incConfigSyncErrors()
 			errs = append(errs, fmt.Errorf("alter configs of %s: %w", ch.target, err))
 			continue
@@ -217,14 +231,33 @@ func (m *Mirror) configChanges(ctx context.Context, c *clients) ([]configChange,
 	return changes, errors.Join(errs...)
 }
 
-// alterConfigs applies every change in one IncrementalAlterConfigs request
-// and returns the error per target topic.
+// alterConfigs applies the changes in IncrementalAlterConfigs requests
+// of at most maxRecordsPerRequest configs each (a KRaft controller applies
+// one request as one batch of metadata records and refuses an excessively
+// large one, as for CreateTopics), and returns the error per target topic.
+// When a request fails, it returns that error with the results of the
+// requests before it.
 func alterConfigs(ctx context.Context, cl *kgo.Client, changes []configChange) (map[string]error, error) {
+	var pending []configChange
+	for _, ch := range changes {
+		if len(ch.set) > 0 || len(ch.del) > 0 {
+			pending = append(pending, ch)
+		}
+	}
+	results := make(map[string]error, len(pending))
+	for _, chunk := range chunkByCost(pending, func(ch configChange) int { return len(ch.set) + len(ch.del) }, maxRecordsPerRequest) {
+		if err := alterConfigsOnce(ctx, cl, chunk, results); err != nil {
+			return results, err // what earlier requests applied, and why the rest was not
+		}
+	}
+	return results, nil
+}
+
+// alterConfigsOnce applies changes in one request, adding each target
+// topic's error to results.
+func alterConfigsOnce(ctx context.Context, cl *kgo.Client, changes []configChange, results map[string]error) error {
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	for _, ch := range changes {
-		if len(ch.set) == 0 && len(ch.del) == 0 {
-			continue
-		}
 		r := kmsg.NewIncrementalAlterConfigsRequestResource()
 		r.ResourceType = kmsg.ConfigResourceTypeTopic
 		r.ResourceName = ch.target
@@ -240,16 +273,12 @@ func alterConfigs(ctx context.Context, cl *kgo.Client, changes []configChange) (
 		}
 		req.Resources = append(req.Resources, r)
 	}
-	results := make(map[string]error, len(changes))
-	if len(req.Resources) == 0 {
-		return results, nil
-	}
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		return nil, fmt.Errorf("alter target topic configs: %w", err)
+		return fmt.Errorf("alter target topic configs: %w", err)
 	}
 	for _, r := range resp.Resources {
 		results[r.ResourceName] = brokerErr(r.ErrorCode, r.ErrorMessage)
 	}
-	return results, nil
+	return nil
 }

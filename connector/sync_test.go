@@ -2,13 +2,16 @@ package connector
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -241,8 +244,13 @@ func TestLabelsTravelDownstream(t *testing.T) {
 	}
 }
 
+// TestACLSync: the mirrored topics' ACLs reach the target as kmirror
+// maps them, in CreateACLs requests of at most maxRecordsPerRequest ACLs
+// (lowered to 2 here: not parallel).
 func TestACLSync(t *testing.T) {
-	t.Parallel()
+	old := maxRecordsPerRequest
+	maxRecordsPerRequest = 2
+	t.Cleanup(func() { maxRecordsPerRequest = old })
 	newACLCluster := func() *kfake.Cluster {
 		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser("PLAIN", "admin", "admin"), kfake.EnableACLs())
 		if err != nil {
@@ -288,6 +296,15 @@ func TestACLSync(t *testing.T) {
 	if err := h.pass(t); err != nil {
 		t.Fatal(err)
 	}
+	var creates, wide atomic.Int32
+	dst.ControlKey(int16(kmsg.CreateACLs), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		dst.KeepControl()
+		creates.Add(1)
+		if len(kr.(*kmsg.CreateACLsRequest).Creations) > 2 {
+			wide.Add(1)
+		}
+		return nil, nil, false
+	})
 	for range 2 { // the second sync must create nothing new
 		if err := h.m.syncACLs(ctx, h.c); err != nil {
 			t.Fatal(err)
@@ -311,6 +328,10 @@ func TestACLSync(t *testing.T) {
 	}
 	if len(got) != len(want) || !reflect.DeepEqual(gotSet, want) {
 		t.Fatalf("target ACLs = %+v, want exactly %+v", got, want)
+	}
+	// 3 ACLs, at most 2 a request: 2 requests, none on the second sync.
+	if creates.Load() != 2 || wide.Load() != 0 {
+		t.Fatalf("%d CreateACLs requests, %d of more than 2 ACLs; want 2, none wider", creates.Load(), wide.Load())
 	}
 }
 
@@ -362,5 +383,81 @@ func TestPlanChangesNothing(t *testing.T) {
 	defer dstCl.Close()
 	if tp := targetPartitions(t, dstCl); len(tp) != 0 {
 		t.Fatalf("plan created topics on the target: %v", tp)
+	}
+}
+
+// TestConfigSyncWithinTheControllersLimit: config changes for many topics
+// go in IncrementalAlterConfigs requests of at most maxRecordsPerRequest
+// configs (a KRaft controller refuses a larger batch, enforced here by the
+// target), and the configs are read in DescribeConfigs requests of at
+// most describeConfigsPerRequest topics; every change lands in one sync.
+// Not parallel: it lowers both limits.
+func TestConfigSyncWithinTheControllersLimit(t *testing.T) {
+	oldRecords, oldDescribe := maxRecordsPerRequest, describeConfigsPerRequest
+	maxRecordsPerRequest, describeConfigsPerRequest = 5, 2
+	t.Cleanup(func() { maxRecordsPerRequest, describeConfigsPerRequest = oldRecords, oldDescribe })
+	src, dst := testClusters(t)
+	h := newPassHarness(t, src, dst)
+	ctx := context.Background()
+	var names []string
+	for i := range 6 {
+		names = append(names, fmt.Sprintf("cfg%d", i))
+	}
+	if _, err := h.srcAdm.CreateTopics(ctx, 1, 1, nil, names...); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.pass(t); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		alterOn(t, h.c.srcAdminCl, n, map[string]string{"retention.ms": "200000", "segment.bytes": "2000000"})
+	}
+	var alters, refused, describes, wide atomic.Int32
+	dst.ControlKey(int16(kmsg.IncrementalAlterConfigs), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		dst.KeepControl()
+		req := kr.(*kmsg.IncrementalAlterConfigsRequest)
+		records := 0
+		for _, r := range req.Resources {
+			records += len(r.Configs)
+		}
+		alters.Add(1)
+		if records <= 5 {
+			return nil, nil, false
+		}
+		refused.Add(1)
+		resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+		for _, r := range req.Resources {
+			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+			rr.ErrorCode = kerr.PolicyViolation.Code
+			rr.ErrorMessage = kmsg.StringPtr("Unable to perform excessively large batch operation.")
+			resp.Resources = append(resp.Resources, rr)
+		}
+		return resp, nil, true
+	})
+	for _, c := range []*kfake.Cluster{src, dst} {
+		c.ControlKey(int16(kmsg.DescribeConfigs), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+			c.KeepControl()
+			describes.Add(1)
+			if len(kr.(*kmsg.DescribeConfigsRequest).Resources) > 2 {
+				wide.Add(1)
+			}
+			return nil, nil, false
+		})
+	}
+	if err := h.m.syncConfigs(ctx, h.c); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if got := describeOn(t, h.dstAdm, "src."+n); got["retention.ms"].Value != "200000" || got["segment.bytes"].Value != "2000000" {
+			t.Errorf("src.%s after one sync: retention.ms=%+v segment.bytes=%+v", n, got["retention.ms"], got["segment.bytes"])
+		}
+	}
+	// 6 topics of 2 changes, at most 5 a request: 3 requests.
+	if alters.Load() != 3 || refused.Load() != 0 {
+		t.Errorf("%d IncrementalAlterConfigs requests, %d refused as too large; want 3, none refused", alters.Load(), refused.Load())
+	}
+	if describes.Load() < 6 || wide.Load() != 0 {
+		t.Errorf("%d DescribeConfigs requests, %d of more than 2 topics; want 3 per cluster or more, none wider", describes.Load(), wide.Load())
 	}
 }
