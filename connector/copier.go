@@ -38,6 +38,13 @@ type copier struct {
 	// to unblock a Produce stuck on a full buffer.
 	produceCtx context.Context
 
+	// changes counts what the progress writer may have to write: an
+	// acknowledgement, an index change, an assignment, a failed write to
+	// redo. A writer tick that finds it unchanged since its last walk
+	// skips the walk over every partition (persistGate), so that idle
+	// topics cost nothing.
+	changes atomic.Uint64
+
 	mu    sync.Mutex
 	parts map[topicPartition]*partitionState
 	// parked holds the state of partitions no longer copied (their topic
@@ -173,6 +180,9 @@ type partitionState struct {
 
 	metrics *mirrorMetrics
 	onFail  func() // sets the copier's attention flag
+	// changes is the copier's counter (nil outside a copier): bumped
+	// under mu wherever acked, the index or what is persisted moves.
+	changes *atomic.Uint64
 	// cancelled counts records failed because the produce context was
 	// cancelled: a shutdown that gave up on them (see inFlight).
 	cancelled int
@@ -211,6 +221,7 @@ func isPermanent(err error) bool {
 // must not block: franz-go calls all promises on one goroutine.
 func (p *partitionState) promise(r *kgo.Record, err error) {
 	p.mu.Lock()
+	p.changed()
 	var src int64 = -1
 	if p.head < len(p.inflight) {
 		src = p.inflight[p.head]
@@ -294,11 +305,19 @@ func (p *partitionState) promise(r *kgo.Record, err error) {
 	}
 }
 
+// changed tells the progress writer that p has something to write.
+func (p *partitionState) changed() {
+	if p.changes != nil {
+		p.changes.Add(1)
+	}
+}
+
 // ackBatch is promise for n records acknowledged together at target
 // offsets base..base+n-1 (a batch of the batch path), in one step: the
 // per-record bookkeeping under one lock, the counters added once.
 func (p *partitionState) ackBatch(n int, base int64, ts time.Time) {
 	p.mu.Lock()
+	p.changed()
 	isolated := p.isolatedOut
 	p.isolatedOut = false
 	p.progressAt = time.Now()
@@ -416,6 +435,7 @@ func (c *copier) assign(as []assignment, srcOpts []kgo.Opt) (started bool, err e
 				ps.index = newPartitionIndex()
 			}
 			ps.onFail = c.wake
+			ps.changes = &c.changes
 			ps.passthrough = c.pt != nil
 		}
 		delete(c.parked, a.tp)
@@ -438,6 +458,9 @@ func (c *copier) assign(as []assignment, srcOpts []kgo.Opt) (started bool, err e
 		offsets[a.tp.topic][a.tp.partition] = o
 	}
 	c.mu.Unlock()
+	if len(as) > 0 {
+		c.changes.Add(1) // an adopted or restarted index may have chunks to write or delete
+	}
 	if len(batchPath) > 0 {
 		ptStarted, err := c.startPassthrough()
 		if err != nil {
@@ -741,6 +764,7 @@ func (c *copier) producePartition(fp kgo.FetchTopicPartition) {
 		// Nothing was acked before: everything below the first record
 		// this partition ever returned is not there to copy.
 		ps.acked = fp.Records[0].Offset
+		ps.changed()
 	}
 	if ps.committed < 0 {
 		ps.committed = ps.acked // where an aborted first transaction goes back to
@@ -1014,6 +1038,7 @@ func (c *copier) writeDeadLetter(ps *partitionState) {
 		c.log.Warn("record refused by the target written to the dead-letter topic; partition moves on",
 			"topic", ps.tp.topic, "partition", ps.tp.partition, "offset", p.offset, "dead_letter_topic", c.deadLetter, "refusal", p.err)
 		ps.acked = max(ps.acked, p.offset+1)
+		ps.changed()
 		ps.poison, ps.failed, ps.stuck, ps.backoff, ps.refusalLogged = nil, nil, nil, 0, false
 		// Still paused: the next rewindFailed reads on from acked.
 	})

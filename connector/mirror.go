@@ -390,8 +390,11 @@ func (m *Mirror) Run(ctx context.Context) error {
 	var bg sync.WaitGroup
 	if writer != nil {
 		bg.Go(func() {
+			var gate persistGate
 			every(copyCtx, progressTick(m.cfg.ProgressInterval), func() {
-				writer.writeAsync(m.produceCtx)
+				if gate.due(single.changes.Load(), time.Now()) {
+					writer.writeAsync(m.produceCtx)
+				}
 			})
 		})
 	}

@@ -711,6 +711,7 @@ func (c *copier) producePassthrough(f ptFetch) {
 	}
 	if ps.acked < 0 {
 		ps.acked = units[0].src[0]
+		ps.changed()
 	}
 	if ps.committed < 0 {
 		ps.committed = ps.acked

@@ -258,6 +258,7 @@ func (w *progressWriter) partition(tp topicPartition) int32 {
 
 func (w *progressWriter) fail(kind string, tp topicPartition, err error) {
 	w.failures.Add(1)
+	w.c.changes.Add(1) // written again on the next tick
 	if w.failed != nil {
 		w.failed(kind, tp, err)
 	}
@@ -355,6 +356,7 @@ type partitionWrites struct {
 func (ps *partitionState) unwrite(cw chunkWrite) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
+	ps.changed()
 	if cw.runs == nil {
 		ps.index.dropped = append(ps.index.dropped, cw.chunk)
 	} else {
@@ -380,6 +382,28 @@ func (w *progressWriter) writeSync(ctx context.Context) error {
 // progressTick is how often the writer checks, bounded below so a tiny
 // configured interval cannot spin.
 func progressTick(d time.Duration) time.Duration { return max(d, 10*time.Millisecond) }
+
+// persistGate decides whether a writer tick walks the partitions: only
+// when the copier's change counter moved since the last walk (with 100,000
+// idle partitions, a walk every second was most of an idle worker's CPU),
+// and at least every persistFullWalk whatever the counter says, so that a
+// change that forgot to count is written late rather than never.
+type persistGate struct {
+	last   uint64
+	walked time.Time
+}
+
+var persistFullWalk = 10 * time.Second // a var for tests
+
+// due reports whether to walk now, given the counter read before the walk
+// (a change during the walk moves it again: the next tick walks too).
+func (g *persistGate) due(changes uint64, now time.Time) bool {
+	if !g.walked.IsZero() && changes == g.last && now.Sub(g.walked) < persistFullWalk {
+		return false
+	}
+	g.last, g.walked = changes, now
+	return true
+}
 
 // deleteStoredProgress writes tombstones for a partition's progress and
 // index chunks (its source topic is gone), so that a restart does not load
