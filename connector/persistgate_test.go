@@ -24,11 +24,11 @@ func TestPersistGate(t *testing.T) {
 		after   time.Duration
 		want    bool
 	}{
-		{0, 0, true},                        // the first tick walks
-		{0, time.Second, false},             // nothing new
-		{1, time.Second, true},              // a change
-		{1, time.Second, false},             // nothing new again
-		{1, persistFullWalk, true},          // the safety net
+		{0, 0, true},               // the first tick walks
+		{0, time.Second, false},    // nothing new
+		{1, time.Second, true},     // a change
+		{1, time.Second, false},    // nothing new again
+		{1, persistFullWalk, true}, // the safety net
 		{1, persistFullWalk - time.Second, false},
 	} {
 		now = now.Add(step.after)
