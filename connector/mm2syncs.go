@@ -85,14 +85,11 @@ func keepMM2Sync(syncs []mm2Sync, s mm2Sync, floor int64) []mm2Sync {
 	if len(syncs) > maxMM2Syncs {
 		// Thin out: keep every other one, ending with the newest.
 		k := 0
-		for j := len(syncs) - 1; j >= 0; j -= 2 {
+		for j := (len(syncs) - 1) % 2; j < len(syncs); j += 2 {
 			syncs[k] = syncs[j]
 			k++
 		}
 		syncs = syncs[:k]
-		for a, b := 0, k-1; a < b; a, b = a+1, b-1 {
-			syncs[a], syncs[b] = syncs[b], syncs[a]
-		}
 	}
 	return syncs
 }
