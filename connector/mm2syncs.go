@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -134,15 +133,11 @@ func (e *MM2SyncsMissingError) Error() string {
 // topic listed with an error, or a record that is no offset sync, is
 // that error: never "no syncs".
 func readMM2OffsetSyncs(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm *kadm.Client, topic, cluster string, floors map[topicPartition]int64) (map[topicPartition][]mm2Sync, error) {
-	tds, err := adm.ListTopics(ctx, topic)
+	exists, err := mm2TopicExists(ctx, adm, topic, "offset-syncs topic")
 	if err != nil {
-		return nil, fmt.Errorf("describe MirrorMaker 2's offset-syncs topic %s: %w", topic, err)
+		return nil, err
 	}
-	td, ok := tds[topic]
-	if ok && td.Err != nil && !errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
-		return nil, fmt.Errorf("describe MirrorMaker 2's offset-syncs topic %s: %w", topic, td.Err)
-	}
-	if !ok || td.Err != nil {
+	if !exists {
 		return nil, &MM2SyncsMissingError{Topic: topic, Cluster: cluster}
 	}
 	out := make(map[topicPartition][]mm2Sync)

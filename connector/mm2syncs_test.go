@@ -115,18 +115,7 @@ func offsetSync(topic string, p int32, upstream, downstream int64) *kgo.Record {
 // as MM2 does) and writes recs to it.
 func writeOffsetSyncs(t *testing.T, c *kfake.Cluster, topic string, recs ...*kgo.Record) {
 	t.Helper()
-	cl := newClient(t, c)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := ensureCompactedTopic(ctx, kadm.NewClient(cl), topic, 1, -1); err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range recs {
-		r.Topic = topic
-	}
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	writeCompacted(t, c, topic, 1, recs...)
 }
 
 // waitSeen waits until adm's metadata (cached by the client) has topic.
