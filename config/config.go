@@ -311,6 +311,16 @@ type MM2 struct {
 	// "mm2-offsets.<source_alias>.internal": MM2's herder for A->B keeps
 	// them in mm2-offsets.A.internal on B (MirrorMakerConfig.workerConfig).
 	OffsetsTopic string `yaml:"offsets_topic"`
+	// OffsetSyncsLocation is the cluster holding MM2's offset-syncs topic:
+	// "source" (default) or "target", MM2's offset-syncs.topic.location.
+	// A group offset older than the adopted position is translated from
+	// those syncs (MM2-accurate, not exact: docs/offsets.md).
+	OffsetSyncsLocation string `yaml:"offset_syncs_location"`
+	// OffsetSyncsTopic is MM2's offset-syncs topic. Default
+	// "mm2-offset-syncs.<target>.internal" on the source, or
+	// "mm2-offset-syncs.<source_alias>.internal" when it is on the target
+	// (MM2 names it after the other cluster).
+	OffsetSyncsTopic string `yaml:"offset_syncs_topic"`
 	// Heartbeats writes MM2's Heartbeat records to the target's
 	// "heartbeats" topic (compacted, one partition), as MM2's heartbeat
 	// connector does. Default false.

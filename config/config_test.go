@@ -453,6 +453,10 @@ func TestMoreTypeErrors(t *testing.T) {
 			"t.yaml:8: offsets.index_memory: 64KiB is too small (want at least 1MiB)"},
 		"state partitions": {minimal + "    state_partitions: 0\n",
 			"t.yaml:8: mirrors[0].state_partitions: invalid partition count 0 (want 1 to 1000)"},
+		"offset syncs location": {minimal + "    mm2: {offset_syncs_location: both}\n",
+			`t.yaml:8: mirrors[0].mm2.offset_syncs_location: unknown location "both" (want source or target, MM2's offset-syncs.topic.location)`},
+		"offset syncs topic": {minimal + "    mm2: {offset_syncs_topic: \"a b\"}\n",
+			`t.yaml:8: mirrors[0].mm2.offset_syncs_topic: invalid topic name "a b" (want 1-249 characters from A-Z a-z 0-9 . _ -)`},
 		"second mirror line": {minimal + "  - name: x\n    source: west\n    target: nowhere\n",
 			`t.yaml:10: mirrors[1].target: unknown cluster "nowhere" (known: east, west)`},
 	}
@@ -629,8 +633,8 @@ func TestDocs(t *testing.T) {
 		t.Error("docs/configuration.md does not contain testdata/good.yaml verbatim")
 	}
 	keys := yamlKeys(reflect.TypeFor[config.Config]())
-	if len(keys) != 105 {
-		t.Errorf("found %d keys, want 105: %q (update this test and the docs when adding keys)", len(keys), keys)
+	if len(keys) != 107 {
+		t.Errorf("found %d keys, want 107: %q (update this test and the docs when adding keys)", len(keys), keys)
 	}
 	for _, key := range keys {
 		if !strings.Contains(string(doc), "| `"+key+"` |") {
@@ -727,5 +731,21 @@ http: {auth: {bearer_token_env: KMIRROR_TEST_TOKEN}}
 	}
 	if c := mustLoadFile(t, "testdata/minimal.yaml"); c.HTTP.Auth != nil || c.HTTP.TLS != nil {
 		t.Errorf("auth and tls must be off by default: %+v", c.HTTP)
+	}
+}
+
+// TestMM2OffsetSyncsDefaults: MM2 names its offset-syncs topic after the
+// other cluster of the flow.
+func TestMM2OffsetSyncsDefaults(t *testing.T) {
+	for loc, want := range map[string]string{"": "mm2-offset-syncs.west.internal", "source": "mm2-offset-syncs.west.internal", "target": "mm2-offset-syncs.A.internal"} {
+		c := mustLoad(t, minimal+"    mm2: {source_alias: A, offset_syncs_location: \""+loc+"\"}\n")
+		mm := c.Mirrors[0].MM2
+		if mm.OffsetSyncsTopic != want || (loc != "" && mm.OffsetSyncsLocation != loc) || (loc == "" && mm.OffsetSyncsLocation != "source") {
+			t.Errorf("location %q: topic %q location %q, want %q", loc, mm.OffsetSyncsTopic, mm.OffsetSyncsLocation, want)
+		}
+	}
+	c := mustLoad(t, minimal+"    mm2: {offset_syncs_topic: my-syncs}\n")
+	if got := c.Mirrors[0].MM2.OffsetSyncsTopic; got != "my-syncs" {
+		t.Errorf("explicit topic: %q", got)
 	}
 }

@@ -364,6 +364,22 @@ func (v *validator) mirror(m *Mirror, path string, clusters map[string]*Cluster,
 		if !topicNameRE.MatchString(mm.OffsetsTopic) {
 			v.errorf(mp+".offsets_topic", "invalid topic name %q (want 1-249 characters from A-Z a-z 0-9 . _ -)", mm.OffsetsTopic)
 		}
+		switch mm.OffsetSyncsLocation {
+		case "", "source":
+			mm.OffsetSyncsLocation = "source"
+			if mm.OffsetSyncsTopic == "" {
+				mm.OffsetSyncsTopic = "mm2-offset-syncs." + m.Target + ".internal"
+			}
+		case "target":
+			if mm.OffsetSyncsTopic == "" {
+				mm.OffsetSyncsTopic = "mm2-offset-syncs." + mm.SourceAlias + ".internal"
+			}
+		default:
+			v.errorf(mp+".offset_syncs_location", "unknown location %q (want source or target, MM2's offset-syncs.topic.location)", mm.OffsetSyncsLocation)
+		}
+		if mm.OffsetSyncsTopic != "" && !topicNameRE.MatchString(mm.OffsetSyncsTopic) {
+			v.errorf(mp+".offset_syncs_topic", "invalid topic name %q (want 1-249 characters from A-Z a-z 0-9 . _ -)", mm.OffsetSyncsTopic)
+		}
 		v.positive(mp+".heartbeats_interval", mm.HeartbeatsInterval)
 		v.positive(mp+".checkpoints_interval", mm.CheckpointsInterval)
 	}

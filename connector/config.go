@@ -214,6 +214,13 @@ func (c *Config) applyDefaults() error {
 		if m.OffsetsTopic == "" {
 			m.OffsetsTopic = "mm2-offsets." + m.SourceAlias + ".internal"
 		}
+		if m.OffsetSyncsTopic == "" {
+			// MM2 names it after the other cluster.
+			m.OffsetSyncsTopic = "mm2-offset-syncs." + c.TargetAlias + ".internal"
+			if m.OffsetSyncsOnTarget {
+				m.OffsetSyncsTopic = "mm2-offset-syncs." + m.SourceAlias + ".internal"
+			}
+		}
 		if m.HeartbeatsInterval <= 0 {
 			m.HeartbeatsInterval = time.Second
 		}
@@ -227,9 +234,13 @@ func (c *Config) applyDefaults() error {
 // MM2Config is the MirrorMaker 2 flow a mirror replaces (config.MM2 says
 // what each field means).
 type MM2Config struct {
-	SourceAlias         string
-	Adopt               bool
-	OffsetsTopic        string
+	SourceAlias  string
+	Adopt        bool
+	OffsetsTopic string
+	// OffsetSyncsTopic is MM2's offset-syncs topic, on the target when
+	// OffsetSyncsOnTarget, else on the source.
+	OffsetSyncsTopic    string
+	OffsetSyncsOnTarget bool
 	Heartbeats          bool
 	HeartbeatsInterval  time.Duration
 	Checkpoints         bool

@@ -60,6 +60,12 @@ type GroupPartition struct {
 	// never committed to the target group.
 	Untranslatable bool   `json:"untranslatable"`
 	Reason         string `json:"reason,omitempty"`
+	// Approximate is true when SourceOffset is older than where kmirror
+	// took over from MirrorMaker 2 and TargetOffset comes from MM2's
+	// offset syncs, as MM2 translates it: MM2-accurate, not exact (a
+	// consumer may read again some records MM2 copied, never skip one).
+	// Reason says so.
+	Approximate bool `json:"approximate,omitempty"`
 }
 
 // Group states.
@@ -184,7 +190,7 @@ func (st *GroupStatus) settle() {
 func untranslatableReason(ix *partitionIndex, s int64, err error) string {
 	switch {
 	case errors.Is(err, ErrBelowAdopted):
-		return fmt.Sprintf("source offset %d is older than source offset %d, where kmirror took over from MirrorMaker 2 (mirrors[].mm2.adopt): MM2 copied the records before it, and only MM2's checkpoints translate it", s, ix.floor.src)
+		return fmt.Sprintf("source offset %d is older than source offset %d, where kmirror took over from MirrorMaker 2 (mirrors[].mm2.adopt): MM2 copied the records before it, and the mirror has no mm2 block to read MM2's offset syncs from", s, ix.floor.src)
 	case errors.Is(err, ErrBehindIndex):
 		return fmt.Sprintf("source offset %d is older than the offset index, which starts at source offset %d: its target offset is no longer known", s, ix.oldestSource())
 	case errors.Is(err, ErrPastIndex) && len(ix.runs) == 0:
@@ -315,6 +321,9 @@ func (m *Mirror) selectGroups(ctx context.Context, cands []filters.Group) ([]fil
 // failed); what fails for one group is that group's status, counted,
 // and logged at most once a minute while it lasts.
 func (m *Mirror) syncGroups(ctx context.Context, c *clients, cp dataPlane) error {
+	if m.mm2Syncs != nil {
+		m.mm2Syncs.nextPass() // a failed read of MM2's offset syncs is tried again
+	}
 	mirrored := make(map[string]string) // source topic -> target topic
 	m.mu.Lock()
 	for _, ts := range m.topics {
@@ -371,7 +380,7 @@ func (m *Mirror) syncGroups(ctx context.Context, c *clients, cp dataPlane) error
 			continue
 		}
 		gs.topics = g.Topics
-		st, commit, sources, cps := m.translateGroup(ctx, c.dstAdm, g.Name, gs, src.offs[g.Name], mirrored, cp, targetNow[g.Name], &problems)
+		st, commit, sources, cps := m.translateGroup(ctx, c, g.Name, gs, src.offs[g.Name], mirrored, cp, targetNow[g.Name], &problems)
 		checkpoints = append(checkpoints, cps...)
 		st.LastSyncAt = now
 		var blocked []string // why nothing of the group is committed this time
@@ -487,7 +496,7 @@ func targetFetchErr(fetched kadm.FetchOffsetsResponses, group string) error {
 // itself moved back and FollowSourceRewinds is set) with the source offset
 // each comes from, and the checkpoints that changed. Partitions that cannot be translated exactly are in the
 // status, and neither committed nor checkpointed.
-func (m *Mirror) translateGroup(ctx context.Context, dstAdm *kadm.Client, group string, gs *groupState, offs kadm.OffsetResponses, mirrored map[string]string, cp dataPlane, target kadm.FetchOffsetsResponse, problems *problemLog) (GroupStatus, kadm.Offsets, map[topicPartition]int64, []pendingCheckpoint) {
+func (m *Mirror) translateGroup(ctx context.Context, c *clients, group string, gs *groupState, offs kadm.OffsetResponses, mirrored map[string]string, cp dataPlane, target kadm.FetchOffsetsResponse, problems *problemLog) (GroupStatus, kadm.Offsets, map[topicPartition]int64, []pendingCheckpoint) {
 	st := GroupStatus{Mirror: m.cfg.Name, Group: group, State: GroupSynced}
 	commit := make(kadm.Offsets)
 	sources := make(map[topicPartition]int64)
@@ -512,10 +521,18 @@ func (m *Mirror) translateGroup(ctx context.Context, dstAdm *kadm.Client, group 
 			return // not copied yet
 		}
 		gp := GroupPartition{SourceTopic: o.Topic, TargetTopic: targetTopic, Partition: o.Partition, SourceOffset: o.At}
-		tto, tbehind, terr := m.translatePartition(ctx, dstAdm, ps, o.At)
+		tto, tbehind, terr := m.translatePartition(ctx, c.dstAdm, ps, o.At)
+		var floor offsetRun
 		ps.mu.Lock()
 		gp.setTranslation(ps.index, tto, tbehind, terr)
+		below := errors.Is(terr, ErrBelowAdopted)
+		if below {
+			floor = *ps.index.floor
+		}
 		ps.mu.Unlock()
+		if below && m.mm2Syncs != nil {
+			m.translateFromMM2(ctx, c, &gp, tp, floor, planeFloors(cp))
+		}
 		st.Partitions = append(st.Partitions, gp)
 		if gp.Untranslatable {
 			return // never guessed, never committed
@@ -775,7 +792,11 @@ func (m *Mirror) Translate(ctx context.Context, group string, opts TranslateOpti
 		if ix == nil {
 			ix = newPartitionIndex()
 		}
-		gp.translate(ix, pos.next)
+		to, behind, err := translateOffset(ix, pos.next, o.At)
+		gp.setTranslation(ix, to, behind, err)
+		if errors.Is(err, ErrBelowAdopted) && m.mm2Syncs != nil {
+			m.translateFromMM2(ctx, c, &gp, tp, *ix.floor, indexFloors(ld.indexes))
+		}
 		st.Partitions = append(st.Partitions, gp)
 		if !gp.Untranslatable {
 			commit.Add(kadm.Offset{Topic: target, Partition: o.Partition, At: gp.TargetOffset, LeaderEpoch: -1})

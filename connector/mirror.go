@@ -183,7 +183,10 @@ type Mirror struct {
 	groups map[string]*groupState // the translated groups, by name
 	// adopt is the adoption of MM2's positions (mm2.go); nil unless
 	// mm2.adopt.
-	adopt          *adoption
+	adopt *adoption
+	// mm2Syncs are MM2's offset syncs, for group offsets older than an
+	// adopted position (mm2syncs.go); nil without an mm2 block.
+	mm2Syncs       *mm2SyncStore
 	groupsSyncedAt time.Time
 	// What was last handed to the notifier.
 	publishedTopics     []listeners.Topic
@@ -228,6 +231,9 @@ func New(cfg Config) (*Mirror, error) {
 	}
 	if cfg.MM2 != nil && cfg.MM2.Adopt {
 		m.adopt = &adoption{decided: make(map[topicPartition]*offsetRun)}
+	}
+	if cfg.MM2 != nil {
+		m.mm2Syncs = newMM2SyncStore()
 	}
 	return m, nil
 }

@@ -65,17 +65,11 @@ func parseMM2OffsetKey(key []byte) (cluster string, tp topicPartition, ok bool, 
 // a null value deletes it. A topic that does not exist is an error naming
 // the setting, never "MM2 copied nothing".
 func readMM2Positions(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm *kadm.Client, topic, alias string) (map[topicPartition]int64, error) {
-	tds, err := adm.ListTopics(ctx, topic)
+	exists, err := mm2TopicExists(ctx, adm, topic, "offsets topic")
 	if err != nil {
-		return nil, fmt.Errorf("describe MirrorMaker 2's offsets topic %s: %w", topic, err)
+		return nil, err
 	}
-	td, ok := tds[topic]
-	if ok && td.Err != nil && !errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
-		// Listed with an error (not authorized, a leader moving): not
-		// "there is no such topic".
-		return nil, fmt.Errorf("describe MirrorMaker 2's offsets topic %s: %w", topic, td.Err)
-	}
-	if !ok || td.Err != nil {
+	if !exists {
 		return nil, fmt.Errorf("MirrorMaker 2's offsets topic %s does not exist on the target (mirrors[].mm2.offsets_topic: MM2's offset.storage.topic, mm2-offsets.<source alias>.internal by default); set mirrors[].mm2.adopt: false to copy every topic from its start", topic)
 	}
 	out := make(map[topicPartition]int64)
@@ -104,6 +98,21 @@ func readMM2Positions(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm
 		return nil, err
 	}
 	return out, nil
+}
+
+// mm2TopicExists reports whether one of MM2's topics (what it is, for
+// errors) exists. A topic listed with an error (not authorized, a leader
+// moving) is that error, not "there is no such topic".
+func mm2TopicExists(ctx context.Context, adm *kadm.Client, topic, what string) (bool, error) {
+	tds, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return false, fmt.Errorf("describe MirrorMaker 2's %s %s: %w", what, topic, err)
+	}
+	td, ok := tds[topic]
+	if ok && td.Err != nil && !errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
+		return false, fmt.Errorf("describe MirrorMaker 2's %s %s: %w", what, topic, td.Err)
+	}
+	return ok && td.Err == nil, nil
 }
 
 // adoption is what a mirror with mm2.adopt decided, per partition, about

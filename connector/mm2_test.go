@@ -74,10 +74,17 @@ func mm2Key(cluster, topic string, p int32) []byte {
 // tombstone.
 func writeMM2Offsets(t *testing.T, c *kfake.Cluster, topic string, recs ...*kgo.Record) {
 	t.Helper()
+	writeCompacted(t, c, topic, 3, recs...)
+}
+
+// writeCompacted creates a compacted topic on c (when missing) and
+// writes recs to it.
+func writeCompacted(t *testing.T, c *kfake.Cluster, topic string, partitions int32, recs ...*kgo.Record) {
+	t.Helper()
 	cl := newClient(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := ensureCompactedTopic(ctx, kadm.NewClient(cl), topic, 3, -1); err != nil {
+	if _, err := ensureCompactedTopic(ctx, kadm.NewClient(cl), topic, partitions, -1); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range recs {
@@ -290,26 +297,7 @@ func TestAdoptionFaults(t *testing.T) {
 	}, "the harness to see "+offsets)
 	var refusing atomic.Bool
 	refusing.Store(true)
-	dst.ControlKey(int16(kmsg.ListOffsets), func(kr kmsg.Request) (kmsg.Response, error, bool) {
-		dst.KeepControl()
-		req := kr.(*kmsg.ListOffsetsRequest)
-		if !refusing.Load() || len(req.Topics) == 0 || req.Topics[0].Topic != offsets {
-			return nil, nil, false
-		}
-		resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewListOffsetsResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewListOffsetsResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
-	})
+	refuseListOffsets(dst, offsets, &refusing)
 	err = h.pass(t)
 	if err == nil || !errors.Is(err, kerr.TopicAuthorizationFailed) {
 		t.Fatalf("pass with an unreadable offsets topic: %v", err)

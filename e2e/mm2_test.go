@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,7 +36,11 @@ import (
 //     translateOffsets, over the checkpoints kmirror writes in MM2's
 //     format) agrees with `kmirror translate` for a group committed
 //     mid-partition, at a transaction marker and at the end, and
-//     MirrorClient.replicationHops finds the source one hop away.
+//     MirrorClient.replicationHops finds the source one hop away;
+//   - a group committed at an offset MM2 copied (below the takeover) is
+//     translated from MM2's offset syncs: MM2's rule over the syncs (read
+//     by the test itself), not behind MM2's own checkpoint of the group,
+//     not past the exact offset, and noted MM2-accurate.
 func TestKafkaMM2Takeover(t *testing.T) {
 	k := requireKafkaBackend(t)
 	n := 100_000
@@ -83,6 +88,7 @@ func TestKafkaMM2Takeover(t *testing.T) {
 		"offset-syncs.topic.replication.factor = 1",
 		"emit.checkpoints.interval.seconds = 1",
 		"refresh.topics.interval.seconds = 1",
+		"refresh.groups.interval.seconds = 1",
 		"sync.topic.acls.enabled = false",
 		"",
 	}, "\n")
@@ -112,6 +118,29 @@ func TestKafkaMM2Takeover(t *testing.T) {
 			return false, err.Error()
 		}
 		return got >= int64(n), fmt.Sprintf("%d records", got)
+	})
+	// A group that stays behind the takeover: committed at an offset MM2
+	// copied, and checkpointed by MM2 before it stops (its answer, over
+	// its own sparse syncs, is what kmirror's must not fall behind).
+	gOld := e.topic("g-old")
+	oldAt := int64(n/parts/2 + 3)
+	commitSource(t, e.srcAdm, gOld, topic, map[int32]int64{0: oldAt})
+	mm2Old := int64(-1)
+	waitFor(t, 90*time.Second, "MirrorMaker 2 to checkpoint "+gOld, func() (bool, string) {
+		out, err := mm2Client.Run(ctxTimeout(t, time.Minute), e.dst.Addrs()[0], srcAlias, "translate", gOld)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, l := range splitLines(out) {
+			var g, tt string
+			var p int32
+			var off int64
+			if _, err := fmt.Sscanf(l, "%s %s %d %d", &g, &tt, &p, &off); err == nil && tt == remote && p == 0 {
+				mm2Old = off
+				return true, ""
+			}
+		}
+		return false, "RemoteClusterUtils: " + out
 	})
 	// SIGTERM: MM2 commits its positions on the way out.
 	took, killed := mm2.Stop(60 * time.Second)
@@ -168,6 +197,37 @@ func TestKafkaMM2Takeover(t *testing.T) {
 	t.Logf("target == source after kmirror took over: %d records copied by MM2, %d by kmirror; duplicates %d (what MM2 copied after its last committed position; end offsets at stop %v, committed next offsets %v)",
 		n, more+15+int(dups), dups, mm2Ends, mm2Next)
 
+	// The group behind the takeover translates from MM2's offset syncs:
+	// MM2's rule over the syncs MM2 wrote (read here independently), at
+	// least as far as MM2's own checkpoint, never past the exact offset.
+	if oldAt >= mm2Next[0] {
+		t.Fatalf("group %s at %d is not below the takeover at %d", gOld, oldAt, mm2Next[0])
+	}
+	syncsTopic := "mm2-offset-syncs." + dstAlias + ".internal"
+	wantOld := mm2SyncsTranslate(t, e.src.Addrs(), syncsTopic, topic, 0, oldAt)
+	exactOld := int64(-1)
+	for i, v := range want[0] {
+		if v == fmt.Sprintf("p0-%d", oldAt) {
+			exactOld = int64(i)
+			break
+		}
+	}
+	var old translatedPartition
+	waitFor(t, 2*time.Minute, "kmirror translate "+gOld+" to answer from MM2's offset syncs", func() (bool, string) {
+		w.checkAlive(t)
+		ps, why := translateCLI(t, cfgPath, gOld)
+		if len(ps) != 1 || !ps[0].Approximate {
+			return false, fmt.Sprintf("%+v %s", ps, why)
+		}
+		old = ps[0]
+		return true, ""
+	})
+	if old.TargetOffset != wantOld || old.TargetOffset < mm2Old || old.TargetOffset > exactOld || !strings.Contains(old.Reason, "MM2-accurate") {
+		t.Fatalf("kmirror translate %s (source offset %d): %+v; want target offset %d (MM2's rule over its offset syncs in %s), between MM2's checkpoint %d and the exact %d, noted MM2-accurate",
+			gOld, oldAt, old, wantOld, syncsTopic, mm2Old, exactOld)
+	}
+	t.Logf("group %s at source offset %d (copied by MM2): kmirror translate %d (MM2-accurate), MM2's checkpoint %d, exact %d", gOld, oldAt, old.TargetOffset, mm2Old, exactOld)
+
 	// 4. Groups on the source: mid-partition, at the marker, at the end.
 	srcEnds := endOffsets(t, e.srcAdm, topic)
 	groups := map[string]map[int32]int64{
@@ -176,17 +236,7 @@ func TestKafkaMM2Takeover(t *testing.T) {
 		e.topic("g-end"):    srcEnds,
 	}
 	for g, offs := range groups {
-		commit := make(kadm.Offsets)
-		for p, at := range offs {
-			commit.Add(kadm.Offset{Topic: topic, Partition: p, At: at, LeaderEpoch: -1})
-		}
-		resp, err := e.srcAdm.CommitOffsets(ctxTimeout(t, 30*time.Second), g, commit)
-		if err == nil {
-			err = resp.Error()
-		}
-		if err != nil {
-			t.Fatalf("commit %s: %v", g, err)
-		}
+		commitSource(t, e.srcAdm, g, topic, offs)
 	}
 	names := make([]string, 0, len(groups))
 	for g := range groups {
@@ -199,24 +249,11 @@ func TestKafkaMM2Takeover(t *testing.T) {
 	wantLines := func() ([]string, string) {
 		var lines []string
 		for _, g := range names {
-			code, out, stderr := runCLI(t, "translate", "--config", cfgPath, "--group", g, "-o", "json")
-			if code != 0 {
-				return nil, fmt.Sprintf("kmirror translate %s exited %d: %s", g, code, stderr)
+			ps, why := translateCLI(t, cfgPath, g)
+			if ps == nil {
+				return nil, why
 			}
-			var st struct {
-				Partitions []struct {
-					TargetTopic    string `json:"target_topic"`
-					Partition      int32  `json:"partition"`
-					SourceOffset   int64  `json:"source_offset"`
-					TargetOffset   int64  `json:"target_offset"`
-					Untranslatable bool   `json:"untranslatable"`
-					Reason         string `json:"reason"`
-				} `json:"partitions"`
-			}
-			if err := json.Unmarshal([]byte(out), &st); err != nil {
-				t.Fatalf("kmirror translate %s: %v\n%s", g, err, out)
-			}
-			for _, p := range st.Partitions {
+			for _, p := range ps {
 				if p.Untranslatable {
 					t.Fatalf("kmirror translate %s: partition %d (source offset %d) untranslatable: %s", g, p.Partition, p.SourceOffset, p.Reason)
 				}
@@ -271,6 +308,91 @@ func TestKafkaMM2Takeover(t *testing.T) {
 		t.Errorf("kmirror exited %d", code)
 	}
 	t.Logf("took %v", time.Since(begin).Round(time.Second))
+}
+
+// translatedPartition is a partition of `kmirror translate -o json`.
+type translatedPartition struct {
+	TargetTopic    string `json:"target_topic"`
+	Partition      int32  `json:"partition"`
+	SourceOffset   int64  `json:"source_offset"`
+	TargetOffset   int64  `json:"target_offset"`
+	Untranslatable bool   `json:"untranslatable"`
+	Approximate    bool   `json:"approximate"`
+	Reason         string `json:"reason"`
+}
+
+// translateCLI runs `kmirror translate` for group: its partitions, or nil
+// and why not.
+func translateCLI(t *testing.T, cfgPath, group string) ([]translatedPartition, string) {
+	t.Helper()
+	code, out, stderr := runCLI(t, "translate", "--config", cfgPath, "--group", group, "-o", "json")
+	if code != 0 {
+		return nil, fmt.Sprintf("kmirror translate %s exited %d: %s", group, code, stderr)
+	}
+	var st struct {
+		Partitions []translatedPartition `json:"partitions"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("kmirror translate %s: %v\n%s", group, err, out)
+	}
+	return st.Partitions, ""
+}
+
+// commitSource commits offs of topic to group on the source.
+func commitSource(t *testing.T, adm *kadm.Client, group, topic string, offs map[int32]int64) {
+	t.Helper()
+	commit := make(kadm.Offsets)
+	for p, at := range offs {
+		commit.Add(kadm.Offset{Topic: topic, Partition: p, At: at, LeaderEpoch: -1})
+	}
+	resp, err := adm.CommitOffsets(ctxTimeout(t, 30*time.Second), group, commit)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatalf("commit %s: %v", group, err)
+	}
+}
+
+// mm2SyncsTranslate reads MM2's offset-syncs topic (its binary format,
+// decoded here independently of kmirror: key {topic int16-length string,
+// partition int32}, value {upstream int64, downstream int64}) and
+// translates source offset s of topic/partition with MM2's rule: the
+// latest sync at or before s, its downstream offset when it is s, else
+// one past it.
+func mm2SyncsTranslate(t *testing.T, addrs []string, syncsTopic, topic string, partition int32, s int64) int64 {
+	t.Helper()
+	byPart, err := readTopic(ctxTimeout(t, time.Minute), addrs, syncsTopic)
+	if err != nil {
+		t.Fatalf("read %s: %v", syncsTopic, err)
+	}
+	best, bestDown, syncs := int64(-1), int64(-1), 0
+	for _, r := range byPart[0] {
+		k, v := r.Key, r.Value
+		if len(k) < 2 || len(v) != 16 {
+			t.Fatalf("%s offset %d: key %x value %x is no offset sync", syncsTopic, r.Offset, k, v)
+		}
+		n := int(binary.BigEndian.Uint16(k))
+		if len(k) != 2+n+4 {
+			t.Fatalf("%s offset %d: key %x is no offset sync key", syncsTopic, r.Offset, k)
+		}
+		if string(k[2:2+n]) != topic || int32(binary.BigEndian.Uint32(k[2+n:])) != partition {
+			continue
+		}
+		syncs++
+		up, down := int64(binary.BigEndian.Uint64(v)), int64(binary.BigEndian.Uint64(v[8:]))
+		if up <= s && up >= best {
+			best, bestDown = up, down
+		}
+	}
+	if best < 0 {
+		t.Fatalf("%s: none of the %d offset syncs of %s/%d is at or before %d", syncsTopic, syncs, topic, partition, s)
+	}
+	t.Logf("%s: %d offset syncs of %s/%d; the latest at or before %d is %d -> %d", syncsTopic, syncs, topic, partition, s, best, bestDown)
+	if best == s {
+		return bestDown
+	}
+	return bestDown + 1
 }
 
 func splitLines(s string) []string {

@@ -12,7 +12,7 @@ import (
 )
 
 func cmdTranslate(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("translate", "Prints, for a failover, the target offset of every partition a source consumer group\ncommitted on: the target offset of the first mirrored record at or after its committed\nsource offset, read from the offset index kmirror keeps on the target. A consumer that\nstarts there reads exactly the records it had not read on the source. A partition whose\noffset cannot be translated exactly (older than the offset index, nothing copied yet) is\nprinted as untranslatable with the reason and never applied.\nWith --apply the offsets are committed to the group on the target: refused while it has\nactive members there, when its current offsets there cannot be read, and when it would\nmove a partition backwards (unless --allow-rewind).", stderr)
+	fs := newFlagSet("translate", "Prints, for a failover, the target offset of every partition a source consumer group\ncommitted on: the target offset of the first mirrored record at or after its committed\nsource offset, read from the offset index kmirror keeps on the target. A consumer that\nstarts there reads exactly the records it had not read on the source. A partition whose\noffset cannot be translated exactly (older than the offset index, nothing copied yet) is\nprinted as untranslatable with the reason and never applied. An offset older than where\nkmirror took over from MirrorMaker 2 is translated from MM2's offset syncs, as MM2 does:\nMM2-accurate, not exact (NOTE says so; a consumer may re-read records, never skip one).\nWith --apply the offsets are committed to the group on the target: refused while it has\nactive members there, when its current offsets there cannot be read, and when it would\nmove a partition backwards (unless --allow-rewind).", stderr)
 	path := configFlag(fs, "the config file")
 	group := fs.String("group", "", "the consumer group (required)")
 	mirror := fs.String("mirror", "", "the mirror (required when the config has several)")
@@ -71,6 +71,8 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 			switch {
 			case p.Untranslatable:
 				note, target = "untranslatable: "+p.Reason, "-"
+			case p.Approximate:
+				note = "MM2-accurate: " + p.Reason
 			case p.Behind:
 				note = "behind: records before the source offset are not mirrored yet"
 			}

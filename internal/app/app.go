@@ -401,6 +401,8 @@ func mm2Config(m *config.MM2) *connector.MM2Config {
 		SourceAlias:         m.SourceAlias,
 		Adopt:               m.Adopt,
 		OffsetsTopic:        m.OffsetsTopic,
+		OffsetSyncsTopic:    m.OffsetSyncsTopic,
+		OffsetSyncsOnTarget: m.OffsetSyncsLocation == "target",
 		Heartbeats:          m.Heartbeats,
 		HeartbeatsInterval:  time.Duration(m.HeartbeatsInterval),
 		Checkpoints:         m.Checkpoints,

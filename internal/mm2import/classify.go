@@ -13,12 +13,11 @@ import (
 // Keys that configure a part of MM2 kmirror has no use for, with why.
 var (
 	workerReason = "configures MM2's Connect worker, which kmirror replaces"
-	offsetSyncs  = "kmirror translates offsets exactly from its own offset index, without offset syncs"
+	offsetSyncs  = "kmirror translates offsets exactly from its own offset index; it only reads the offset syncs MM2 already wrote (mm2.offset_syncs_topic), for offsets older than the adoption"
 	notNeeded    = map[string]string{
 		"tasks.max":                               "kmirror copies every partition concurrently (cluster mode shares a mirror between processes: docs/cluster.md)",
 		"offset.lag.max":                          offsetSyncs,
 		"emit.offset-syncs.enabled":               offsetSyncs,
-		"offset-syncs.topic.location":             offsetSyncs,
 		"offset-syncs.topic.replication.factor":   offsetSyncs,
 		"checkpoints.topic.replication.factor":    "kmirror creates the topics it writes with the mirror's replication_factor",
 		"heartbeats.topic.replication.factor":     "kmirror creates the topics it writes with the mirror's replication_factor",

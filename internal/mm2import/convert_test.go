@@ -94,7 +94,7 @@ func TestConvertDefaults(t *testing.T) {
 			m.ReplicationFactor, m.Sync.ACLs.Enabled, m.Sync.GroupOffsets.Enabled, m.Sync.TopicConfigs.Enabled)
 	}
 	mm := m.MM2
-	if mm == nil || !mm.Adopt || mm.SourceAlias != "A" || mm.OffsetsTopic != "mm2-offsets.A.internal" || !mm.Heartbeats || !mm.Checkpoints {
+	if mm == nil || !mm.Adopt || mm.SourceAlias != "A" || mm.OffsetsTopic != "mm2-offsets.A.internal" || mm.OffsetSyncsLocation != "source" || mm.OffsetSyncsTopic != "mm2-offset-syncs.B.internal" || !mm.Heartbeats || !mm.Checkpoints {
 		t.Errorf("mm2 block %+v: want adopt, alias A, offsets in mm2-offsets.A.internal, heartbeats and checkpoints", mm)
 	}
 }
@@ -116,6 +116,7 @@ emit.heartbeats.enabled = false
 refresh.topics.interval.seconds = 300
 config.properties.exclude = retention\\..*
 offset.storage.topic = my-offsets
+A->B.offset-syncs.topic.location = target
 B.producer.compression.type = zstd
 B.producer.linger.ms = 20
 A->B.producer.override.linger.ms = 50
@@ -149,6 +150,8 @@ tasks.max = 8
 	check("checkpoints interval", m.MM2.CheckpointsInterval.String(), "30s")
 	check("heartbeats", m.MM2.Heartbeats, false)
 	check("offsets topic", m.MM2.OffsetsTopic, "my-offsets")
+	check("offset syncs location", m.MM2.OffsetSyncsLocation, "target")
+	check("offset syncs topic (MM2's name on the target)", m.MM2.OffsetSyncsTopic, "mm2-offset-syncs.A.internal")
 	check("compression", m.Producer.Compression, "zstd")
 	check("linger (flow override wins)", m.Producer.Linger.String(), "50ms")
 	check("batch_max_bytes", m.Producer.BatchMaxBytes, 2097152)
@@ -351,5 +354,17 @@ func TestConvertTLSWithSystemRoots(t *testing.T) {
 	cfg := load(t, convert(t, base+"B.security.protocol = ssl\n"))
 	if cfg.Clusters["B"].TLS == nil || cfg.Clusters["A"].TLS != nil {
 		t.Errorf("tls: A %+v, B %+v; want B only", cfg.Clusters["A"].TLS, cfg.Clusters["B"].TLS)
+	}
+}
+
+// TestConvertOffsetSyncsLocation: a location MM2 would refuse is noted as
+// not mapped; the output keeps the default.
+func TestConvertOffsetSyncsLocation(t *testing.T) {
+	res := convert(t, base+"offset-syncs.topic.location = upstream\n")
+	if !strings.Contains(reasons(res.Unmapped, "offset-syncs.topic.location"), "not source or target") {
+		t.Errorf("unmapped: %+v", res.Unmapped)
+	}
+	if mm := load(t, res).Mirror("A-to-B").MM2; mm.OffsetSyncsLocation != "source" || mm.OffsetSyncsTopic != "mm2-offset-syncs.B.internal" {
+		t.Errorf("mm2 block %+v: want the offset syncs on the source", mm)
 	}
 }

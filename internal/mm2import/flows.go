@@ -95,10 +95,22 @@ func (c *converter) mirror(f flow) *yaml.Node {
 	if ok {
 		offsetsTopic = str(p.Value)
 	}
+	// Offsets older than the adoption are translated from MM2's offset
+	// syncs; the topic's name follows from its location as in MM2.
+	var syncsLocation *yaml.Node
+	if p, ok := c.flowGet(f, "offset-syncs.topic.location"); ok {
+		switch v := strings.TrimSpace(p.Value); v {
+		case "source", "target":
+			syncsLocation = str(v)
+		default:
+			c.unmapped(p, "%q is not source or target (MM2 refuses it); the output keeps kmirror's default, source", p.Value)
+		}
+	}
 	mm2 := mapping(
 		pair{key: "source_alias", value: str(f.source)},
 		pair{key: "adopt", value: boolean(true)},
 		pair{key: "offsets_topic", value: offsetsTopic},
+		pair{key: "offset_syncs_location", value: syncsLocation},
 		pair{key: "heartbeats", value: boolean(heartbeats)},
 		pair{key: "heartbeats_interval", value: heartbeatsInterval},
 		pair{key: "checkpoints", value: boolean(checkpoints)},
