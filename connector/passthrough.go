@@ -93,6 +93,12 @@ type ptPart struct {
 	gen      uint64 // bumped by rewinds: older fetches are dropped
 	buffered bool   // a fetch of it waits in ready
 	fetching bool   // in a Fetch request in flight
+	// The watermarks last handed to the poll loop by an empty fetch
+	// (marksSet: some were): an idle partition's next empty fetch with
+	// the same ones is not handed over again (with 100,000 idle
+	// partitions, that was most of an idle worker's work).
+	hw, lso  int64
+	marksSet bool
 }
 
 type ptFetch struct {
@@ -365,7 +371,8 @@ func (p *passthrough) fetchLoop(ctx context.Context) {
 				if got {
 					p.c.wakePoll()
 				} else {
-					// Errors only: do not spin on this leader.
+					// Errors, or nothing new: do not spin on this
+					// leader.
 					select {
 					case <-ctx.Done():
 					case <-time.After(fetchErrBackoff):
@@ -491,7 +498,12 @@ func (p *passthrough) accept(tp topicPartition, gen uint64, from int64, rp kmsg.
 		last = h.base + int64(h.lastDelta)
 	}
 	if err == nil && last < 0 && len(rp.RecordBatches) == 0 {
-		// Nothing new: still hand the watermarks over (lag).
+		// Nothing new: still hand the watermarks over (lag), when they
+		// moved (records aborted or compacted away, a marker).
+		if pp.marksSet && pp.hw == rp.HighWatermark && pp.lso == rp.LastStableOffset {
+			return false
+		}
+		pp.hw, pp.lso, pp.marksSet = rp.HighWatermark, rp.LastStableOffset, true
 		p.ready = append(p.ready, f)
 		pp.buffered = true
 		return true

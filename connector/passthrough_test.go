@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestPassthroughKeepsTopicID: the batch path never follows a topic that
@@ -58,5 +59,39 @@ func TestPassthroughKeepsTopicID(t *testing.T) {
 	}
 	if got := p.topicID(&p.srcMeta, "phoenix"); got == first || got == ([16]byte{}) {
 		t.Fatalf("after purge the topic ID is %x, want the new topic's (old %x)", got, first)
+	}
+}
+
+// TestPassthroughIdleFetchNotHandedOver: an empty fetch is handed to the
+// poll loop (for the lag) only when its watermarks moved: with 100,000
+// idle partitions, handing every empty fetch over was most of the work.
+func TestPassthroughIdleFetchNotHandedOver(t *testing.T) {
+	p := newPassthrough(&copier{}, nil)
+	tp := topicPartition{"idle", 0}
+	p.add(tp, 5)
+	empty := func(hw, lso int64) kmsg.FetchResponseTopicPartition {
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.HighWatermark, rp.LastStableOffset = hw, lso
+		return rp
+	}
+	for i, step := range []struct {
+		hw, lso int64
+		want    bool
+	}{
+		{5, 5, true},  // the first: the lag is known from it
+		{5, 5, false}, // nothing moved
+		{7, 5, true},  // records not yet stable
+		{7, 7, true},  // a commit marker
+		{7, 7, false},
+	} {
+		p.mu.Lock()
+		gen := p.parts[tp].gen
+		p.mu.Unlock()
+		if got := p.accept(tp, gen, 5, empty(step.hw, step.lso)); got != step.want {
+			t.Fatalf("step %d (hw %d, lso %d): handed over = %v, want %v", i, step.hw, step.lso, got, step.want)
+		}
+		if got := len(p.take()); got != map[bool]int{true: 1, false: 0}[step.want] {
+			t.Fatalf("step %d: %d fetches ready", i, got)
+		}
 	}
 }
