@@ -39,6 +39,18 @@ func (fixedSource) Statuses() []connector.Status {
 
 func (fixedSource) Topics() []connector.TopicMetadata { return nil }
 
+// Clusters: the source answers, one of the target's brokers does not.
+func (fixedSource) Clusters() []httpapi.ClusterStatus {
+	return []httpapi.ClusterStatus{
+		{Alias: "east", BootstrapServers: []string{"10.0.0.5:9092"}},
+		{Alias: "west", BootstrapServers: []string{"10.1.0.5:9092", "10.1.0.6:9092"}, Failing: []httpapi.BrokerFault{{
+			Address: "10.1.0.6:9092", Error: "dial tcp 10.1.0.6:9092: i/o timeout",
+			Check: "nothing answered within dial_timeout (10s): is the broker up, the address right, a firewall in the way?",
+			Since: time.Now().Add(-90 * time.Second), Failures: 7,
+		}}},
+	}
+}
+
 func (fixedSource) Groups() []connector.GroupStatus {
 	return []connector.GroupStatus{{
 		Mirror: "east-to-west", Group: "billing", State: connector.GroupPartial, LastSyncAt: time.Now(),
@@ -50,8 +62,9 @@ func (fixedSource) Groups() []connector.GroupStatus {
 }
 
 // TestStatusPageCluster: the page renders a cluster-mode worker (its
-// workers, their slots, the control plane) and a group's translation per
-// partition, on a desktop and at a phone's width, without console errors.
+// workers, their slots, the control plane), a group's translation per
+// partition and the broker the worker cannot reach, on a desktop and at a
+// phone's width, without console errors.
 // The API is served from fixed state: the page is what is tested.
 func TestStatusPageCluster(t *testing.T) {
 	t.Parallel()
@@ -60,7 +73,7 @@ func TestStatusPageCluster(t *testing.T) {
 	t.Cleanup(srv.Close)
 	navigate(t, ctx, srv.URL+"/")
 	type clusterView struct {
-		Cluster, Workers, Groups string
+		Cluster, Workers, Groups, Brokers string
 		Width, ScrollWidth       int
 	}
 	const read = `(() => {
@@ -69,6 +82,8 @@ func TestStatusPageCluster(t *testing.T) {
   return {Cluster: cluster ? cluster.innerText : "",
     Workers: cluster ? [...cluster.querySelectorAll("tbody tr")].map((r) => [...r.children].map((c) => c.innerText).join("|")).join("\n") : "",
     Groups: [...document.querySelectorAll("tr[data-group]")].map((r) => r.textContent).join("\n"),
+    Brokers: document.getElementById("clusters-section").hidden ? "" :
+      [...document.querySelectorAll("tr[data-broker]")].map((r) => [...r.children].map((c) => c.innerText).join("|")).join("\n"),
     Width: window.innerWidth, ScrollWidth: document.documentElement.scrollWidth};
 })()`
 	check := func(desc string) {
@@ -87,6 +102,9 @@ func TestStatusPageCluster(t *testing.T) {
 				strings.Contains(v.Groups, "billing") && strings.Contains(v.Groups, "partial") &&
 				strings.Contains(v.Groups, "orders/0: 120 → 117 on east.orders") &&
 				strings.Contains(v.Groups, "orders/1: 5 → untranslatable (older than the offset index)") &&
+				strings.Contains(v.Brokers, "west|10.1.0.6:9092|") && // then "90s ago", give or take the poll's delay
+				strings.Contains(v.Brokers, "s ago|7|dial tcp 10.1.0.6:9092: i/o timeout|nothing answered within dial_timeout") &&
+				!strings.Contains(v.Brokers, "east") &&
 				v.ScrollWidth <= v.Width
 			return ok, fmt.Sprintf("%+v", v)
 		})

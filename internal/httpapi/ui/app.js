@@ -144,6 +144,22 @@
     return card;
   }
 
+  // renderClusters lists the brokers the worker cannot reach, per
+  // cluster, with what to check; nothing when every broker answers.
+  function renderClusters(clusters) {
+    const failing = [];
+    for (const c of clusters) for (const f of c.failing || []) failing.push({ alias: c.alias, ...f });
+    $("clusters-section").hidden = failing.length === 0;
+    return table([
+      ["Cluster", (f) => f.alias],
+      ["Broker", (f) => f.address],
+      ["Failing since", (f) => ago(f.since)],
+      ["Failures", (f) => fmt(f.failures), true],
+      ["Error", (f) => el("span", { class: "error" }, f.error)],
+      ["Check", (f) => f.check],
+    ], failing, (f) => ({ "data-cluster": f.alias, "data-broker": f.address }));
+  }
+
   function renderGroups(groups) {
     if (groups.length === 0) return el("p", { class: "muted" }, "No translated groups.");
     return table([
@@ -255,6 +271,7 @@
         $("overall").textContent = status.ready ? "ready" : "not ready";
         $("overall").className = "badge " + (status.ready ? "ok" : "notready");
         nextCopied = new Map();
+        $("clusters").replaceChildren(renderClusters(status.clusters || []));
         $("mirrors").replaceChildren(...(status.mirrors || []).map((m) => renderMirror(m, counters)));
         prevCounters = counters;
         prevCopied = nextCopied;
