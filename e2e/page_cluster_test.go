@@ -74,7 +74,7 @@ func TestStatusPageCluster(t *testing.T) {
 	navigate(t, ctx, srv.URL+"/")
 	type clusterView struct {
 		Cluster, Workers, Groups, Brokers string
-		Width, ScrollWidth       int
+		Width, ScrollWidth                int
 	}
 	const read = `(() => {
   const card = document.querySelector('[data-mirror="east-to-west"]');
