@@ -260,6 +260,7 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 func (p *slotPlane) fenceSlot(ctx context.Context, slot int32) (*kgo.Client, error) {
 	cfg := p.m.cfg
 	opts := append(p.m.producerOpts(),
+		p.m.metadataMinAge(),
 		kgo.TransactionalID(p.transactionalID(slot)),
 		kgo.TransactionTimeout(max(time.Minute, 10*cfg.Cluster.CommitInterval)),
 		// Transactions the pre-Kafka-4 way (EndTxn at most v4, so

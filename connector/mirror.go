@@ -277,11 +277,18 @@ func (c *clients) close() {
 	c.dst.Close()
 }
 
+// metadataMinAge bounds how often a client may refresh its metadata.
+// Metadata is what discovery reads; franz-go's default, 5s, would hide new
+// topics for longer than a short refresh interval, and would hold a
+// produce retry on NOT_LEADER_FOR_PARTITION (a topic just created, a
+// leader moving) for up to 5s: in cluster mode, with the slot's
+// transaction and its poll loop waiting in the commit's flush.
+func (m *Mirror) metadataMinAge() kgo.Opt {
+	return kgo.MetadataMinAge(min(time.Second, m.cfg.RefreshInterval/2))
+}
+
 func (m *Mirror) newClients() (*clients, error) {
-	// Metadata is what discovery reads; franz-go caches it for 5s by
-	// default, which would hide new topics for longer than a short
-	// refresh interval.
-	metaAge := kgo.MetadataMinAge(min(time.Second, m.cfg.RefreshInterval/2))
+	metaAge := m.metadataMinAge()
 	srcAdminCl, err := kgo.NewClient(append(append([]kgo.Opt(nil), m.cfg.SourceOpts...), metaAge)...)
 	if err != nil {
 		return nil, fmt.Errorf("mirror %s: source client: %w", m.cfg.Name, err)
