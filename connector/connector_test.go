@@ -223,9 +223,12 @@ func newPassHarnessFor(t *testing.T, src, dst *kfake.Cluster, cfg Config, opts .
 	}
 	dstCl := newClient(t, dst, append([]kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner())}, opts...)...)
 	srcCl := newClient(t, src, opts...)
+	// The mirror's admin clients are its own, as in newClients: a pass
+	// purges what they cached.
+	srcAdminCl, dstAdminCl := newClient(t, src, opts...), newClient(t, dst, opts...)
 	h := &passHarness{
 		m:      m,
-		c:      &clients{srcAdminCl: srcCl, dst: dstCl, srcAdm: kadm.NewClient(srcCl), dstAdm: kadm.NewClient(dstCl)},
+		c:      &clients{srcAdminCl: srcAdminCl, dstAdminCl: dstAdminCl, dst: dstCl, srcAdm: kadm.NewClient(srcAdminCl), dstAdm: kadm.NewClient(dstAdminCl)},
 		srcAdm: kadm.NewClient(srcCl),
 		dstAdm: kadm.NewClient(dstCl),
 		dst:    dstCl,

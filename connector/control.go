@@ -23,6 +23,7 @@ func (m *Mirror) pass(ctx context.Context, c *clients, cp dataPlane) (bool, erro
 	defer cancel()
 	m.metrics.incPasses()
 	started, err := m.doPass(ctx, c, cp)
+	c.forgetMetadata()
 	m.mu.Lock()
 	m.lastPassAt = time.Now()
 	m.lastPassErr = err
@@ -123,7 +124,7 @@ type discovered struct {
 // lacks is looked up again by name before it is believed deleted.
 func (m *Mirror) discover(ctx context.Context, c *clients) (discovered, error) {
 	d := discovered{ids: make(map[string]string), gone: make(map[string]bool)}
-	srcTopics, err := c.srcAdm.ListTopics(ctx)
+	srcTopics, err := c.listSource(ctx)
 	if err != nil {
 		return d, fmt.Errorf("list source topics: %w", m.srcErr(err))
 	}
@@ -262,7 +263,7 @@ type targetListing struct {
 // the listing lacks is looked up again by name before it is believed gone.
 func (m *Mirror) listTarget(ctx context.Context, c *clients, selected []filters.Topic) (targetListing, error) {
 	tl := targetListing{partitions: make(map[string]int32), ids: make(map[string]string), unknown: make(map[string]error), gone: make(map[string]bool)}
-	dstTopics, err := c.dstAdm.ListTopics(ctx)
+	dstTopics, err := c.listTarget(ctx)
 	if err != nil {
 		return tl, fmt.Errorf("list target topics: %w", m.dstErr(err))
 	}

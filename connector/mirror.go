@@ -267,14 +267,47 @@ func (m *Mirror) ProgressTopic() string { return m.progressTopic }
 func (m *Mirror) MetadataTopic() string { return m.metadataTopic }
 
 // clients are the connections of one Run or Plan.
+// clients are a mirror's connections: dst is the target's producer
+// (metadata, progress, the record path's records), srcAdminCl and
+// dstAdminCl serve the control plane's admin requests only.
+//
+// The admin clients are of their own so that what franz-go caches for
+// them can be dropped after each pass (forgetMetadata): it keeps every
+// topic a sharded request (ListOffsets) resolved until a later request
+// prunes it (see listing.go). Purging a producer's topics would drop its
+// partitions' buffers, hence the separate dstAdminCl.
 type clients struct {
-	srcAdminCl, dst *kgo.Client
-	srcAdm, dstAdm  *kadm.Client
+	srcAdminCl, dstAdminCl, dst *kgo.Client
+	srcAdm, dstAdm              *kadm.Client
+	// The topics the pass's listings named: what forgetMetadata purges.
+	srcListed, dstListed []string
 }
 
 func (c *clients) close() {
 	c.srcAdminCl.Close()
+	c.dstAdminCl.Close()
 	c.dst.Close()
+}
+
+// listSource and listTarget list every topic of a cluster, uncached
+// (listTopics), and keep the names for forgetMetadata.
+func (c *clients) listSource(ctx context.Context) (kadm.TopicDetails, error) {
+	tds, err := listTopics(ctx, c.srcAdminCl)
+	c.srcListed = tds.Names()
+	return tds, err
+}
+
+func (c *clients) listTarget(ctx context.Context) (kadm.TopicDetails, error) {
+	tds, err := listTopics(ctx, c.dstAdminCl)
+	c.dstListed = tds.Names()
+	return tds, err
+}
+
+// forgetMetadata drops what the admin clients cached during a pass, of
+// the topics its listings named.
+func (c *clients) forgetMetadata() {
+	c.srcAdminCl.PurgeTopicsFromClient(c.srcListed...)
+	c.dstAdminCl.PurgeTopicsFromClient(c.dstListed...)
 }
 
 // metadataMinAge bounds how often a client may refresh its metadata.
@@ -293,13 +326,19 @@ func (m *Mirror) newClients() (*clients, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mirror %s: source client: %w", m.cfg.Name, err)
 	}
-	dstOpts := append(m.producerOpts(), metaAge)
-	dst, err := kgo.NewClient(dstOpts...)
+	dstAdminCl, err := kgo.NewClient(append(append([]kgo.Opt(nil), m.cfg.TargetOpts...), metaAge)...)
 	if err != nil {
 		srcAdminCl.Close()
 		return nil, fmt.Errorf("mirror %s: target client: %w", m.cfg.Name, err)
 	}
-	return &clients{srcAdminCl: srcAdminCl, dst: dst, srcAdm: kadm.NewClient(srcAdminCl), dstAdm: kadm.NewClient(dst)}, nil
+	dstOpts := append(m.producerOpts(), metaAge)
+	dst, err := kgo.NewClient(dstOpts...)
+	if err != nil {
+		srcAdminCl.Close()
+		dstAdminCl.Close()
+		return nil, fmt.Errorf("mirror %s: target client: %w", m.cfg.Name, err)
+	}
+	return &clients{srcAdminCl: srcAdminCl, dstAdminCl: dstAdminCl, dst: dst, srcAdm: kadm.NewClient(srcAdminCl), dstAdm: kadm.NewClient(dstAdminCl)}, nil
 }
 
 // producerOpts are the options of every producer writing to the target

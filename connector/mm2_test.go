@@ -291,10 +291,12 @@ func TestAdoptionFaults(t *testing.T) {
 
 	// The topic exists but cannot be read (a refused ListOffsets).
 	writeMM2Offsets(t, dst, offsets, &kgo.Record{Key: mm2Key("src", "orders", 0), Value: offsetValue(6)})
+	// The mirror's own admin client, whose metadata cache (franz-go's, up
+	// to a second) still holds the topic as unknown, is the one to wait on.
 	waitFor(t, func() bool {
-		tds, err := h.dstAdm.ListTopics(context.Background(), offsets)
+		tds, err := h.c.dstAdm.ListTopics(context.Background(), offsets)
 		return err == nil && tds.Has(offsets)
-	}, "the harness to see "+offsets)
+	}, "the mirror to see "+offsets)
 	var refusing atomic.Bool
 	refusing.Store(true)
 	refuseListOffsets(dst, offsets, &refusing)

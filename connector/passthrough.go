@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -67,7 +66,14 @@ type passthrough struct {
 
 	mu    sync.Mutex
 	parts map[topicPartition]*ptPart
-	ready []ptFetch // fetched, not yet taken by the poll loop
+	// toPlace holds the partitions to fetch that are in no fetch
+	// session: new, taken from ready, rewound, or out of a session by an
+	// error. The fetch loop places them in their leader's session; a
+	// partition in a session is fetched by every request to its leader
+	// without the loop touching it (ptSession).
+	toPlace  map[topicPartition]struct{}
+	sessions map[int32]*ptSession // by source leader
+	ready    []ptFetch            // fetched, not yet taken by the poll loop
 	// srcLeaders and dstLeaders cache partition leaders (and topic IDs,
 	// needed by Fetch/Produce v13+); a partition whose request fails is
 	// looked up again.
@@ -76,8 +82,9 @@ type passthrough struct {
 	gens             uint64 // source of ptPart.gen, unique across re-adds
 
 	// Producer side.
-	queues         map[topicPartition]*ptQueue
-	pid            int64 // the shared producer ID (-1: none yet)
+	queues         map[topicPartition]*ptQueue // every partition's, kept when empty: it holds the producer ID and sequence
+	queued         map[topicPartition]*ptQueue // those with batches queued or in flight: what the send loop walks
+	pid            int64                       // the shared producer ID (-1: none yet)
 	epoch          int16
 	buffered       int           // bytes queued or in flight
 	space          chan struct{} // closed when bytes are released
@@ -92,7 +99,13 @@ type ptPart struct {
 	paused   bool
 	gen      uint64 // bumped by rewinds: older fetches are dropped
 	buffered bool   // a fetch of it waits in ready
-	fetching bool   // in a Fetch request in flight
+	// The fetch session the partition is in (ptSession): sessLeader is
+	// its broker (-1: in none; then it is in toPlace while neither
+	// paused nor buffered), sessPos the fetch offset the broker holds for it,
+	// and sessGen the gen it joined with.
+	sessLeader int32
+	sessPos    int64
+	sessGen    uint64
 	// The watermarks last handed to the poll loop by an empty fetch
 	// (marksSet: some were): an idle partition's next empty fetch with
 	// the same ones is not handed over again (with 100,000 idle
@@ -111,26 +124,6 @@ type ptFetch struct {
 	batches  [][]byte
 	hs       []batchHeader
 	splitErr error
-}
-
-// ptMeta caches one cluster's leaders and topic IDs. A topic keeps the
-// first ID it was seen with until purge forgets it: like franz-go's own
-// clients, the batch path never adopts the ID of a topic deleted and
-// recreated under the same name, which would copy the new topic's records
-// into the old one's target (or write into a new target topic the control
-// plane has not vetted). The control plane notices the new ID and decides.
-type ptMeta struct {
-	leaders map[topicPartition]int32
-	ids     map[string][16]byte
-	at      map[string]time.Time
-}
-
-// errTopicRecreated is a partition's error while its topic's metadata
-// holds another ID than the one the batch path started with.
-var errTopicRecreated = errors.New("the topic was deleted and recreated (a new topic ID); waiting for the control plane")
-
-func (m *ptMeta) init() {
-	m.leaders, m.ids, m.at = make(map[topicPartition]int32), make(map[string][16]byte), make(map[string]time.Time)
 }
 
 // ptQueue is one target partition's batches, the head in flight.
@@ -185,7 +178,10 @@ func newPassthrough(c *copier, dstOpts []kgo.Opt) *passthrough {
 		lanes:          make([]*kgo.Client, ptLanes*min(len(dstOpts), 1)),
 		dstOpts:        dstOpts,
 		parts:          make(map[topicPartition]*ptPart),
+		toPlace:        make(map[topicPartition]struct{}),
+		sessions:       make(map[int32]*ptSession),
 		queues:         make(map[topicPartition]*ptQueue),
+		queued:         make(map[topicPartition]*ptQueue),
 		kickFetch:      make(chan struct{}, 1),
 		kickSend:       make(chan struct{}, 1),
 		space:          make(chan struct{}),
@@ -214,8 +210,12 @@ func kick(ch chan struct{}) {
 // add starts fetching tp from next (the log start when next < 0).
 func (p *passthrough) add(tp topicPartition, next int64) {
 	p.mu.Lock()
+	if old := p.parts[tp]; old != nil {
+		p.leaveSession(tp, old)
+	}
 	p.gens++
-	p.parts[tp] = &ptPart{pos: next, gen: p.gens}
+	p.parts[tp] = &ptPart{pos: next, gen: p.gens, sessLeader: -1}
+	p.toPlace[tp] = struct{}{}
 	if q := p.queues[tp]; q != nil {
 		q.failed = nil
 	}
@@ -226,7 +226,11 @@ func (p *passthrough) add(tp topicPartition, next int64) {
 // remove stops fetching tp; fetched data of it is dropped.
 func (p *passthrough) remove(tp topicPartition) {
 	p.mu.Lock()
+	if pp := p.parts[tp]; pp != nil {
+		p.leaveSession(tp, pp)
+	}
 	delete(p.parts, tp)
+	delete(p.toPlace, tp)
 	p.mu.Unlock()
 }
 
@@ -237,29 +241,15 @@ func (p *passthrough) remove(tp topicPartition) {
 func (p *passthrough) purge(srcTopics, dstTopics []string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	forget := func(m *ptMeta, topics []string) {
-		if len(topics) == 0 {
-			return
-		}
-		set := make(map[string]bool, len(topics))
-		for _, t := range topics {
-			set[t] = true
-			delete(m.ids, t)
-			delete(m.at, t)
-		}
-		for tp := range m.leaders {
-			if set[tp.topic] {
-				delete(m.leaders, tp)
-			}
-		}
-	}
-	forget(&p.srcMeta, srcTopics)
-	forget(&p.dstMeta, dstTopics)
+	p.srcMeta.forget(srcTopics)
+	p.dstMeta.forget(dstTopics)
 }
 
 func (p *passthrough) pause(tp topicPartition) {
 	p.mu.Lock()
 	if pp := p.parts[tp]; pp != nil {
+		p.leaveSession(tp, pp)
+		delete(p.toPlace, tp)
 		pp.paused = true
 		p.gens++
 		pp.gen = p.gens
@@ -274,9 +264,11 @@ func (p *passthrough) rewind(tp topicPartition, pos int64) {
 		q.failed = nil
 	}
 	if pp := p.parts[tp]; pp != nil {
+		p.leaveSession(tp, pp)
 		pp.pos, pp.paused = pos, false
 		p.gens++
 		pp.gen = p.gens
+		p.markPending(tp, pp)
 	}
 	p.mu.Unlock()
 	kick(p.kickFetch)
@@ -291,6 +283,7 @@ func (p *passthrough) take() []ptFetch {
 	for _, f := range out {
 		if pp := p.parts[f.tp]; pp != nil {
 			pp.buffered = false
+			p.markPending(f.tp, pp)
 		}
 	}
 	if len(out) > 0 {
@@ -299,332 +292,12 @@ func (p *passthrough) take() []ptFetch {
 	return out
 }
 
-// fetchLoop fetches the partitions that have nothing waiting in ready and
-// no fetch in flight, with one Fetch request in flight per source leader
-// (each leader at its own pace: an idle one's long poll does not hold up
-// the others), until ctx ends.
-func (p *passthrough) fetchLoop(ctx context.Context) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	busy := make(map[int32]bool) // leaders with a fetch in flight
-	var busyMu sync.Mutex
-	for ctx.Err() == nil {
-		p.mu.Lock()
-		var wants []ptWant
-		for tp, pp := range p.parts {
-			if !pp.paused && !pp.buffered && !pp.fetching {
-				wants = append(wants, ptWant{tp, pp.pos, pp.gen})
-			}
-		}
-		p.mu.Unlock()
-		byLeader := make(map[int32][]ptWant)
-		for _, w := range wants {
-			if w.pos < 0 {
-				// A new partition, or one out of range: its log start.
-				start, err := p.logStart(ctx, w.tp)
-				if err != nil {
-					p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-start:%s/%d", w.tp.topic, w.tp.partition), "could not list the source partition's start offset; retrying", "topic", w.tp.topic, "partition", w.tp.partition, "err", err)
-					continue
-				}
-				p.mu.Lock()
-				if pp := p.parts[w.tp]; pp != nil && pp.gen == w.gen && pp.pos < 0 {
-					pp.pos = start
-				}
-				p.mu.Unlock()
-				w.pos = start
-			}
-			leader, err := p.leader(ctx, p.src, &p.srcMeta, w.tp)
-			if err != nil {
-				p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-leader:%s/%d", w.tp.topic, w.tp.partition), "source partition leader unknown; retrying", "topic", w.tp.topic, "partition", w.tp.partition, "err", err)
-				continue
-			}
-			busyMu.Lock()
-			b := busy[leader]
-			busyMu.Unlock()
-			if !b {
-				byLeader[leader] = append(byLeader[leader], w)
-			}
-		}
-		for leader, ws := range byLeader {
-			busyMu.Lock()
-			busy[leader] = true
-			busyMu.Unlock()
-			p.mu.Lock()
-			for _, w := range ws {
-				if pp := p.parts[w.tp]; pp != nil {
-					pp.fetching = true
-				}
-			}
-			p.mu.Unlock()
-			wg.Go(func() {
-				got := p.fetch(ctx, leader, ws)
-				p.mu.Lock()
-				for _, w := range ws {
-					if pp := p.parts[w.tp]; pp != nil {
-						pp.fetching = false
-					}
-				}
-				p.mu.Unlock()
-				busyMu.Lock()
-				busy[leader] = false
-				busyMu.Unlock()
-				if got {
-					p.c.wakePoll()
-				} else {
-					// Errors, or nothing new: do not spin on this
-					// leader.
-					select {
-					case <-ctx.Done():
-					case <-time.After(fetchErrBackoff):
-					}
-				}
-				kick(p.kickFetch)
-			})
-		}
-		select {
-		case <-ctx.Done():
-		case <-p.kickFetch:
-		case <-time.After(fetchErrBackoff):
-		}
-	}
-}
-
-type ptWant struct {
-	tp  topicPartition
-	pos int64
-	gen uint64
-}
-
-// fetch sends one Fetch request to leader for ws and hands the response's
-// partitions to accept; it reports whether any was buffered.
-func (p *passthrough) fetch(ctx context.Context, leader int32, ws []ptWant) bool {
-	req := kmsg.NewPtrFetchRequest()
-	req.ReplicaID = -1
-	req.MaxWaitMillis = int32(ptFetchWait / time.Millisecond)
-	req.MinBytes = 1
-	req.MaxBytes = FetchMaxBytes
-	req.IsolationLevel = 1 // read_committed: nothing past the last stable offset
-	req.SessionEpoch = -1  // no fetch session
-	// The broker fills partitions in request order up to MaxBytes: a
-	// shuffle keeps one busy partition from starving the others.
-	rand.Shuffle(len(ws), func(i, j int) { ws[i], ws[j] = ws[j], ws[i] })
-	topics := make(map[string]int)
-	for _, w := range ws {
-		i, ok := topics[w.tp.topic]
-		if !ok {
-			i = len(req.Topics)
-			topics[w.tp.topic] = i
-			t := kmsg.NewFetchRequestTopic()
-			t.Topic = w.tp.topic
-			t.TopicID = p.topicID(&p.srcMeta, w.tp.topic)
-			req.Topics = append(req.Topics, t)
-		}
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition = w.tp.partition
-		rp.FetchOffset = w.pos
-		rp.CurrentLeaderEpoch = -1
-		rp.LastFetchedEpoch = -1
-		rp.LogStartOffset = -1
-		rp.PartitionMaxBytes = ptPartitionMaxBytes
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
-	}
-	rctx, cancel := context.WithTimeout(ctx, ptFetchWait+30*time.Second)
-	defer cancel()
-	resp, err := req.RequestWith(rctx, p.src.Broker(int(leader)))
-	if err == nil {
-		err = kerr.ErrorForCode(resp.ErrorCode)
-	}
-	if err != nil {
-		if ctx.Err() == nil {
-			p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-fetch:%d", leader), "fetch from source failed", "broker", leader, "err", err)
-			for _, w := range ws {
-				p.forgetLeaders(&p.srcMeta, w.tp.topic)
-			}
-		}
-		return false
-	}
-	asked := make(map[topicPartition]ptWant, len(ws))
-	for _, w := range ws {
-		asked[w.tp] = w
-	}
-	got := false
-	for i := range resp.Topics {
-		rt := &resp.Topics[i]
-		topic := rt.Topic
-		if topic == "" {
-			topic = p.topicByID(&p.srcMeta, rt.TopicID)
-		}
-		for j := range rt.Partitions {
-			tp := topicPartition{topic, rt.Partitions[j].Partition}
-			if w, ok := asked[tp]; ok && p.accept(tp, w.gen, w.pos, rt.Partitions[j]) {
-				got = true
-			}
-		}
-	}
-	return got
-}
-
-// accept handles one partition of a fetch response: an error moves or
-// refreshes the position, data is buffered for the poll loop and the
-// position moves past its last whole batch.
-func (p *passthrough) accept(tp topicPartition, gen uint64, from int64, rp kmsg.FetchResponseTopicPartition) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	pp := p.parts[tp]
-	if pp == nil || pp.gen != gen || pp.paused {
-		return false
-	}
-	switch err := kerr.ErrorForCode(rp.ErrorCode); {
-	case errors.Is(err, kerr.OffsetOutOfRange):
-		// A position the source no longer has: from the log start,
-		// as the record path's consumer does.
-		p.c.log.Warn("source offset out of range; copying from the partition's log start", "topic", tp.topic, "partition", tp.partition, "offset", from)
-		pp.pos = -1
-		return false
-	case err != nil:
-		p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-fetch:%s/%d", tp.topic, tp.partition), "fetch from source failed", "topic", tp.topic, "partition", tp.partition, "err", err)
-		delete(p.srcMeta.leaders, tp)
-		return false
-	}
-	last := int64(-1)
-	batches, hs, err := splitBatches(rp.RecordBatches)
-	f := ptFetch{tp: tp, gen: gen, from: from, rp: rp, batches: batches, hs: hs, splitErr: err}
-	if err != nil {
-		// Not v2 batches (an old message format): the record path's
-		// parser reads them; a corrupt batch is its to report.
-		last = -1
-	}
-	for _, h := range hs {
-		last = h.base + int64(h.lastDelta)
-	}
-	if err == nil && last < 0 && len(rp.RecordBatches) == 0 {
-		// Nothing new: still hand the watermarks over (lag), when they
-		// moved (records aborted or compacted away, a marker).
-		if pp.marksSet && pp.hw == rp.HighWatermark && pp.lso == rp.LastStableOffset {
-			return false
-		}
-		pp.hw, pp.lso, pp.marksSet = rp.HighWatermark, rp.LastStableOffset, true
-		p.ready = append(p.ready, f)
-		pp.buffered = true
-		return true
-	}
-	if err == nil && last >= from {
-		pp.pos = last + 1
-	}
-	// On a malformed response the position stays: the poll loop decodes
-	// it with franz-go's parser and rewinds to after what that returned.
-	p.ready = append(p.ready, f)
-	pp.buffered = true
-	return true
-}
-
 // current reports whether a fetch is still current (not rewound since).
 func (p *passthrough) current(f ptFetch) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	pp := p.parts[f.tp]
 	return pp != nil && pp.gen == f.gen && !pp.paused
-}
-
-func (p *passthrough) logStart(ctx context.Context, tp topicPartition) (int64, error) {
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.ReplicaID = -1
-	req.IsolationLevel = 1
-	t := kmsg.NewListOffsetsRequestTopic()
-	t.Topic = tp.topic
-	rp := kmsg.NewListOffsetsRequestTopicPartition()
-	rp.Partition = tp.partition
-	rp.Timestamp = -2 // earliest
-	rp.CurrentLeaderEpoch = -1
-	t.Partitions = append(t.Partitions, rp)
-	req.Topics = append(req.Topics, t)
-	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	resp, err := req.RequestWith(rctx, p.src)
-	if err != nil {
-		return -1, err
-	}
-	for _, rt := range resp.Topics {
-		for _, rp := range rt.Partitions {
-			if rp.Partition == tp.partition {
-				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-					return -1, err
-				}
-				return rp.Offset, nil
-			}
-		}
-	}
-	return -1, fmt.Errorf("partition %s/%d missing from the ListOffsets response", tp.topic, tp.partition)
-}
-
-// leader returns a partition's leader from the cache, asking the cluster
-// for its topic's metadata when unknown or older than ptMetaMaxAge.
-func (p *passthrough) leader(ctx context.Context, cl *kgo.Client, m *ptMeta, tp topicPartition) (int32, error) {
-	p.mu.Lock()
-	leader, ok := m.leaders[tp]
-	fresh := time.Since(m.at[tp.topic]) < ptMetaMaxAge
-	p.mu.Unlock()
-	if ok && fresh {
-		return leader, nil
-	}
-	req := kmsg.NewPtrMetadataRequest()
-	t := kmsg.NewMetadataRequestTopic()
-	t.Topic = kmsg.StringPtr(tp.topic)
-	req.Topics = append(req.Topics, t)
-	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	resp, err := req.RequestWith(rctx, cl)
-	if err != nil {
-		return -1, err
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, rt := range resp.Topics {
-		if rt.Topic == nil || *rt.Topic != tp.topic {
-			continue
-		}
-		if err := kerr.ErrorForCode(rt.ErrorCode); err != nil {
-			return -1, err
-		}
-		if old, ok := m.ids[tp.topic]; ok && old != ([16]byte{}) && old != rt.TopicID {
-			return -1, fmt.Errorf("topic %s: %w", tp.topic, errTopicRecreated)
-		}
-		m.ids[tp.topic] = rt.TopicID
-		m.at[tp.topic] = time.Now()
-		for _, rp := range rt.Partitions {
-			if rp.ErrorCode == 0 || rp.Leader >= 0 {
-				m.leaders[topicPartition{tp.topic, rp.Partition}] = rp.Leader
-			}
-		}
-	}
-	leader, ok = m.leaders[tp]
-	if !ok || leader < 0 {
-		return -1, fmt.Errorf("no leader for %s/%d", tp.topic, tp.partition)
-	}
-	return leader, nil
-}
-
-func (p *passthrough) forgetLeaders(m *ptMeta, topic string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(m.at, topic)
-}
-
-func (p *passthrough) topicID(m *ptMeta, topic string) [16]byte {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return m.ids[topic]
-}
-
-func (p *passthrough) topicByID(m *ptMeta, id [16]byte) string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for t, tid := range m.ids {
-		if tid == id {
-			return t
-		}
-	}
-	return ""
 }
 
 // producePassthrough hands one fetched partition to the target: forwarded batches
@@ -820,6 +493,7 @@ func (p *passthrough) enqueue(ps *partitionState, u *ptUnit) {
 	}
 	q.ps = ps
 	q.units = append(q.units, u)
+	p.queued[ps.tp] = q
 	p.buffered += len(u.batch)
 	p.mu.Unlock()
 	kick(p.kickSend)
@@ -870,7 +544,7 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 		var ready []send
 		var expired []send
 		p.mu.Lock()
-		for tp, q := range p.queues {
+		for tp, q := range p.queued {
 			if q.sending || len(q.units) == 0 || now.Before(q.retryAt) {
 				continue
 			}
@@ -893,6 +567,11 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 		}
 		type laneLeader struct{ lane, leader int32 }
 		byLeader := make(map[laneLeader][]send)
+		targets := make(map[string]bool)
+		for _, s := range ready {
+			targets[s.ps.target] = true
+		}
+		p.refreshStale(ctx, p.dst, &p.dstMeta, targets)
 		for _, s := range ready {
 			target := topicPartition{s.ps.target, s.tp.partition}
 			leader, err := p.leader(ctx, p.dst, &p.dstMeta, target)
@@ -999,6 +678,9 @@ func (p *passthrough) result(tp topicPartition, q *ptQueue, u *ptUnit, base int6
 		p.mu.Lock()
 		q.sending = false
 		q.units = q.units[1:]
+		if len(q.units) == 0 {
+			delete(p.queued, tp)
+		}
 		q.seq += u.count // int32 wraps to 0 past MaxInt32, as the broker expects
 		q.backoff = 0
 		p.release(len(u.batch))
@@ -1067,6 +749,7 @@ func (p *passthrough) failQueue(tp topicPartition, q *ptQueue, err error) {
 	p.mu.Lock()
 	units, ps := q.units, q.ps
 	q.units, q.sending, q.seq, q.pid, q.failed = nil, false, 0, -2, err
+	delete(p.queued, tp)
 	for _, u := range units {
 		p.release(len(u.batch))
 	}
@@ -1121,7 +804,7 @@ func (p *passthrough) pending() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := 0
-	for _, q := range p.queues {
+	for _, q := range p.queued {
 		n += len(q.units)
 	}
 	return n

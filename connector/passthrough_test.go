@@ -87,7 +87,8 @@ func TestPassthroughIdleFetchNotHandedOver(t *testing.T) {
 		p.mu.Lock()
 		gen := p.parts[tp].gen
 		p.mu.Unlock()
-		if got := p.accept(tp, gen, 5, empty(step.hw, step.lso)); got != step.want {
+		p.fetchRequest(1, []ptWant{{tp, 5, gen}}) // joins broker 1's session, unless still in it
+		if got := p.accept(1, tp, empty(step.hw, step.lso)); got != step.want {
 			t.Fatalf("step %d (hw %d, lso %d): handed over = %v, want %v", i, step.hw, step.lso, got, step.want)
 		}
 		if got := len(p.take()); got != map[bool]int{true: 1, false: 0}[step.want] {

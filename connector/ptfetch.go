@@ -1,0 +1,500 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// The batch path's fetch side: raw Fetch requests to each source leader,
+// one in flight per leader, in fetch sessions (KIP-227).
+
+// ptSession is a fetch session with one source broker. The first request
+// (epoch 0) names its partitions and creates it; each later request names
+// only the partitions that join it (new, or at a new position) and those
+// that leave it (ForgottenTopics), and the broker answers with only the
+// partitions that have something new: records, moved watermarks, an
+// error. Without sessions every Fetch named every partition and every
+// answer listed them all: at 100,000 idle partitions an idle worker spent
+// most of a core building, parsing and walking them twice a second. With
+// them an idle worker's fetch is empty both ways, and the fetch loop
+// touches only the partitions whose state changed (toPlace).
+//
+// A partition is in the session while it is to be fetched from there: it
+// leaves when a response brings it data (it waits in ready, and joins
+// again at its new position once taken), when it is paused, rewound or
+// removed, or on an error for it; the broker then never sends data the
+// fetch loop would not accept. Kafka applies a request's joins before its
+// forgotten partitions, so a partition never does both in one request.
+// All of it is guarded by p.mu.
+type ptSession struct {
+	id, epoch int32
+	members   int
+	forget    []topicPartition // members that left, to name in the next request
+}
+
+// ptLogStartsPerRequest bounds a ListOffsets request's partitions.
+const ptLogStartsPerRequest = 10_000
+
+type ptWant struct {
+	tp  topicPartition
+	pos int64
+	gen uint64
+}
+
+// leaveSession takes pp out of its fetch session, if it is in one. Called
+// with p.mu held.
+func (p *passthrough) leaveSession(tp topicPartition, pp *ptPart) {
+	if pp.sessLeader < 0 {
+		return
+	}
+	if s := p.sessions[pp.sessLeader]; s != nil {
+		s.forget = append(s.forget, tp)
+		s.members--
+	}
+	pp.sessLeader = -1
+}
+
+// markPending makes pp wait for a place in a fetch session if it is to be
+// fetched. Called with p.mu held.
+func (p *passthrough) markPending(tp topicPartition, pp *ptPart) {
+	if !pp.paused && !pp.buffered && pp.sessLeader < 0 {
+		p.toPlace[tp] = struct{}{}
+	}
+}
+
+// fetchLoop places the partitions in toPlace in their leaders' fetch sessions and
+// keeps one Fetch request in flight per source leader with partitions
+// (each leader at its own pace: an idle one's long poll does not hold up
+// the others), until ctx ends.
+func (p *passthrough) fetchLoop(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	busy := make(map[int32]bool) // leaders with a fetch in flight; only this goroutine writes it
+	var busyMu sync.Mutex
+	done := func(leader int32) {
+		busyMu.Lock()
+		busy[leader] = false
+		busyMu.Unlock()
+	}
+	for ctx.Err() == nil {
+		joins, retry := p.place(ctx)
+		p.mu.Lock()
+		leaders := make(map[int32]bool, len(p.sessions)+len(joins))
+		for leader, s := range p.sessions {
+			if s.members > 0 || len(s.forget) > 0 {
+				leaders[leader] = true
+			}
+		}
+		p.mu.Unlock()
+		for leader := range joins {
+			leaders[leader] = true
+		}
+		for leader := range leaders {
+			busyMu.Lock()
+			b := busy[leader]
+			busy[leader] = true
+			busyMu.Unlock()
+			if b {
+				continue // its joins stay in toPlace for the next round
+			}
+			req := p.fetchRequest(leader, joins[leader])
+			if req == nil {
+				done(leader)
+				continue
+			}
+			wg.Go(func() {
+				got := p.fetch(ctx, leader, req)
+				done(leader)
+				if got {
+					p.c.wakePoll()
+				} else {
+					// Errors, or nothing new: do not spin on this
+					// leader.
+					select {
+					case <-ctx.Done():
+					case <-time.After(fetchErrBackoff):
+					}
+				}
+				kick(p.kickFetch)
+			})
+		}
+		// A round wakes on a change (add, take, rewind, a fetch
+		// returning); on a timer only while partitions are left waiting
+		// for a leader or a log start.
+		var again <-chan time.Time
+		if retry {
+			again = time.After(fetchErrBackoff)
+		}
+		select {
+		case <-ctx.Done():
+		case <-p.kickFetch:
+		case <-again:
+		}
+	}
+}
+
+// place finds the leader and position of each partition in toPlace: joins
+// holds them by leader. Leaders and log starts are asked for in batches;
+// a partition whose leader or log start cannot be had now stays there
+// (logged), and retry says so.
+func (p *passthrough) place(ctx context.Context) (joins map[int32][]ptWant, retry bool) {
+	p.mu.Lock()
+	if len(p.toPlace) == 0 {
+		p.mu.Unlock()
+		return nil, false
+	}
+	wants := make([]ptWant, 0, len(p.toPlace))
+	topics := make(map[string]bool)
+	for tp := range p.toPlace {
+		pp := p.parts[tp]
+		if pp == nil {
+			delete(p.toPlace, tp)
+			continue
+		}
+		wants = append(wants, ptWant{tp, pp.pos, pp.gen})
+		topics[tp.topic] = true
+	}
+	p.mu.Unlock()
+	// One batch for the round: the leaders are then cached, and only the
+	// topics it failed for are asked for again, alone.
+	p.refreshStale(ctx, p.src, &p.srcMeta, topics)
+
+	joins = make(map[int32][]ptWant)
+	starts := make(map[int32][]ptWant) // by leader: positions to resolve
+	leaders := make([]int32, len(wants))
+	var misses []int
+	now := time.Now()
+	p.mu.Lock()
+	for i, w := range wants {
+		var ok bool
+		if leaders[i], ok = p.srcMeta.cachedLeader(w.tp, now); !ok {
+			misses = append(misses, i)
+		}
+	}
+	p.mu.Unlock()
+	for _, i := range misses {
+		w := wants[i]
+		leader, err := p.leader(ctx, p.src, &p.srcMeta, w.tp)
+		if err != nil {
+			p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-leader:%s/%d", w.tp.topic, w.tp.partition), "source partition leader unknown; retrying", "topic", w.tp.topic, "partition", w.tp.partition, "err", err)
+		}
+		leaders[i] = leader // -1 on error
+	}
+	for i, w := range wants {
+		switch leader := leaders[i]; {
+		case leader < 0:
+			retry = true
+		case w.pos < 0:
+			starts[leader] = append(starts[leader], w)
+		default:
+			joins[leader] = append(joins[leader], w)
+		}
+	}
+	for leader, ws := range starts {
+		got := p.logStarts(ctx, leader, ws)
+		p.mu.Lock()
+		for _, w := range ws {
+			start, ok := got[w.tp]
+			if !ok {
+				retry = true
+				continue
+			}
+			if pp := p.parts[w.tp]; pp != nil && pp.gen == w.gen && pp.pos < 0 {
+				pp.pos = start
+			}
+			w.pos = start
+			joins[leader] = append(joins[leader], w)
+		}
+		p.mu.Unlock()
+	}
+	return joins, retry
+}
+
+// logStarts asks leader for the log start offsets of ws' partitions, in
+// requests of at most ptLogStartsPerRequest partitions. A partition missing
+// from the result failed (logged).
+func (p *passthrough) logStarts(ctx context.Context, leader int32, ws []ptWant) map[topicPartition]int64 {
+	out := make(map[topicPartition]int64, len(ws))
+	for start := 0; start < len(ws); start += ptLogStartsPerRequest {
+		chunk := ws[start:min(start+ptLogStartsPerRequest, len(ws))]
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.ReplicaID = -1
+		req.IsolationLevel = 1
+		idx := make(map[string]int)
+		for _, w := range chunk {
+			i, ok := idx[w.tp.topic]
+			if !ok {
+				i = len(req.Topics)
+				idx[w.tp.topic] = i
+				t := kmsg.NewListOffsetsRequestTopic()
+				t.Topic = w.tp.topic
+				req.Topics = append(req.Topics, t)
+			}
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Partition = w.tp.partition
+			rp.Timestamp = -2 // earliest
+			rp.CurrentLeaderEpoch = -1
+			req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		}
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		resp, err := req.RequestWith(rctx, p.src.Broker(int(leader)))
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-start:%d", leader), "could not list the source partitions' start offsets; retrying", "broker", leader, "partitions", len(chunk), "err", err)
+				p.forgetLeaders(&p.srcMeta, chunk[0].tp.topic)
+			}
+			continue
+		}
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				tp := topicPartition{rt.Topic, rp.Partition}
+				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+					p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-start:%s/%d", tp.topic, tp.partition), "could not list the source partition's start offset; retrying", "topic", tp.topic, "partition", tp.partition, "err", err)
+					p.forgetLeaders(&p.srcMeta, tp.topic)
+					continue
+				}
+				out[tp] = rp.Offset
+			}
+		}
+	}
+	return out
+}
+
+// fetchRequest builds leader's next Fetch request: joins (still current)
+// enter its session at their positions, the members that left since the
+// last request are forgotten. It returns nil when the session has no
+// members left (the session is then dropped; the broker expires it).
+func (p *passthrough) fetchRequest(leader int32, joins []ptWant) *kmsg.FetchRequest {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sess := p.sessions[leader]
+	if sess == nil {
+		sess = &ptSession{}
+		p.sessions[leader] = sess
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.MaxWaitMillis = int32(ptFetchWait / time.Millisecond)
+	req.MinBytes = 1
+	req.MaxBytes = FetchMaxBytes
+	req.IsolationLevel = 1 // read_committed: nothing past the last stable offset
+	req.SessionID, req.SessionEpoch = sess.id, sess.epoch
+
+	joined := make(map[topicPartition]bool, len(joins))
+	// The broker fills partitions in request order up to MaxBytes: a
+	// shuffle keeps one busy partition from starving the others. (In a
+	// session, the broker also moves the partitions it returned data for
+	// to the back.)
+	rand.Shuffle(len(joins), func(i, j int) { joins[i], joins[j] = joins[j], joins[i] })
+	topics := make(map[string]int)
+	for _, w := range joins {
+		pp := p.parts[w.tp]
+		if pp == nil || pp.gen != w.gen || pp.paused || pp.buffered || pp.sessLeader >= 0 {
+			continue // changed since it was placed
+		}
+		if _, ok := p.toPlace[w.tp]; !ok {
+			continue
+		}
+		delete(p.toPlace, w.tp)
+		pp.sessLeader, pp.sessPos, pp.sessGen = leader, w.pos, pp.gen
+		sess.members++
+		joined[w.tp] = true
+		i, ok := topics[w.tp.topic]
+		if !ok {
+			i = len(req.Topics)
+			topics[w.tp.topic] = i
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic = w.tp.topic
+			t.TopicID = p.srcMeta.ids[w.tp.topic]
+			req.Topics = append(req.Topics, t)
+		}
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = w.tp.partition
+		rp.FetchOffset = w.pos
+		rp.CurrentLeaderEpoch = -1
+		rp.LastFetchedEpoch = -1
+		rp.LogStartOffset = -1
+		rp.PartitionMaxBytes = ptPartitionMaxBytes
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
+	forget := sess.forget
+	sess.forget = nil
+	if sess.members == 0 {
+		sess.id, sess.epoch = 0, 0
+		return nil
+	}
+	if sess.id == 0 {
+		return req // a full fetch: the forgotten were in no session the broker holds
+	}
+	forgotten := make(map[string]int)
+	for _, tp := range forget {
+		if joined[tp] {
+			continue // joining again at its new position
+		}
+		i, ok := forgotten[tp.topic]
+		if !ok {
+			i = len(req.ForgottenTopics)
+			forgotten[tp.topic] = i
+			ft := kmsg.NewFetchRequestForgottenTopic()
+			ft.Topic = tp.topic
+			ft.TopicID = p.srcMeta.ids[tp.topic]
+			req.ForgottenTopics = append(req.ForgottenTopics, ft)
+		}
+		req.ForgottenTopics[i].Partitions = append(req.ForgottenTopics[i].Partitions, tp.partition)
+	}
+	return req
+}
+
+// fetch sends leader's Fetch request and hands the response's partitions
+// to accept; it reports whether any was buffered. A failed request ends
+// the session: its members are in toPlace again, and the next request to the
+// leader is a full one.
+func (p *passthrough) fetch(ctx context.Context, leader int32, req *kmsg.FetchRequest) bool {
+	rctx, cancel := context.WithTimeout(ctx, ptFetchWait+30*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(rctx, p.src.Broker(int(leader)))
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		topics := p.endSession(leader)
+		// An evicted session (the broker's cache is full, or it
+		// restarted) is simply made again.
+		if ctx.Err() == nil && !errors.Is(err, kerr.FetchSessionIDNotFound) && !errors.Is(err, kerr.InvalidFetchSessionEpoch) {
+			p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-fetch:%d", leader), "fetch from source failed", "broker", leader, "err", err)
+			for _, t := range topics {
+				p.forgetLeaders(&p.srcMeta, t)
+			}
+		}
+		return false
+	}
+	p.mu.Lock()
+	if sess := p.sessions[leader]; sess != nil {
+		switch {
+		case sess.id == 0 && resp.SessionID == 0:
+			// A full fetch the broker made no session for (sessions
+			// disabled, or its cache full): the next one names every
+			// partition again.
+		case sess.id == 0:
+			sess.id, sess.epoch = resp.SessionID, 1
+		case sess.epoch == math.MaxInt32:
+			sess.epoch = 1 // epochs wrap to 1; 0 would ask for a new session
+		default:
+			sess.epoch++
+		}
+	}
+	p.mu.Unlock()
+
+	got := false
+	for i := range resp.Topics {
+		rt := &resp.Topics[i]
+		topic := rt.Topic
+		if topic == "" {
+			topic = p.topicByID(&p.srcMeta, rt.TopicID)
+		}
+		for j := range rt.Partitions {
+			if p.accept(leader, topicPartition{topic, rt.Partitions[j].Partition}, rt.Partitions[j]) {
+				got = true
+			}
+		}
+	}
+	if resp.SessionID == 0 {
+		p.endSession(leader)
+	}
+	return got
+}
+
+// endSession takes every member out of leader's session, into toPlace
+// (the broker holds no session for them any more, or never made one), and
+// returns their topics.
+func (p *passthrough) endSession(leader int32) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sess := p.sessions[leader]
+	if sess == nil || (sess.members == 0 && sess.id == 0) {
+		return nil
+	}
+	topics := make(map[string]bool)
+	for tp, pp := range p.parts {
+		if pp.sessLeader != leader {
+			continue
+		}
+		pp.sessLeader = -1
+		p.markPending(tp, pp)
+		topics[tp.topic] = true
+	}
+	*sess = ptSession{}
+	return slices.Collect(maps.Keys(topics))
+}
+
+// accept handles one partition of a fetch response: an error moves or
+// refreshes the position, data is buffered for the poll loop and the
+// position moves past its last whole batch.
+func (p *passthrough) accept(leader int32, tp topicPartition, rp kmsg.FetchResponseTopicPartition) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pp := p.parts[tp]
+	if pp == nil || pp.sessLeader != leader || pp.sessGen != pp.gen || pp.paused {
+		return false // not (any more) fetched from there at that position
+	}
+	gen, from := pp.gen, pp.sessPos
+	switch err := kerr.ErrorForCode(rp.ErrorCode); {
+	case errors.Is(err, kerr.OffsetOutOfRange):
+		// A position the source no longer has: from the log start,
+		// as the record path's consumer does.
+		p.c.log.Warn("source offset out of range; copying from the partition's log start", "topic", tp.topic, "partition", tp.partition, "offset", from)
+		p.leaveSession(tp, pp)
+		pp.pos = -1
+		p.markPending(tp, pp)
+		return false
+	case err != nil:
+		p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-fetch:%s/%d", tp.topic, tp.partition), "fetch from source failed", "topic", tp.topic, "partition", tp.partition, "err", err)
+		delete(p.srcMeta.leaders, tp)
+		p.leaveSession(tp, pp)
+		p.markPending(tp, pp)
+		return false
+	}
+	last := int64(-1)
+	batches, hs, err := splitBatches(rp.RecordBatches)
+	f := ptFetch{tp: tp, gen: gen, from: from, rp: rp, batches: batches, hs: hs, splitErr: err}
+	if err != nil {
+		// Not v2 batches (an old message format): the record path's
+		// parser reads them; a corrupt batch is its to report.
+		last = -1
+	}
+	for _, h := range hs {
+		last = h.base + int64(h.lastDelta)
+	}
+	if err == nil && last < 0 && len(rp.RecordBatches) == 0 {
+		// Nothing new: still hand the watermarks over (lag), when they
+		// moved (records aborted or compacted away, a marker).
+		if pp.marksSet && pp.hw == rp.HighWatermark && pp.lso == rp.LastStableOffset {
+			return false
+		}
+		pp.hw, pp.lso, pp.marksSet = rp.HighWatermark, rp.LastStableOffset, true
+		p.leaveSession(tp, pp)
+		p.ready = append(p.ready, f)
+		pp.buffered = true
+		return true
+	}
+	if err == nil && last >= from {
+		pp.pos = last + 1
+	}
+	// On a malformed response the position stays: the poll loop decodes
+	// it with franz-go's parser and rewinds to after what that returned.
+	p.leaveSession(tp, pp)
+	p.ready = append(p.ready, f)
+	pp.buffered = true
+	return true
+}

@@ -1,0 +1,203 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ptMeta caches one cluster's leaders and topic IDs for the batch path. A
+// topic keeps the first ID it was seen with until purge forgets it: like
+// franz-go's own clients, the batch path never adopts the ID of a topic
+// deleted and recreated under the same name, which would copy the new
+// topic's records into the old one's target (or write into a new target
+// topic the control plane has not vetted). The control plane notices the
+// new ID and decides.
+//
+// Metadata is asked for many topics at once (refreshLeaders, up to
+// ptMetaTopicsPerRequest a request): with 10,000 topics, one request per
+// topic made the first fetch wait for 10,000 round trips, and the
+// refreshes every ptMetaMaxAge kept a steady stream of them going at idle.
+type ptMeta struct {
+	leaders map[topicPartition]int32
+	ids     map[string][16]byte
+	byID    map[[16]byte]string // the reverse of ids: responses name topics by ID (Fetch and Produce v13+)
+	at      map[string]time.Time
+}
+
+// errTopicRecreated is a partition's error while its topic's metadata
+// holds another ID than the one the batch path started with.
+var errTopicRecreated = errors.New("the topic was deleted and recreated (a new topic ID); waiting for the control plane")
+
+// ptMetaTopicsPerRequest bounds a Metadata request's topics: a response
+// for 1,000 topics of tens of partitions is a few hundred KB.
+const ptMetaTopicsPerRequest = 1000
+
+func (m *ptMeta) init() {
+	m.leaders, m.ids, m.byID, m.at = make(map[topicPartition]int32), make(map[string][16]byte), make(map[[16]byte]string), make(map[string]time.Time)
+}
+
+// forget drops what m knows of topics.
+func (m *ptMeta) forget(topics []string) {
+	if len(topics) == 0 {
+		return
+	}
+	set := make(map[string]bool, len(topics))
+	for _, t := range topics {
+		set[t] = true
+		if id, ok := m.ids[t]; ok && m.byID[id] == t {
+			delete(m.byID, id)
+		}
+		delete(m.ids, t)
+		delete(m.at, t)
+	}
+	for tp := range m.leaders {
+		if set[tp.topic] {
+			delete(m.leaders, tp)
+		}
+	}
+}
+
+// stale returns the topics of topics whose leaders are unknown or older
+// than ptMetaMaxAge. Called with p.mu held.
+func (m *ptMeta) stale(topics map[string]bool) []string {
+	now := time.Now()
+	var out []string
+	for t := range topics {
+		if at, ok := m.at[t]; !ok || now.Sub(at) >= ptMetaMaxAge {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// cachedLeader returns a partition's leader when it is cached and fresh.
+// Called with p.mu held.
+func (m *ptMeta) cachedLeader(tp topicPartition, now time.Time) (int32, bool) {
+	leader, ok := m.leaders[tp]
+	if !ok || now.Sub(m.at[tp.topic]) >= ptMetaMaxAge {
+		return -1, false
+	}
+	return leader, true
+}
+
+// leader returns a partition's leader from the cache, asking the cluster
+// for its topic's metadata when unknown or older than ptMetaMaxAge.
+func (p *passthrough) leader(ctx context.Context, cl *kgo.Client, m *ptMeta, tp topicPartition) (int32, error) {
+	p.mu.Lock()
+	leader, ok := m.cachedLeader(tp, time.Now())
+	p.mu.Unlock()
+	if ok {
+		return leader, nil
+	}
+	errs, err := p.refreshLeaders(ctx, cl, m, []string{tp.topic})
+	if err != nil {
+		return -1, err
+	}
+	if err := errs[tp.topic]; err != nil {
+		return -1, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	leader, ok = m.leaders[tp]
+	if !ok || leader < 0 {
+		return -1, fmt.Errorf("no leader for %s/%d", tp.topic, tp.partition)
+	}
+	return leader, nil
+}
+
+// refreshStale refreshes, in as few requests as it takes, the topics of
+// topics whose leaders are unknown or stale, so that the leader calls of a
+// round that follow find them cached. A topic the refresh fails for is
+// asked for again, alone, by leader, which reports its error.
+func (p *passthrough) refreshStale(ctx context.Context, cl *kgo.Client, m *ptMeta, topics map[string]bool) {
+	p.mu.Lock()
+	stale := m.stale(topics)
+	p.mu.Unlock()
+	if len(stale) > 1 {
+		p.refreshLeaders(ctx, cl, m, stale) //nolint:errcheck // see above
+	}
+}
+
+// refreshLeaders asks cl for the metadata of topics, ptMetaTopicsPerRequest
+// at a time, and caches their leaders and IDs. It returns the topics'
+// own errors (a topic missing from the response is one), and the first
+// request error (the topics of that request are then not cached).
+func (p *passthrough) refreshLeaders(ctx context.Context, cl *kgo.Client, m *ptMeta, topics []string) (map[string]error, error) {
+	errs := make(map[string]error)
+	var firstErr error
+	for start := 0; start < len(topics); start += ptMetaTopicsPerRequest {
+		chunk := topics[start:min(start+ptMetaTopicsPerRequest, len(topics))]
+		req := kmsg.NewPtrMetadataRequest()
+		for _, topic := range chunk {
+			t := kmsg.NewMetadataRequestTopic()
+			t.Topic = kmsg.StringPtr(topic)
+			req.Topics = append(req.Topics, t)
+		}
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		resp, err := req.RequestWith(rctx, anyBroker(cl))
+		cancel()
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		answered := make(map[string]bool, len(resp.Topics))
+		now := time.Now()
+		p.mu.Lock()
+		for _, rt := range resp.Topics {
+			if rt.Topic == nil {
+				continue
+			}
+			topic := *rt.Topic
+			answered[topic] = true
+			if err := kerr.ErrorForCode(rt.ErrorCode); err != nil {
+				errs[topic] = err
+				continue
+			}
+			if old, ok := m.ids[topic]; ok && old != ([16]byte{}) && old != rt.TopicID {
+				errs[topic] = fmt.Errorf("topic %s: %w", topic, errTopicRecreated)
+				continue
+			}
+			m.ids[topic] = rt.TopicID
+			m.byID[rt.TopicID] = topic
+			m.at[topic] = now
+			for _, rp := range rt.Partitions {
+				if rp.ErrorCode == 0 || rp.Leader >= 0 {
+					m.leaders[topicPartition{topic, rp.Partition}] = rp.Leader
+				}
+			}
+		}
+		p.mu.Unlock()
+		for _, topic := range chunk {
+			if !answered[topic] {
+				errs[topic] = fmt.Errorf("topic %s missing from the metadata response", topic)
+			}
+		}
+	}
+	return errs, firstErr
+}
+
+func (p *passthrough) forgetLeaders(m *ptMeta, topic string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(m.at, topic)
+}
+
+func (p *passthrough) topicID(m *ptMeta, topic string) [16]byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return m.ids[topic]
+}
+
+func (p *passthrough) topicByID(m *ptMeta, id [16]byte) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return m.byID[id]
+}
