@@ -405,7 +405,6 @@ mirrors:
     target: dst
     replication_factor: 1
     topics: {include: [%q]}
-    producer: {compression: source}
 http: {listen: "127.0.0.1:0"}
 `, e.srcAddr, e.dstAddr, topicPrefix+".*")
 	path := filepath.Join(dir, "kmirror.yaml")

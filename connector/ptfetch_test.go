@@ -1,0 +1,249 @@
+package connector
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/filters"
+)
+
+// fetchLog records the Fetch requests a kfake cluster receives, and can
+// answer the next one that continues a session with an error.
+type fetchLog struct {
+	mu       sync.Mutex
+	reqs     []fetchSeen
+	failNext int16 // an error code for the next incremental fetch; 0: none
+}
+
+type fetchSeen struct {
+	at                    time.Time
+	sessionID, epoch      int32
+	partitions, forgotten int
+}
+
+func watchFetches(c *kfake.Cluster) *fetchLog {
+	l := &fetchLog{}
+	c.ControlKey(int16(kmsg.Fetch), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kr.(*kmsg.FetchRequest)
+		seen := fetchSeen{at: time.Now(), sessionID: req.SessionID, epoch: req.SessionEpoch}
+		for _, t := range req.Topics {
+			seen.partitions += len(t.Partitions)
+		}
+		for _, t := range req.ForgottenTopics {
+			seen.forgotten += len(t.Partitions)
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.reqs = append(l.reqs, seen)
+		if code := l.failNext; code != 0 && req.SessionEpoch > 0 {
+			l.failNext = 0
+			resp := req.ResponseKind().(*kmsg.FetchResponse)
+			resp.ErrorCode = code
+			return resp, nil, true
+		}
+		return nil, nil, false
+	})
+	return l
+}
+
+func (l *fetchLog) since(t time.Time) []fetchSeen {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []fetchSeen
+	for _, r := range l.reqs {
+		if !r.at.Before(t) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (l *fetchLog) fail(code int16) {
+	l.mu.Lock()
+	l.failNext = code
+	l.mu.Unlock()
+}
+
+// runBatchPathMirror runs a mirror of "orders" on the batch path
+// (producer.compression: source) until the test ends.
+func runBatchPathMirror(t *testing.T, src, dst *kfake.Cluster) {
+	t.Helper()
+	m, err := New(Config{
+		Name: "m", SourceAlias: "src", TargetAlias: "dst",
+		SourceOpts:        []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)},
+		TargetOpts:        []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)},
+		Filters:           []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll("orders")}},
+		RefreshInterval:   200 * time.Millisecond,
+		ProgressInterval:  50 * time.Millisecond,
+		SourceCompression: true,
+		Logger:            discardLogger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("Run did not return within 30s of the stop")
+		}
+	})
+}
+
+// targetValues reads every record of topic on the target: values by
+// partition, in offset order.
+func targetValues(t *testing.T, dst *kfake.Cluster, topic string, partitions int32) map[int32][]string {
+	t.Helper()
+	offsets := make(map[int32]kgo.Offset)
+	for p := range partitions {
+		offsets[p] = kgo.NewOffset().AtStart()
+	}
+	cl := newClient(t, dst, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}))
+	ends := targetEnds(t, dst, topic)
+	var want int64
+	for _, e := range ends {
+		want += e
+	}
+	out := make(map[int32][]string)
+	var n int64
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for n < want {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("read %d of %d target records: %v", n, want, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			out[r.Partition] = append(out[r.Partition], string(r.Value))
+			n++
+		})
+	}
+	return out
+}
+
+func targetEnds(t *testing.T, c *kfake.Cluster, topic string) map[int32]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := kadm.NewClient(newClient(t, c)).ListEndOffsets(ctx, topic)
+	if err != nil || ends.Error() != nil {
+		t.Fatalf("list %s's end offsets: %v %v", topic, err, ends.Error())
+	}
+	out := make(map[int32]int64)
+	ends.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+	return out
+}
+
+// copiedExactly waits until the target of "orders" holds per records in
+// each of its partitions, then checks they are the source's, in order,
+// each once.
+func copiedExactly(t *testing.T, dst *kfake.Cluster, partitions int32, per int, tags ...string) {
+	t.Helper()
+	adm := kadm.NewClient(newClient(t, dst))
+	want := int64(partitions) * int64(per*len(tags))
+	waitFor(t, func() bool { return targetRecords(adm, "src.orders") >= want }, fmt.Sprintf("%d records on the target", want))
+	got := targetValues(t, dst, "src.orders", partitions)
+	for p := range partitions {
+		var exp []string
+		for _, tag := range tags {
+			for i := range per {
+				exp = append(exp, fmt.Sprintf("%s-%d-%d", tag, p, i))
+			}
+		}
+		if fmt.Sprint(got[p]) != fmt.Sprint(exp) {
+			t.Fatalf("target partition %d holds %d records %v, want the source's %d", p, len(got[p]), got[p], len(exp))
+		}
+	}
+}
+
+// TestFetchSessionIdle: the batch path fetches in a fetch session, so an
+// idle worker's fetches name no partition (at 100,000 partitions, naming
+// every one twice a second was most of an idle worker's CPU), and records
+// that arrive later are still copied, each once.
+func TestFetchSessionIdle(t *testing.T) {
+	t.Parallel()
+	src, dst := testClusters(t)
+	const partitions = 8
+	createTopic(t, src, "orders", partitions)
+	fetches := watchFetches(src)
+	produceOrders(t, src, partitions, 20, "a")
+	runBatchPathMirror(t, src, dst)
+	copiedExactly(t, dst, partitions, 20, "a")
+
+	time.Sleep(2 * ptFetchWait) // the fetches that took the last records
+	idleFrom := time.Now()
+	time.Sleep(4 * ptFetchWait)
+	idle := fetches.since(idleFrom)
+	if len(idle) < 2 {
+		t.Fatalf("%d fetches in %v of idling, want the long polls to go on", len(idle), 4*ptFetchWait)
+	}
+	for _, f := range idle {
+		if f.sessionID == 0 || f.epoch <= 0 || f.partitions != 0 || f.forgotten != 0 {
+			t.Fatalf("idle fetch %+v: want a session's (id and epoch set) naming no partition", f)
+		}
+	}
+
+	produceOrders(t, src, partitions, 20, "b")
+	copiedExactly(t, dst, partitions, 20, "a", "b")
+}
+
+// TestFetchSessionEvicted: a broker that no longer holds the session
+// (evicted from its cache, or restarted) answers FETCH_SESSION_ID_NOT_FOUND;
+// the batch path starts a new session with a full fetch and copies on,
+// nothing lost and nothing twice.
+func TestFetchSessionEvicted(t *testing.T) {
+	t.Parallel()
+	src, dst := testClusters(t)
+	const partitions = 4
+	createTopic(t, src, "orders", partitions)
+	fetches := watchFetches(src)
+	produceOrders(t, src, partitions, 10, "a")
+	runBatchPathMirror(t, src, dst)
+	copiedExactly(t, dst, partitions, 10, "a")
+
+	before := time.Now()
+	fetches.fail(kerr.FetchSessionIDNotFound.Code)
+	waitFor(t, func() bool {
+		fetches.mu.Lock()
+		defer fetches.mu.Unlock()
+		return fetches.failNext == 0
+	}, "an incremental fetch to be refused")
+	produceOrders(t, src, partitions, 10, "b")
+	copiedExactly(t, dst, partitions, 10, "a", "b")
+	full := false
+	for _, f := range fetches.since(before) {
+		if f.sessionID == 0 && f.epoch == 0 && f.partitions == partitions {
+			full = true
+		}
+	}
+	if !full {
+		t.Fatalf("no full fetch of the %d partitions after the refusal: %+v", partitions, fetches.since(before))
+	}
+}
+
+func createTopic(t *testing.T, c *kfake.Cluster, topic string, partitions int32) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := kadm.NewClient(newClient(t, c)).CreateTopic(ctx, partitions, 1, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
