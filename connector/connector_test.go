@@ -627,3 +627,26 @@ func TestInflightQueueStaysBounded(t *testing.T) {
 		t.Fatalf("acked = %d, want %d", ps.acked, next-500)
 	}
 }
+
+// TestEndsDue: the source's offsets are listed every pass up to
+// endsPartitionsPerPass partitions, and less often beyond, so that the
+// listing's cost per second stays bounded (at 100,000 partitions it was
+// most of an idle worker's CPU).
+func TestEndsDue(t *testing.T) {
+	for _, tc := range []struct {
+		partitions int32
+		due        []bool // at passes 0, 1, 2, ... 10 s apart
+	}{
+		{5_000, []bool{true, true, true}},
+		{20_000, []bool{true, false, true, false, true}},
+		{100_000, []bool{true, false, false, false, false, false, false, false, false, false, true, false}},
+	} {
+		m := &Mirror{cfg: Config{RefreshInterval: 10 * time.Second}, topics: map[string]*topicState{"t": {partitions: tc.partitions}}}
+		t0 := time.Now()
+		for i, want := range tc.due {
+			if got := m.endsDue(t0.Add(time.Duration(i) * 10 * time.Second)); got != want {
+				t.Fatalf("%d partitions, pass %d: due = %v, want %v", tc.partitions, i, got, want)
+			}
+		}
+	}
+}

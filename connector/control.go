@@ -105,7 +105,9 @@ func (m *Mirror) doPass(ctx context.Context, c *clients, cp dataPlane) (bool, er
 	if m.ownsControl() {
 		m.writeMetadata(c.dst, rec.removed)
 	}
-	m.refreshEnds(ctx, c.srcAdm, cp)
+	if m.endsDue(time.Now()) {
+		m.refreshEnds(ctx, c.srcAdm, cp)
+	}
 	return started, errors.Join(passErrs...)
 }
 
@@ -763,6 +765,32 @@ func (m *Mirror) adminFailed(request, topic string, err error) {
 		return
 	}
 	m.logEvery.warn(m.log, "admin:"+request+":"+topic, "source request failed; the state it would update is kept as it was", "request", request, "topic", topic, "err", err)
+}
+
+// endsPartitionsPerPass is how many partitions' offsets refreshEnds lists
+// every pass: with more, it runs less often, once every partitions /
+// endsPartitionsPerPass refresh intervals. Listing 100,000 partitions'
+// start and end offsets takes ~0.4 s of CPU, which every 10 s was most of
+// an idle worker's; the fetches keep a copied partition's end current
+// anyway, and what this adds (the lag of a partition not being fetched,
+// pruning the index below the source's log start) can wait that long.
+const endsPartitionsPerPass = 10_000
+
+// endsDue reports whether this pass refreshes the source's offsets, and
+// if so notes it.
+func (m *Mirror) endsDue(now time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var partitions int
+	for _, ts := range m.topics {
+		partitions += int(ts.partitions)
+	}
+	every := time.Duration(max(1, partitions/endsPartitionsPerPass)) * m.cfg.RefreshInterval
+	if !m.endsAt.IsZero() && now.Sub(m.endsAt) < every-m.cfg.RefreshInterval/2 {
+		return false
+	}
+	m.endsAt = now
+	return true
 }
 
 func (m *Mirror) refreshEnds(ctx context.Context, srcAdm *kadm.Client, cp dataPlane) {

@@ -174,7 +174,8 @@ type Mirror struct {
 	metaPersisted map[string]map[string]string       // by target topic, as last acknowledged
 	lastPassAt    time.Time
 	lastPassErr   error
-	started       bool // the startup sequence (internal topics, loads) finished
+	endsAt        time.Time // the last refreshEnds (endsDue)
+	started       bool      // the startup sequence (internal topics, loads) finished
 	copier        dataPlane
 	// slots is the data plane in cluster mode (nil otherwise).
 	slots *slotPlane

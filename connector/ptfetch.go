@@ -460,7 +460,7 @@ func (p *passthrough) accept(leader int32, tp topicPartition, rp kmsg.FetchRespo
 		return false
 	case err != nil:
 		p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-fetch:%s/%d", tp.topic, tp.partition), "fetch from source failed", "topic", tp.topic, "partition", tp.partition, "err", err)
-		delete(p.srcMeta.leaders, tp)
+		p.srcMeta.forgetLeader(tp)
 		p.leaveSession(tp, pp)
 		p.markPending(tp, pp)
 		return false

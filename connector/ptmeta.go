@@ -24,7 +24,10 @@ import (
 // topic made the first fetch wait for 10,000 round trips, and the
 // refreshes every ptMetaMaxAge kept a steady stream of them going at idle.
 type ptMeta struct {
-	leaders map[topicPartition]int32
+	// leaders holds each topic's partition leaders by partition (-1:
+	// none known): per topic rather than per partition, a tenth of the
+	// memory at 10 partitions a topic.
+	leaders map[string][]int32
 	ids     map[string][16]byte
 	byID    map[[16]byte]string // the reverse of ids: responses name topics by ID (Fetch and Produce v13+)
 	at      map[string]time.Time
@@ -39,7 +42,7 @@ var errTopicRecreated = errors.New("the topic was deleted and recreated (a new t
 const ptMetaTopicsPerRequest = 1000
 
 func (m *ptMeta) init() {
-	m.leaders, m.ids, m.byID, m.at = make(map[topicPartition]int32), make(map[string][16]byte), make(map[[16]byte]string), make(map[string]time.Time)
+	m.leaders, m.ids, m.byID, m.at = make(map[string][]int32), make(map[string][16]byte), make(map[[16]byte]string), make(map[string]time.Time)
 }
 
 // forget drops what m knows of topics.
@@ -47,19 +50,13 @@ func (m *ptMeta) forget(topics []string) {
 	if len(topics) == 0 {
 		return
 	}
-	set := make(map[string]bool, len(topics))
 	for _, t := range topics {
-		set[t] = true
+		delete(m.leaders, t)
 		if id, ok := m.ids[t]; ok && m.byID[id] == t {
 			delete(m.byID, id)
 		}
 		delete(m.ids, t)
 		delete(m.at, t)
-	}
-	for tp := range m.leaders {
-		if set[tp.topic] {
-			delete(m.leaders, tp)
-		}
 	}
 }
 
@@ -76,11 +73,28 @@ func (m *ptMeta) stale(topics map[string]bool) []string {
 	return out
 }
 
+// leader is tp's cached leader, -1 if none. Called with p.mu held.
+func (m *ptMeta) leader(tp topicPartition) int32 {
+	ls := m.leaders[tp.topic]
+	if tp.partition < 0 || int(tp.partition) >= len(ls) {
+		return -1
+	}
+	return ls[tp.partition]
+}
+
+// forgetLeader drops tp's cached leader (an error fetching it). Called
+// with p.mu held.
+func (m *ptMeta) forgetLeader(tp topicPartition) {
+	if ls := m.leaders[tp.topic]; tp.partition >= 0 && int(tp.partition) < len(ls) {
+		ls[tp.partition] = -1
+	}
+}
+
 // cachedLeader returns a partition's leader when it is cached and fresh.
 // Called with p.mu held.
 func (m *ptMeta) cachedLeader(tp topicPartition, now time.Time) (int32, bool) {
-	leader, ok := m.leaders[tp]
-	if !ok || now.Sub(m.at[tp.topic]) >= ptMetaMaxAge {
+	leader := m.leader(tp)
+	if leader < 0 || now.Sub(m.at[tp.topic]) >= ptMetaMaxAge {
 		return -1, false
 	}
 	return leader, true
@@ -104,8 +118,7 @@ func (p *passthrough) leader(ctx context.Context, cl *kgo.Client, m *ptMeta, tp 
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	leader, ok = m.leaders[tp]
-	if !ok || leader < 0 {
+	if leader = m.leader(tp); leader < 0 {
 		return -1, fmt.Errorf("no leader for %s/%d", tp.topic, tp.partition)
 	}
 	return leader, nil
@@ -168,11 +181,19 @@ func (p *passthrough) refreshLeaders(ctx context.Context, cl *kgo.Client, m *ptM
 			m.ids[topic] = rt.TopicID
 			m.byID[rt.TopicID] = topic
 			m.at[topic] = now
+			var leaders []int32
 			for _, rp := range rt.Partitions {
+				if rp.Partition < 0 || rp.Partition >= 1<<20 {
+					continue // not a partition number
+				}
+				for int(rp.Partition) >= len(leaders) {
+					leaders = append(leaders, -1)
+				}
 				if rp.ErrorCode == 0 || rp.Leader >= 0 {
-					m.leaders[topicPartition{topic, rp.Partition}] = rp.Leader
+					leaders[rp.Partition] = rp.Leader
 				}
 			}
+			m.leaders[topic] = leaders
 		}
 		p.mu.Unlock()
 		for _, topic := range chunk {
