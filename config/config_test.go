@@ -134,7 +134,7 @@ func TestLoadFileGood(t *testing.T) {
 				Sync:              defaultSync,
 			},
 		},
-		HTTP:            config.HTTP{Listen: "0.0.0.0:9644"},
+		HTTP:            config.HTTP{Listen: "0.0.0.0:9644", MetricsDetail: "topic"},
 		Log:             config.Log{Level: "debug", Format: "json"},
 		Offsets:         config.Offsets{Compression: "lz4", IndexMemory: 256 << 20},
 		ShutdownTimeout: config.Duration(10 * time.Second),
@@ -166,7 +166,7 @@ func TestLoadMinimalGetsDefaults(t *testing.T) {
 			ProgressInterval:  ms(1000),
 			Sync:              defaultSync,
 		}},
-		HTTP:            config.HTTP{Listen: "127.0.0.1:9644"},
+		HTTP:            config.HTTP{Listen: "127.0.0.1:9644", MetricsDetail: "topic"},
 		Log:             config.Log{Level: "info", Format: "text"},
 		Offsets:         config.Offsets{Compression: "zstd", IndexMemory: 256 << 20},
 		ShutdownTimeout: config.Duration(10 * time.Second),
@@ -449,6 +449,8 @@ func TestMoreTypeErrors(t *testing.T) {
 		"complex key": {"clusters:\n  ? [a]\n  : {}\n", "t.yaml:2: clusters: expected a string key, got a list"},
 		"size word": {minimal + "offsets: {index_memory: lots}\n",
 			`t.yaml:8: offsets.index_memory: invalid size "lots" (want a number of bytes, or one with a unit such as "256MiB" or "1GiB")`},
+		"metrics detail": {minimal + "http: {metrics_detail: everything}\n",
+			`t.yaml:8: http.metrics_detail: unknown detail "everything" (want mirror, topic or partition)`},
 		"size too small": {minimal + "offsets: {index_memory: 64KiB}\n",
 			"t.yaml:8: offsets.index_memory: 64KiB is too small (want at least 1MiB)"},
 		"state partitions": {minimal + "    state_partitions: 0\n",
@@ -633,8 +635,8 @@ func TestDocs(t *testing.T) {
 		t.Error("docs/configuration.md does not contain testdata/good.yaml verbatim")
 	}
 	keys := yamlKeys(reflect.TypeFor[config.Config]())
-	if len(keys) != 107 {
-		t.Errorf("found %d keys, want 107: %q (update this test and the docs when adding keys)", len(keys), keys)
+	if len(keys) != 108 {
+		t.Errorf("found %d keys, want 108: %q (update this test and the docs when adding keys)", len(keys), keys)
 	}
 	for _, key := range keys {
 		if !strings.Contains(string(doc), "| `"+key+"` |") {

@@ -100,7 +100,7 @@ func TestConfigString(t *testing.T) {
 		"    progress_interval: 1s\n",
 		"      refresh_interval: 10s\n",
 		"      linger: 5ms\n",
-		"http:\n  listen: 127.0.0.1:9644\nlog:\n  level: info\n  format: text\n",
+		"http:\n  listen: 127.0.0.1:9644\n  metrics_detail: topic\nlog:\n  level: info\n  format: text\n",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("String() lacks %q; got:\n%s", want, s)

@@ -102,6 +102,9 @@ func (v *validator) validate(c *Config) {
 	if a := c.HTTP.Auth; a != nil {
 		v.httpAuth(a, "http.auth")
 	}
+	if !slices.Contains(MetricsDetails, c.HTTP.MetricsDetail) {
+		v.errorf("http.metrics_detail", "unknown detail %q (want %s)", c.HTTP.MetricsDetail, orList(MetricsDetails))
+	}
 	if !slices.Contains(logLevels, c.Log.Level) {
 		v.errorf("log.level", "unknown log level %q (want %s)", c.Log.Level, orList(logLevels))
 	}

@@ -48,6 +48,8 @@ type Metrics struct {
 	mm2AdoptErrors  *prometheus.CounterVec
 	mm2Heartbeats   *prometheus.CounterVec
 	mm2Checkpoints  *prometheus.CounterVec
+	// detail: the per-topic and per-partition series (metricsdetail.go).
+	detail *detailCollector
 }
 
 // Kinds of kmirror's own records on the target, for
@@ -231,6 +233,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.internalWrites, m.adminErrors, m.untranslatable, m.failedParts, m.deadLetters,
 		m.slotsOwned, m.slotsTaken, m.controlPlane, m.slotsTotal, m.txns, m.commitLatency, m.batches, m.fallbacks,
 		m.indexBytes, m.indexEvictions, m.mm2Adopted, m.mm2AdoptErrors, m.mm2Heartbeats, m.mm2Checkpoints)
+	m.detail = newDetailCollector()
+	reg.MustRegister(m.detail)
 	return m
 }
 

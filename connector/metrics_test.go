@@ -1,7 +1,9 @@
 package connector
 
 import (
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,4 +20,77 @@ func TestMirrorMetricsComplete(t *testing.T) {
 			t.Errorf("mirrorMetrics.%s is nil", v.Type().Field(i).Name)
 		}
 	}
+}
+
+// TestDetailSeries: per-topic series by default, per-partition ones when
+// asked for, none beyond the mirror's own with "mirror"; read from the
+// partitions' state at the scrape.
+func TestDetailSeries(t *testing.T) {
+	t.Parallel()
+	parts := []*partitionState{
+		{tp: topicPartition{"orders", 0}, acked: 10, end: 15, copied: 10},
+		{tp: topicPartition{"orders", 1}, acked: 4, end: 4, copied: 3},
+		{tp: topicPartition{"users", 0}, acked: -1, end: 7},
+	}
+	for _, tc := range []struct {
+		detail string
+		want   map[string]float64 // series name with its labels -> value
+	}{
+		{DetailMirror, map[string]float64{}},
+		{DetailTopic, map[string]float64{
+			`kmirror_topic_records_total{mirror="m",topic="orders"}`: 13,
+			`kmirror_topic_lag_records{mirror="m",topic="orders"}`:   5,
+			`kmirror_topic_records_total{mirror="m",topic="users"}`:  0,
+			`kmirror_topic_lag_records{mirror="m",topic="users"}`:    7,
+		}},
+		{DetailPartition, map[string]float64{
+			`kmirror_topic_records_total{mirror="m",topic="orders"}`:                   13,
+			`kmirror_topic_lag_records{mirror="m",topic="orders"}`:                     5,
+			`kmirror_topic_records_total{mirror="m",topic="users"}`:                    0,
+			`kmirror_topic_lag_records{mirror="m",topic="users"}`:                      7,
+			`kmirror_partition_records_total{mirror="m",partition="0",topic="orders"}`: 10,
+			`kmirror_partition_lag_records{mirror="m",partition="0",topic="orders"}`:   5,
+			`kmirror_partition_records_total{mirror="m",partition="1",topic="orders"}`: 3,
+			`kmirror_partition_lag_records{mirror="m",partition="1",topic="orders"}`:   0,
+			`kmirror_partition_records_total{mirror="m",partition="0",topic="users"}`:  0,
+			`kmirror_partition_lag_records{mirror="m",partition="0",topic="users"}`:    7,
+		}},
+	} {
+		reg := prometheus.NewRegistry()
+		m := NewMetrics(reg)
+		m.SetDetail(tc.detail)
+		unwatch := m.watch("m", func() []*partitionState { return parts })
+		got := detailSeries(t, reg)
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("detail %s: series %v, want %v", tc.detail, got, tc.want)
+		}
+		unwatch()
+		if got := detailSeries(t, reg); len(got) != 0 {
+			t.Errorf("detail %s: series %v after the mirror stopped, want none", tc.detail, got)
+		}
+	}
+}
+
+func detailSeries(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[string]float64)
+	for _, mf := range mfs {
+		name := mf.GetName()
+		if !strings.HasPrefix(name, "kmirror_topic_") && !strings.HasPrefix(name, "kmirror_partition_") {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			var labels []string
+			for _, l := range mt.GetLabel() {
+				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+			}
+			v := mt.GetGauge().GetValue() + mt.GetCounter().GetValue()
+			out[name+"{"+strings.Join(labels, ",")+"}"] = v
+		}
+	}
+	return out
 }

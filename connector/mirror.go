@@ -401,6 +401,7 @@ func (m *Mirror) Run(ctx context.Context) error {
 	}
 	defer c.close()
 	defer m.cancelProduce()
+	defer m.cfg.Metrics.watch(m.cfg.Name, m.partitionStates)()
 
 	if err := m.start(ctx, c); err != nil {
 		return nil // ctx was cancelled during startup: nothing to flush
@@ -859,19 +860,25 @@ func lag(acked, end int64) int64 {
 
 // updateMetrics publishes the lag; called every progress tick and at
 // shutdown.
-func (m *Mirror) updateMetrics() {
-	if m.metrics == nil {
-		return
-	}
+// partitionStates are the partitions the mirror copies here (none before
+// its data plane starts).
+func (m *Mirror) partitionStates() []*partitionState {
 	m.mu.Lock()
 	cp := m.copier
 	m.mu.Unlock()
 	if cp == nil {
+		return nil
+	}
+	return cp.snapshot()
+}
+
+func (m *Mirror) updateMetrics() {
+	if m.metrics == nil {
 		return
 	}
 	var total int64
 	failed := 0
-	for _, ps := range cp.snapshot() {
+	for _, ps := range m.partitionStates() {
 		acked, end, err := ps.status()
 		total += lag(acked, end)
 		if err != nil {

@@ -155,6 +155,7 @@ func New(opts Options) (*App, error) {
 	buildInfo.WithLabelValues(opts.Version, runtime.Version()).Set(1)
 	reg.MustRegister(buildInfo)
 	metrics := connector.NewMetrics(reg)
+	metrics.SetDetail(opts.Config.HTTP.MetricsDetail)
 
 	a := &App{
 		opts:           opts,
