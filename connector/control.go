@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -106,7 +107,7 @@ func (m *Mirror) doPass(ctx context.Context, c *clients, cp dataPlane) (bool, er
 		m.writeMetadata(c.dst, rec.removed)
 	}
 	if m.endsDue(time.Now()) {
-		m.refreshEnds(ctx, c.srcAdm, cp)
+		m.refreshEnds(ctx, c, cp)
 	}
 	return started, errors.Join(passErrs...)
 }
@@ -793,16 +794,28 @@ func (m *Mirror) endsDue(now time.Time) bool {
 	return true
 }
 
-func (m *Mirror) refreshEnds(ctx context.Context, srcAdm *kadm.Client, cp dataPlane) {
+// endsTopicsPerRequest bounds the topics of one refreshEnds listing: kadm
+// resolves (and franz-go caches) the metadata of every topic it is given
+// first, and at 10,000 topics one listing held ~90 MB at once.
+const endsTopicsPerRequest = 1000
+
+func (m *Mirror) refreshEnds(ctx context.Context, c *clients, cp dataPlane) {
 	m.mu.Lock()
 	names := make([]string, 0, len(m.topics))
 	for name := range m.topics {
 		names = append(names, name)
 	}
 	m.mu.Unlock()
-	if len(names) == 0 {
-		return
+	for chunk := range slices.Chunk(names, endsTopicsPerRequest) {
+		if ctx.Err() != nil {
+			return
+		}
+		m.refreshEndsOf(ctx, c.srcAdm, cp, chunk)
+		c.srcAdminCl.PurgeTopicsFromClient(chunk...) // what kadm resolved for them (clients)
 	}
+}
+
+func (m *Mirror) refreshEndsOf(ctx context.Context, srcAdm *kadm.Client, cp dataPlane, names []string) {
 	// The index of records the source has deleted (retention) can go:
 	// no group can commit those offsets any more.
 	starts, err := srcAdm.ListStartOffsets(ctx, names...)

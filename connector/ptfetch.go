@@ -45,6 +45,13 @@ type ptSession struct {
 // ptLogStartsPerRequest bounds a ListOffsets request's partitions.
 const ptLogStartsPerRequest = 10_000
 
+// ptMaxJoins bounds the partitions that join a session in one request; the
+// others join in the next ones. A start or restart with 100,000 partitions
+// otherwise fetched all of them at once, and their records, queued
+// batches and progress writes all came due together: the worker's peak
+// memory. In 25,000s they stream through.
+const ptMaxJoins = 25_000
+
 type ptWant struct {
 	tp  topicPartition
 	pos int64
@@ -299,6 +306,9 @@ func (p *passthrough) fetchRequest(leader int32, joins []ptWant) *kmsg.FetchRequ
 	rand.Shuffle(len(joins), func(i, j int) { joins[i], joins[j] = joins[j], joins[i] })
 	topics := make(map[string]int)
 	for _, w := range joins {
+		if len(joined) == ptMaxJoins {
+			break // the rest stay in toPlace
+		}
 		pp := p.parts[w.tp]
 		if pp == nil || pp.gen != w.gen || pp.paused || pp.buffered || pp.sessLeader >= 0 {
 			continue // changed since it was placed
