@@ -247,3 +247,36 @@ func createTopic(t *testing.T, c *kfake.Cluster, topic string, partitions int32)
 		t.Fatal(err)
 	}
 }
+
+// TestFetchJoinsBounded: a request lets at most ptMaxJoins partitions join
+// its session; the others stay to be placed by the next requests, so a
+// start with 100,000 partitions does not fetch (and queue, and persist)
+// them all at once.
+func TestFetchJoinsBounded(t *testing.T) {
+	p := newPassthrough(&copier{}, nil)
+	var joins []ptWant
+	for i := range ptMaxJoins + 5000 {
+		tp := topicPartition{fmt.Sprintf("t%d", i/10), int32(i % 10)}
+		p.add(tp, 0)
+		joins = append(joins, ptWant{tp, 0, p.parts[tp].gen})
+	}
+	named := func(req *kmsg.FetchRequest) (n int) {
+		for _, t := range req.Topics {
+			n += len(t.Partitions)
+		}
+		return n
+	}
+	req := p.fetchRequest(1, joins)
+	if got := named(req); got != ptMaxJoins {
+		t.Fatalf("first request names %d partitions, want %d", got, ptMaxJoins)
+	}
+	if got := len(p.toPlace); got != 5000 {
+		t.Fatalf("%d partitions left to place, want 5000", got)
+	}
+	if got := named(p.fetchRequest(1, joins)); got != 5000 {
+		t.Fatalf("second request names %d partitions, want the 5000 left", got)
+	}
+	if len(p.toPlace) != 0 || p.sessions[1].members != ptMaxJoins+5000 {
+		t.Fatalf("after two requests: %d to place, %d members", len(p.toPlace), p.sessions[1].members)
+	}
+}
