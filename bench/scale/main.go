@@ -8,8 +8,9 @@
 //     discovers and creates them), with the peak RSS;
 //   - idle: the contender's CPU over -idle with no traffic;
 //   - trickle: -trickle-rate records a second spread over every partition
-//     for -trickle: CPU, and RSS at its start and end (memory that grows
-//     with time shows here);
+//     for -trickle: CPU, and RSS at its start, 12 times during it and at
+//     its end (memory that grows with time shows here; -trickle 1h for the
+//     hour-long run);
 //   - restart (kmirror): SIGTERM, one more record in every partition,
 //     start again: the time until the target holds every source record
 //     (state loaded, copying resumed), with the peak RSS of the new process.
@@ -37,6 +38,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -239,6 +241,7 @@ type row struct {
 	trickleCPU            time.Duration
 	trickleRecords        int
 	rssBefore, rssAfter   int64
+	rssDuring             []int64       // RSS every trickle/rssSamples during the trickle
 	restart               time.Duration // -1: not measured
 	restartRSS            int64
 	brokerCPU             time.Duration
@@ -324,7 +327,9 @@ func (e *env) runContender(ctx context.Context, name string) (r row, err error) 
 	// Trickle: round-robin over every partition at the rate.
 	r.rssBefore = st.RSS
 	trickle0 := st.CPU
+	sampled := sampleRSS(proc.Pid(), e.o.trickle/rssSamples)
 	n, err := trickle(ctx, srcCl, topics, e.o.partitions, e.o.trickleRate, e.o.trickle)
+	r.rssDuring = sampled()
 	if err != nil {
 		return r, err
 	}
@@ -441,6 +446,41 @@ func produceEach(ctx context.Context, cl *kgo.Client, topics []string, partition
 		return fmt.Errorf("produce to every partition: %w", err)
 	}
 	return nil
+}
+
+// rssSamples is how many times the trickle samples the contender's RSS:
+// memory that grows under steady traffic shows as a rising series.
+const rssSamples = 12
+
+// sampleRSS reads pid's RSS every interval until the returned function is
+// called, which returns the samples.
+func sampleRSS(pid int, every time.Duration) func() []int64 {
+	var mu sync.Mutex
+	var out []int64
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if st, err := kafkatest.ReadProcStat(pid); err == nil {
+					mu.Lock()
+					out = append(out, st.RSS)
+					mu.Unlock()
+				}
+			}
+		}
+	}()
+	return func() []int64 {
+		close(done)
+		<-finished
+		return out
+	}
 }
 
 // trickle produces rate records a second, one partition after the other,
@@ -567,6 +607,15 @@ func (r *report) render(failed error) string {
 			w.name, w.start.Seconds(), mib(w.startRSS), time.Duration(w.startCPU).Seconds(),
 			100*w.idleCPU.Seconds()/o.idle.Seconds(), 100*w.trickleCPU.Seconds()/o.trickle.Seconds(),
 			mib(w.rssBefore), mib(w.rssAfter), restart, rrss, w.brokerCPU.Seconds(), w.verified, w.loadBefore, w.loadAfter)
+	}
+	for _, w := range r.rows {
+		if len(w.rssDuring) > 0 {
+			samples := make([]string, len(w.rssDuring))
+			for i, v := range w.rssDuring {
+				samples[i] = mib(v)
+			}
+			fmt.Fprintf(&b, "\n%s's RSS during the trickle, MiB, every %s: %s\n", w.name, o.trickle/rssSamples, strings.Join(samples, ", "))
+		}
 	}
 	b.WriteString("\nstart: from the contender's process start; the loop lists the topics once and creates the target topics itself, kmirror discovers and creates them. Target end offsets are polled every second (listing this many partitions is not free), so figures are within a second. CPU %: of one core. The last check: every target partition holds exactly its source partition's records.\n")
 	var lim, km *row
