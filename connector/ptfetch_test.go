@@ -184,15 +184,28 @@ func TestFetchSessionIdle(t *testing.T) {
 	runBatchPathMirror(t, src, dst)
 	copiedExactly(t, dst, partitions, 20, "a")
 
-	time.Sleep(2 * ptFetchWait) // the fetches that took the last records
-	idleFrom := time.Now()
+	// Once the partitions whose records were taken have joined again,
+	// every fetch is a session's naming nothing, for as long as nothing
+	// changes.
+	idleShaped := func(f fetchSeen) bool {
+		return f.sessionID != 0 && f.epoch > 0 && f.partitions == 0 && f.forgotten == 0
+	}
+	var idleFrom time.Time
+	waitFor(t, func() bool {
+		fs := fetches.since(time.Time{})
+		if last := fs[len(fs)-1]; idleShaped(last) {
+			idleFrom = last.at
+			return true
+		}
+		return false
+	}, "a fetch naming no partition")
 	time.Sleep(4 * ptFetchWait)
 	idle := fetches.since(idleFrom)
 	if len(idle) < 2 {
 		t.Fatalf("%d fetches in %v of idling, want the long polls to go on", len(idle), 4*ptFetchWait)
 	}
 	for _, f := range idle {
-		if f.sessionID == 0 || f.epoch <= 0 || f.partitions != 0 || f.forgotten != 0 {
+		if !idleShaped(f) {
 			t.Fatalf("idle fetch %+v: want a session's (id and epoch set) naming no partition", f)
 		}
 	}
