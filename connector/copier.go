@@ -1060,8 +1060,6 @@ func (c *copier) inFlight() int {
 	return n
 }
 
-// status returns the partition's acked position, source end and current
-// error, if it is failing.
 // copyStats are the records acknowledged since start and the timestamp of
 // the last of them (zero before the first).
 func (p *partitionState) copyStats() (copied int64, last time.Time) {
@@ -1070,6 +1068,8 @@ func (p *partitionState) copyStats() (copied int64, last time.Time) {
 	return p.copied, p.lastCopied
 }
 
+// status returns the partition's acked position, source end and current
+// error, if it is failing.
 func (p *partitionState) status() (acked, end int64, failed error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -267,8 +267,7 @@ func (m *Mirror) ProgressTopic() string { return m.progressTopic }
 // metadata.
 func (m *Mirror) MetadataTopic() string { return m.metadataTopic }
 
-// clients are the connections of one Run or Plan.
-// clients are a mirror's connections: dst is the target's producer
+// clients are the connections of one Run or Plan: dst is the target's producer
 // (metadata, progress, the record path's records), srcAdminCl and
 // dstAdminCl serve the control plane's admin requests only.
 //
@@ -858,8 +857,6 @@ func lag(acked, end int64) int64 {
 	return max(0, end-acked)
 }
 
-// updateMetrics publishes the lag; called every progress tick and at
-// shutdown.
 // partitionStates are the partitions the mirror copies here (none before
 // its data plane starts).
 func (m *Mirror) partitionStates() []*partitionState {
@@ -872,6 +869,8 @@ func (m *Mirror) partitionStates() []*partitionState {
 	return cp.snapshot()
 }
 
+// updateMetrics publishes the lag; called every progress tick and at
+// shutdown.
 func (m *Mirror) updateMetrics() {
 	if m.metrics == nil {
 		return

@@ -74,9 +74,9 @@ type passthrough struct {
 	toPlace  map[topicPartition]struct{}
 	sessions map[int32]*ptSession // by source leader
 	ready    []ptFetch            // fetched, not yet taken by the poll loop
-	// srcLeaders and dstLeaders cache partition leaders (and topic IDs,
-	// needed by Fetch/Produce v13+); a partition whose request fails is
-	// looked up again.
+	// srcMeta and dstMeta cache partition leaders (and topic IDs, needed
+	// by Fetch/Produce v13+); a partition whose request fails is looked
+	// up again (ptmeta.go).
 	srcMeta, dstMeta ptMeta
 	kickFetch        chan struct{}
 	gens             uint64 // source of ptPart.gen, unique across re-adds
