@@ -608,15 +608,11 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 				req.TimeoutMillis = 30_000
 				idx := make(map[string]int)
 				for _, s := range ss {
-					i, ok := idx[s.ps.target]
-					if !ok {
-						i = len(req.Topics)
-						idx[s.ps.target] = i
+					i := topicEntry(idx, &req.Topics, s.ps.target, func() kmsg.ProduceRequestTopic {
 						t := kmsg.NewProduceRequestTopic()
-						t.Topic = s.ps.target
-						t.TopicID = p.topicID(&p.dstMeta, s.ps.target)
-						req.Topics = append(req.Topics, t)
-					}
+						t.Topic, t.TopicID = s.ps.target, p.topicID(&p.dstMeta, s.ps.target)
+						return t
+					})
 					rp := kmsg.NewProduceRequestTopicPartition()
 					rp.Partition = s.tp.partition
 					rp.Records = s.u.batch

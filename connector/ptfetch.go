@@ -239,14 +239,11 @@ func (p *passthrough) logStarts(ctx context.Context, leader int32, ws []ptWant) 
 		req.IsolationLevel = 1
 		idx := make(map[string]int)
 		for _, w := range chunk {
-			i, ok := idx[w.tp.topic]
-			if !ok {
-				i = len(req.Topics)
-				idx[w.tp.topic] = i
+			i := topicEntry(idx, &req.Topics, w.tp.topic, func() kmsg.ListOffsetsRequestTopic {
 				t := kmsg.NewListOffsetsRequestTopic()
 				t.Topic = w.tp.topic
-				req.Topics = append(req.Topics, t)
-			}
+				return t
+			})
 			rp := kmsg.NewListOffsetsRequestTopicPartition()
 			rp.Partition = w.tp.partition
 			rp.Timestamp = -2 // earliest
@@ -276,6 +273,19 @@ func (p *passthrough) logStarts(ctx context.Context, leader int32, ws []ptWant) 
 		}
 	}
 	return out
+}
+
+// topicEntry returns the index of topic's entry in a request's topics
+// (idx maps the topics added so far), appending the one mk makes when the
+// topic is new: requests name each topic once, with its partitions.
+func topicEntry[T any](idx map[string]int, topics *[]T, topic string, mk func() T) int {
+	i, ok := idx[topic]
+	if !ok {
+		i = len(*topics)
+		idx[topic] = i
+		*topics = append(*topics, mk())
+	}
+	return i
 }
 
 // fetchRequest builds leader's next Fetch request: joins (still current)
@@ -320,15 +330,11 @@ func (p *passthrough) fetchRequest(leader int32, joins []ptWant) *kmsg.FetchRequ
 		pp.sessLeader, pp.sessPos, pp.sessGen = leader, w.pos, pp.gen
 		sess.members++
 		joined[w.tp] = true
-		i, ok := topics[w.tp.topic]
-		if !ok {
-			i = len(req.Topics)
-			topics[w.tp.topic] = i
+		i := topicEntry(topics, &req.Topics, w.tp.topic, func() kmsg.FetchRequestTopic {
 			t := kmsg.NewFetchRequestTopic()
-			t.Topic = w.tp.topic
-			t.TopicID = p.srcMeta.ids[w.tp.topic]
-			req.Topics = append(req.Topics, t)
-		}
+			t.Topic, t.TopicID = w.tp.topic, p.srcMeta.ids[w.tp.topic]
+			return t
+		})
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition = w.tp.partition
 		rp.FetchOffset = w.pos
@@ -352,15 +358,11 @@ func (p *passthrough) fetchRequest(leader int32, joins []ptWant) *kmsg.FetchRequ
 		if joined[tp] {
 			continue // joining again at its new position
 		}
-		i, ok := forgotten[tp.topic]
-		if !ok {
-			i = len(req.ForgottenTopics)
-			forgotten[tp.topic] = i
+		i := topicEntry(forgotten, &req.ForgottenTopics, tp.topic, func() kmsg.FetchRequestForgottenTopic {
 			ft := kmsg.NewFetchRequestForgottenTopic()
-			ft.Topic = tp.topic
-			ft.TopicID = p.srcMeta.ids[tp.topic]
-			req.ForgottenTopics = append(req.ForgottenTopics, ft)
-		}
+			ft.Topic, ft.TopicID = tp.topic, p.srcMeta.ids[tp.topic]
+			return ft
+		})
 		req.ForgottenTopics[i].Partitions = append(req.ForgottenTopics[i].Partitions, tp.partition)
 	}
 	return req

@@ -12,8 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/kmirror/kmirror/filters"
 )
 
 // fetchLog records the Fetch requests a kfake cluster receives, and can
@@ -78,30 +76,7 @@ func (l *fetchLog) fail(code int16) {
 // (producer.compression: source) until the test ends.
 func runBatchPathMirror(t *testing.T, src, dst *kfake.Cluster) {
 	t.Helper()
-	m, err := New(Config{
-		Name: "m", SourceAlias: "src", TargetAlias: "dst",
-		SourceOpts:        []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)},
-		TargetOpts:        []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)},
-		Filters:           []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll("orders")}},
-		RefreshInterval:   200 * time.Millisecond,
-		ProgressInterval:  50 * time.Millisecond,
-		SourceCompression: true,
-		Logger:            discardLogger(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	t.Cleanup(func() {
-		stop()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("Run did not return within 30s of the stop")
-		}
-	})
+	t.Cleanup(startOrdersMirror(t, src, dst, func(c *Config) { c.SourceCompression = true }))
 }
 
 // targetValues reads every record of topic on the target: values by

@@ -17,37 +17,53 @@ import (
 	"github.com/kmirror/kmirror/filters"
 )
 
-// runMirrorUntil runs a mirror of "orders" from src to dst until the
-// target holds want records, then stops it (a clean shutdown: flushed,
-// progress persisted).
-func runMirrorUntil(t *testing.T, src, dst *kfake.Cluster, statePartitions int32, want int64) {
+// startOrdersMirror runs a mirror of "orders" from src to dst, its config
+// adjusted by adjust, until the returned stop is called: stop cancels Run
+// and fails the test if Run fails or does not return within 30s.
+func startOrdersMirror(t *testing.T, src, dst *kfake.Cluster, adjust func(*Config)) (stop func()) {
 	t.Helper()
-	m, err := New(Config{
+	cfg := Config{
 		Name: "m", SourceAlias: "src", TargetAlias: "dst",
 		SourceOpts:       []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)},
 		TargetOpts:       []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)},
 		Filters:          []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll("orders")}},
 		RefreshInterval:  100 * time.Millisecond,
 		ProgressInterval: 50 * time.Millisecond,
-		StatePartitions:  statePartitions,
 		Logger:           discardLogger(),
-	})
+	}
+	adjust(&cfg)
+	m, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
+	return func() {
+		t.Helper()
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("Run did not return within 30s of the stop")
+		}
+	}
+}
+
+// runMirrorUntil runs a mirror of "orders" from src to dst until the
+// target holds want records, then stops it (a clean shutdown: flushed,
+// progress persisted).
+func runMirrorUntil(t *testing.T, src, dst *kfake.Cluster, statePartitions int32, want int64) {
+	t.Helper()
+	stop := startOrdersMirror(t, src, dst, func(c *Config) { c.StatePartitions = statePartitions })
 	adm := kadm.NewClient(newClient(t, dst))
 	waitFor(t, func() bool { return targetRecords(adm, "src.orders") >= want }, fmt.Sprintf("%d records on the target", want))
 	stop()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return within 30s of the stop")
+	if t.Failed() {
+		t.FailNow()
 	}
 }
 
