@@ -232,8 +232,7 @@ func (p *passthrough) place(ctx context.Context) (joins map[int32][]ptWant, retr
 // from the result failed (logged).
 func (p *passthrough) logStarts(ctx context.Context, leader int32, ws []ptWant) map[topicPartition]int64 {
 	out := make(map[topicPartition]int64, len(ws))
-	for start := 0; start < len(ws); start += ptLogStartsPerRequest {
-		chunk := ws[start:min(start+ptLogStartsPerRequest, len(ws))]
+	for chunk := range slices.Chunk(ws, ptLogStartsPerRequest) {
 		req := kmsg.NewPtrListOffsetsRequest()
 		req.ReplicaID = -1
 		req.IsolationLevel = 1
@@ -308,7 +307,7 @@ func (p *passthrough) fetchRequest(leader int32, joins []ptWant) *kmsg.FetchRequ
 	req.IsolationLevel = 1 // read_committed: nothing past the last stable offset
 	req.SessionID, req.SessionEpoch = sess.id, sess.epoch
 
-	joined := make(map[topicPartition]bool, len(joins))
+	joined := make(map[topicPartition]bool, min(len(joins), ptMaxJoins))
 	// The broker fills partitions in request order up to MaxBytes: a
 	// shuffle keeps one busy partition from starving the others. (In a
 	// session, the broker also moves the partitions it returned data for

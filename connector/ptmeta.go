@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -144,8 +145,7 @@ func (p *passthrough) refreshStale(ctx context.Context, cl *kgo.Client, m *ptMet
 func (p *passthrough) refreshLeaders(ctx context.Context, cl *kgo.Client, m *ptMeta, topics []string) (map[string]error, error) {
 	errs := make(map[string]error)
 	var firstErr error
-	for start := 0; start < len(topics); start += ptMetaTopicsPerRequest {
-		chunk := topics[start:min(start+ptMetaTopicsPerRequest, len(topics))]
+	for chunk := range slices.Chunk(topics, ptMetaTopicsPerRequest) {
 		req := kmsg.NewPtrMetadataRequest()
 		for _, topic := range chunk {
 			t := kmsg.NewMetadataRequestTopic()
