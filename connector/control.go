@@ -516,7 +516,6 @@ func (m *Mirror) assignments(selected []filters.Topic, tl targetListing, cp data
 			// Resuming keeps the stored index; starting over replaces
 			// it, deleting the stored chunks of the old one.
 			ix := m.indexes[tp]
-			delete(m.indexes, tp)
 			switch {
 			case floor != nil:
 				next, ix = floor.src, adoptedIndex(ix, floor.src, floor.dst)
@@ -534,6 +533,13 @@ func (m *Mirror) assignments(selected []filters.Topic, tl targetListing, cp data
 		if adopting {
 			continue
 		}
+		// The copier holds the partitions' positions and indexes from
+		// now on: what was loaded for them goes (kept until here, so a
+		// topic that waits keeps its loaded state for the next pass).
+		for _, a := range as {
+			delete(m.indexes, a.tp)
+			delete(m.progress, a.tp)
+		}
 		assigns = append(assigns, as...)
 		if upTo > ts.assigned {
 			ts.assigned = upTo
@@ -541,6 +547,14 @@ func (m *Mirror) assignments(selected []filters.Topic, tl targetListing, cp data
 		if ts.assigned == ts.partitions {
 			ts.state, ts.err = StateMirroring, nil
 		}
+	}
+	// Go maps keep their size: once all that was loaded is assigned (at
+	// 100,000 partitions, tens of MB), fresh ones let it go.
+	if len(m.progress) == 0 {
+		m.progress = make(map[topicPartition]position)
+	}
+	if len(m.indexes) == 0 {
+		m.indexes = make(map[topicPartition]*partitionIndex)
 	}
 	return assigns
 }

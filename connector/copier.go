@@ -56,6 +56,9 @@ type copier struct {
 	// attention is set by a failing promise so the poll loop looks for
 	// partitions to pause and rewind without scanning on every poll.
 	attention atomic.Bool
+	// wakeFn is c.wake, made once: every partition's onFail shares it
+	// (a method value per partition is an allocation per partition).
+	wakeFn func()
 	// fetchErrLogged rate-limits fetch error logs per partition: franz-go
 	// can return the same error on every poll.
 	fetchErrLogged map[topicPartition]time.Time
@@ -388,6 +391,7 @@ func newCopier(log *slog.Logger, m *mirrorMetrics, dst *kgo.Client, produceCtx c
 		parked:          make(map[topicPartition]*partitionState),
 		fetchErrLogged:  make(map[topicPartition]time.Time),
 	}
+	c.wakeFn = c.wake
 	if opts.passthrough {
 		c.pt = newPassthrough(c, opts.dstOpts)
 	}
@@ -434,7 +438,7 @@ func (c *copier) assign(as []assignment, srcOpts []kgo.Opt) (started bool, err e
 			if ps.index == nil {
 				ps.index = newPartitionIndex()
 			}
-			ps.onFail = c.wake
+			ps.onFail = c.wakeFn
 			ps.changes = &c.changes
 			ps.passthrough = c.pt != nil
 		}

@@ -82,16 +82,22 @@ type passthrough struct {
 	gens             uint64 // source of ptPart.gen, unique across re-adds
 
 	// Producer side.
-	queues         map[topicPartition]*ptQueue // every partition's, kept when empty: it holds the producer ID and sequence
-	queued         map[topicPartition]*ptQueue // those with batches queued or in flight: what the send loop walks
-	pid            int64                       // the shared producer ID (-1: none yet)
-	epoch          int16
-	buffered       int           // bytes queued or in flight
-	space          chan struct{} // closed when bytes are released
-	kickSend       chan struct{}
-	decomp         kgo.Decompressor
-	comps          map[int8]kgo.Compressor
-	loggedFallback map[string]bool // partition+reason, logged once
+	queues map[topicPartition]*ptQueue // every partition's, kept when empty: it holds the producer ID and sequence
+	queued map[topicPartition]*ptQueue // those with batches queued or in flight: what the send loop walks
+	pid    int64                       // the shared producer ID (-1: none yet)
+	epoch  int16
+	// buffered and bufferedBatches are the bytes and batches queued or
+	// in flight, readyBytes and readyBatches those of the fetches in
+	// ready. enqueue waits while the bytes exceed the producer's buffer;
+	// the fetch loop lets partitions join while all four leave room
+	// (room).
+	buffered, bufferedBatches int
+	readyBytes, readyBatches  int
+	space                     chan struct{} // closed when bytes are released
+	kickSend                  chan struct{}
+	decomp                    kgo.Decompressor
+	comps                     map[int8]kgo.Compressor
+	loggedFallback            map[string]bool // partition+reason, logged once
 }
 
 type ptPart struct {
@@ -279,7 +285,7 @@ func (p *passthrough) take() []ptFetch {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := p.ready
-	p.ready = nil
+	p.ready, p.readyBytes, p.readyBatches = nil, 0, 0
 	for _, f := range out {
 		if pp := p.parts[f.tp]; pp != nil {
 			pp.buffered = false
@@ -495,6 +501,7 @@ func (p *passthrough) enqueue(ps *partitionState, u *ptUnit) {
 	q.units = append(q.units, u)
 	p.queued[ps.tp] = q
 	p.buffered += len(u.batch)
+	p.bufferedBatches++
 	p.mu.Unlock()
 	kick(p.kickSend)
 }
@@ -679,7 +686,7 @@ func (p *passthrough) result(tp topicPartition, q *ptQueue, u *ptUnit, base int6
 		}
 		q.seq += u.count // int32 wraps to 0 past MaxInt32, as the broker expects
 		q.backoff = 0
-		p.release(len(u.batch))
+		p.release(u)
 		ps := q.ps // replaced by enqueue under p.mu
 		p.mu.Unlock()
 		p.settle(ps, u, base, nil)
@@ -747,7 +754,7 @@ func (p *passthrough) failQueue(tp topicPartition, q *ptQueue, err error) {
 	q.units, q.sending, q.seq, q.pid, q.failed = nil, false, 0, -2, err
 	delete(p.queued, tp)
 	for _, u := range units {
-		p.release(len(u.batch))
+		p.release(u)
 	}
 	p.mu.Unlock()
 	for _, u := range units {
@@ -755,11 +762,18 @@ func (p *passthrough) failQueue(tp topicPartition, q *ptQueue, err error) {
 	}
 }
 
-// release frees buffer space. The caller holds p.mu.
-func (p *passthrough) release(n int) {
-	p.buffered -= n
+// release frees u's place in the buffer: enqueue may go on, and the
+// fetch loop may let partitions join again (room). The caller holds
+// p.mu.
+func (p *passthrough) release(u *ptUnit) {
+	wasFull := p.room() == 0
+	p.buffered -= len(u.batch)
+	p.bufferedBatches--
 	close(p.space)
 	p.space = make(chan struct{})
+	if wasFull && p.room() > 0 {
+		kick(p.kickFetch)
+	}
 }
 
 // ensurePID gets the shared producer ID, or q's own after a failure

@@ -52,6 +52,17 @@ const ptLogStartsPerRequest = 10_000
 // memory. In 25,000s they stream through.
 const ptMaxJoins = 25_000
 
+// ptMaxBatches bounds the batches fetched and not yet acknowledged, as the
+// producer's buffer bounds their bytes (franz-go bounds a producer's
+// records and bytes alike). A small batch holds far more than its bytes
+// (its share of the fetch response, its unit, its produce request entry,
+// the index and progress writes its acknowledgement makes: about 2 KiB),
+// so bytes alone let a restart of 100,000 partitions hold all of them at
+// once. Two rounds of joins: one fetched while the other is produced. A
+// Fetch request costs the broker time for every partition of its session,
+// so rounds are few and large rather than one per acknowledgement.
+const ptMaxBatches = 2 * ptMaxJoins
+
 type ptWant struct {
 	tp  topicPartition
 	pos int64
@@ -94,11 +105,21 @@ func (p *passthrough) fetchLoop(ctx context.Context) {
 		busyMu.Unlock()
 	}
 	for ctx.Err() == nil {
-		joins, retry := p.place(ctx)
+		var joins map[int32][]ptWant
+		var retry, full bool
+		// Placing while every leader's fetch is in flight would be
+		// done again once one returns (which kicks the loop).
+		if !p.allBusy(busy, &busyMu) {
+			joins, retry, full = p.place(ctx)
+		}
 		p.mu.Lock()
 		leaders := make(map[int32]bool, len(p.sessions)+len(joins))
 		for leader, s := range p.sessions {
-			if s.members > 0 || len(s.forget) > 0 {
+			// With the buffer full, no fetch: a fetch of the members
+			// alone would be a long poll on partitions that mostly
+			// have nothing new, holding up the joins that room in the
+			// buffer lets in (release kicks the loop).
+			if !full && (s.members > 0 || len(s.forget) > 0) {
 				leaders[leader] = true
 			}
 		}
@@ -150,19 +171,64 @@ func (p *passthrough) fetchLoop(ctx context.Context) {
 	}
 }
 
+// room is how many partitions may join now: none while the batches or
+// bytes fetched and not yet acknowledged leave less than a quarter of
+// their bounds (joins come in rounds of thousands, not one per
+// acknowledgement), else as many as the batches leave room for. The
+// caller holds p.mu.
+func (p *passthrough) room() int {
+	batches := ptMaxBatches - p.bufferedBatches - p.readyBatches
+	bytes := ProducerMaxBufferedBytes - p.buffered - p.readyBytes
+	if p.bufferedBatches+p.readyBatches > 0 && (batches < ptMaxBatches/4 || bytes < ProducerMaxBufferedBytes/4) {
+		return 0
+	}
+	return max(1, batches)
+}
+
+// allBusy reports whether every source leader with a fetch session has a
+// fetch in flight (false with no session yet).
+func (p *passthrough) allBusy(busy map[int32]bool, busyMu *sync.Mutex) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	busyMu.Lock()
+	defer busyMu.Unlock()
+	for leader := range p.sessions {
+		if !busy[leader] {
+			return false
+		}
+	}
+	return len(p.sessions) > 0
+}
+
 // place finds the leader and position of each partition in toPlace: joins
 // holds them by leader. Leaders and log starts are asked for in batches;
 // a partition whose leader or log start cannot be had now stays there
-// (logged), and retry says so.
-func (p *passthrough) place(ctx context.Context) (joins map[int32][]ptWant, retry bool) {
+// (logged), and retry says so. full says partitions wait for room in the
+// buffer (ptPlaceRoom).
+func (p *passthrough) place(ctx context.Context) (joins map[int32][]ptWant, retry, full bool) {
 	p.mu.Lock()
 	if len(p.toPlace) == 0 {
 		p.mu.Unlock()
-		return nil, false
+		return nil, false, false
 	}
-	wants := make([]ptWant, 0, len(p.toPlace))
+	// At most ptMaxJoins a round (no more can join a request), and no
+	// more than the buffer has room for: a partition joining brings at
+	// least a batch back. Looking up 100,000 at once held their wants,
+	// leaders and joins through a restart's busiest seconds; joining
+	// them all held their batches.
+	room := p.room()
+	if room == 0 {
+		p.mu.Unlock()
+		return nil, false, true // release kicks the loop
+	}
+	limit := min(ptMaxJoins, room)
+	wants := make([]ptWant, 0, min(len(p.toPlace), limit))
 	topics := make(map[string]bool)
 	for tp := range p.toPlace {
+		if len(wants) == limit {
+			retry = true // the rest are placed on the next round
+			break
+		}
 		pp := p.parts[tp]
 		if pp == nil {
 			delete(p.toPlace, tp)
@@ -224,7 +290,7 @@ func (p *passthrough) place(ctx context.Context) (joins map[int32][]ptWant, retr
 		}
 		p.mu.Unlock()
 	}
-	return joins, retry
+	return joins, retry, false
 }
 
 // logStarts asks leader for the log start offsets of ws' partitions, in
@@ -496,6 +562,7 @@ func (p *passthrough) accept(leader int32, tp topicPartition, rp kmsg.FetchRespo
 		pp.hw, pp.lso, pp.marksSet = rp.HighWatermark, rp.LastStableOffset, true
 		p.leaveSession(tp, pp)
 		p.ready = append(p.ready, f)
+		p.readyBatches++
 		pp.buffered = true
 		return true
 	}
@@ -506,6 +573,8 @@ func (p *passthrough) accept(leader int32, tp topicPartition, rp kmsg.FetchRespo
 	// it with franz-go's parser and rewinds to after what that returned.
 	p.leaveSession(tp, pp)
 	p.ready = append(p.ready, f)
+	p.readyBytes += len(rp.RecordBatches)
+	p.readyBatches += max(1, len(hs))
 	pp.buffered = true
 	return true
 }

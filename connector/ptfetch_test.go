@@ -268,3 +268,54 @@ func TestFetchJoinsBounded(t *testing.T) {
 		t.Fatalf("after two requests: %d to place, %d members", len(p.toPlace), p.sessions[1].members)
 	}
 }
+
+// TestFetchRoomBounded: partitions join only while the batches and bytes
+// fetched and not yet acknowledged leave room (a restart of 100,000
+// partitions of small batches otherwise held them all at once), and the
+// acknowledgement that makes room wakes the fetch loop.
+func TestFetchRoomBounded(t *testing.T) {
+	p := newPassthrough(&copier{}, nil)
+	if got := p.room(); got != ptMaxBatches {
+		t.Fatalf("room with nothing in flight = %d, want %d", got, ptMaxBatches)
+	}
+	p.readyBatches = ptMaxBatches / 2
+	if got := p.room(); got != ptMaxBatches/2 {
+		t.Fatalf("room with half the batches ready = %d, want %d", got, ptMaxBatches/2)
+	}
+	p.bufferedBatches = ptMaxBatches/4 + 1 // under a quarter left
+	if got := p.room(); got != 0 {
+		t.Fatalf("room with %d batches in flight = %d, want 0", p.readyBatches+p.bufferedBatches, got)
+	}
+	p.add(topicPartition{"t", 0}, 0)
+	<-p.kickFetch
+	joins, _, full := p.place(context.Background())
+	if joins != nil || !full || len(p.toPlace) != 1 {
+		t.Fatalf("place with no room: joins %v, full %v, %d to place; want none, full, 1 waiting", joins, full, len(p.toPlace))
+	}
+	// An acknowledgement that brings the room back wakes the loop.
+	p.bufferedBatches++
+	u := &ptUnit{batch: make([]byte, 100)}
+	p.buffered = 100
+	p.release(u)
+	select {
+	case <-p.kickFetch:
+		t.Fatal("release kicked the fetch loop with still no room")
+	default:
+	}
+	p.buffered = 100
+	p.release(u) // now a quarter is left
+	if got := p.room(); got != ptMaxBatches/4 {
+		t.Fatalf("room after the release = %d, want %d", got, ptMaxBatches/4)
+	}
+	select {
+	case <-p.kickFetch:
+	default:
+		t.Fatal("release that made room did not kick the fetch loop")
+	}
+	// The bytes bound the same way.
+	p.readyBatches, p.bufferedBatches = 0, 1
+	p.buffered = ProducerMaxBufferedBytes*3/4 + 1
+	if got := p.room(); got != 0 {
+		t.Fatalf("room with %d bytes in flight = %d, want 0", p.buffered, got)
+	}
+}
