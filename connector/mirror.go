@@ -454,8 +454,14 @@ func (m *Mirror) Run(ctx context.Context) error {
 	// Metrics on a ticker of their own: the writer can block on a full
 	// producer buffer, and that is when the lag matters most.
 	bg.Go(func() {
+		// The indexes' memory moves only with the indexes: an idle
+		// worker's walk over every partition found the same total each
+		// tick. (Slots have a counter each: they walk every tick.)
+		var budget persistGate
 		every(copyCtx, progressTick(m.cfg.ProgressInterval), func() {
-			m.enforceIndexBudget()
+			if single == nil || budget.due(single.changes.Load(), time.Now()) {
+				m.enforceIndexBudget()
+			}
 			m.updateMetrics()
 		})
 	})

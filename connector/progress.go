@@ -383,9 +383,10 @@ func (w *progressWriter) writeSync(ctx context.Context) error {
 // configured interval cannot spin.
 func progressTick(d time.Duration) time.Duration { return max(d, 10*time.Millisecond) }
 
-// persistGate decides whether a writer tick walks the partitions: only
-// when the copier's change counter moved since the last walk (with 100,000
-// idle partitions, a walk every second was most of an idle worker's CPU),
+// persistGate decides whether a tick of the progress writer (or of the
+// index budget) walks the partitions: only when the copier's change
+// counter moved since the last walk (with 100,000 idle partitions, a walk
+// every second was most of an idle worker's CPU),
 // and at least every persistFullWalk whatever the counter says, so that a
 // change that forgot to count is written late rather than never.
 type persistGate struct {
