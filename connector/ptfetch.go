@@ -203,8 +203,8 @@ func (p *passthrough) allBusy(busy map[int32]bool, busyMu *sync.Mutex) bool {
 // place finds the leader and position of each partition in toPlace: joins
 // holds them by leader. Leaders and log starts are asked for in batches;
 // a partition whose leader or log start cannot be had now stays there
-// (logged), and retry says so. full says partitions wait for room in the
-// buffer (ptPlaceRoom).
+// (logged), and retry says so. full says they wait for room (room): what
+// is fetched and not yet acknowledged is at its bounds.
 func (p *passthrough) place(ctx context.Context) (joins map[int32][]ptWant, retry, full bool) {
 	p.mu.Lock()
 	if len(p.toPlace) == 0 {
