@@ -55,7 +55,8 @@ bench-mm2:
 ## bench-scale: kmirror and the plain loop with many partitions, one worker: start to every
 ## partition's first record, peak RSS, idle and trickle CPU, memory over the trickle, restart time;
 ## 100,000 partitions on kfake, then 10,000 on real Apache Kafka 4.3.1 (Java and Maven as
-## test-e2e); writes bench/results/scale-kfake.md and scale-kafka.md. Smoke run:
+## test-e2e), where MirrorMaker 2 runs too; writes bench/results/scale-kfake.md and
+## scale-kafka.md. Smoke run:
 ## make bench-scale BENCH_SCALE_FLAGS="-topics 200 -partitions 5 -idle 3s -trickle 5s -out -"
 BENCH_SCALE_FLAGS ?=
 bench-scale:

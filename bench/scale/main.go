@@ -1,5 +1,6 @@
-// Command scale (make bench-scale) measures kmirror and the plain loop
-// with many partitions, one worker each (issue 14):
+// Command scale (make bench-scale) measures kmirror, the plain loop and,
+// on real Kafka, MirrorMaker 2 with many partitions, one worker each
+// (issue 14):
 //
 //   - start: -topics topics of -partitions partitions, one record in each,
 //     are on the source before the contender starts; the figure is the time
@@ -16,6 +17,11 @@
 //     (state loaded, copying resumed), with the peak RSS of the new process.
 //
 // The target must then hold exactly the source's records per partition.
+// MirrorMaker 2 (-backend kafka only, dedicated mode, one JVM, as
+// bench-mm2) gets -mm2-wait to bring every partition's first record over:
+// a run that does not is reported as such (how far it got), not as a
+// failure of the bench; MM2 copies at least once, so its final check
+// reports records over the source's rather than failing.
 // Backends: kfake (-backend kfake: two kfakesrv processes, each the only
 // broker of its cluster) and real Apache Kafka 4.3.1 from the Maven jars
 // (-backend kafka, as bench-mm2). Every contender gets a fresh pair of
@@ -66,6 +72,8 @@ type options struct {
 	idle, trickle      time.Duration
 	trickleRate        int
 	brokerHeap         string
+	mm2Heap            string
+	mm2Wait            time.Duration
 	out                string
 }
 
@@ -84,28 +92,40 @@ func run() int {
 	flag.StringVar(&o.backend, "backend", "kfake", "kfake or kafka")
 	flag.IntVar(&o.topics, "topics", 0, "source topics (default: 10000 on kfake, 2000 on kafka)")
 	flag.IntVar(&o.partitions, "partitions", 0, "partitions per topic (default: 10 on kfake, 5 on kafka)")
-	flag.StringVar(&contenders, "contenders", "limit,kmirror", "limit, kmirror")
+	flag.StringVar(&contenders, "contenders", "", "limit, kmirror, mm2 (default: limit,kmirror on kfake, limit,kmirror,mm2 on kafka)")
 	flag.DurationVar(&o.idle, "idle", 10*time.Second, "idle phase")
 	flag.DurationVar(&o.trickle, "trickle", 60*time.Second, "trickle phase")
 	flag.IntVar(&o.trickleRate, "trickle-rate", 1000, "trickle: records per second over all partitions")
 	flag.StringVar(&o.brokerHeap, "broker-heap", "2g", "kafka: each broker's -Xmx")
+	flag.StringVar(&o.mm2Heap, "mm2-heap", "1g", "MirrorMaker 2's -Xmx")
+	flag.DurationVar(&o.mm2Wait, "mm2-wait", 10*time.Minute, "how long MirrorMaker 2 gets to bring every partition's first record over")
 	flag.StringVar(&o.out, "out", "", "also write the report here when every run passed (default bench/results/scale-<backend>.md; \"-\" to skip)")
 	flag.Parse()
 	switch o.backend {
 	case "kfake":
 		o.topics, o.partitions = or(o.topics, 10000), or(o.partitions, 10)
+		if contenders == "" {
+			contenders = "limit,kmirror"
+		}
 	case "kafka":
 		o.topics, o.partitions = or(o.topics, 2000), or(o.partitions, 5)
+		if contenders == "" {
+			contenders = "limit,kmirror,mm2"
+		}
 	default:
 		log.Printf("unknown backend %q (want kfake or kafka)", o.backend)
 		return 2
 	}
 	for _, n := range strings.Split(contenders, ",") {
-		if n = strings.TrimSpace(n); n != "limit" && n != "kmirror" {
-			log.Printf("unknown contender %q (want limit or kmirror)", n)
+		switch n = strings.TrimSpace(n); {
+		case n == "mm2" && o.backend != "kafka":
+			log.Printf("contender mm2 needs -backend kafka")
+			return 2
+		case n != "limit" && n != "kmirror" && n != "mm2":
+			log.Printf("unknown contender %q (want limit, kmirror or mm2)", n)
 			return 2
 		}
-		o.contenders = append(o.contenders, strings.TrimSpace(n))
+		o.contenders = append(o.contenders, n)
 	}
 	switch o.out {
 	case "":
@@ -133,6 +153,10 @@ func run() int {
 			break
 		}
 		rep.rows = append(rep.rows, r)
+		if r.unfinished != "" {
+			log.Printf("  %s: %s", name, r.unfinished)
+			continue
+		}
 		log.Printf("  %s: every partition's first record after %.1fs, peak RSS %s MiB", name, r.start.Seconds(), mib(r.startRSS))
 	}
 	out := o.out
@@ -247,6 +271,11 @@ type row struct {
 	brokerCPU             time.Duration
 	loadBefore, loadAfter string
 	verified              int64
+	// unfinished says how far a contender got that did not bring every
+	// partition's first record over in its time (MM2); extra, the
+	// records it wrote more than once (MM2 copies at least once).
+	unfinished string
+	extra      int64
 }
 
 func (e *env) runContender(ctx context.Context, name string) (r row, err error) {
@@ -309,9 +338,22 @@ func (e *env) runContender(ctx context.Context, name string) (r row, err error) 
 	for i, t := range topics {
 		targets[i] = targetPrefix + t
 	}
-	wctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
+	wait := 15 * time.Minute
+	if name == "mm2" {
+		wait = e.o.mm2Wait
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	if err := waitTarget(wctx, proc, dstAdm, targets, e.o.partitions, func(p int64) bool { return p >= 1 }); err != nil {
+		var short *shortError
+		if name == "mm2" && errors.As(err, &short) && ctx.Err() == nil {
+			st, _ := kafkatest.ReadProcStat(proc.Pid())
+			r.startRSS, r.startCPU = st.PeakRSS, int64(st.CPU)
+			r.unfinished = fmt.Sprintf("%d of %d partitions had their first record on the target after %s", short.done, short.total, wait)
+			r.brokerCPU = e.brokerCPU() - brokers0
+			r.loadAfter = machine.Loadavg()
+			return r, nil
+		}
 		return r, fmt.Errorf("start: %w", err)
 	}
 	r.start = time.Since(proc.Started)
@@ -369,13 +411,30 @@ func (e *env) runContender(ctx context.Context, name string) (r row, err error) 
 	}
 	vctx, cancel2 := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel2()
-	if err := waitTargetExact(vctx, proc, dstAdm, targets, e.o.partitions, want); err != nil {
+	if name == "mm2" {
+		// At least once: every record there, duplicates counted.
+		if err := waitTargetAll(vctx, proc, dstAdm, targets, e.o.partitions, want); err != nil {
+			return r, fmt.Errorf("final check: %w", err)
+		}
+	} else if err := waitTargetExact(vctx, proc, dstAdm, targets, e.o.partitions, want); err != nil {
 		return r, fmt.Errorf("final check: %w", err)
 	}
 	for _, ps := range want {
 		for _, v := range ps {
 			r.verified += v
 		}
+	}
+	if name == "mm2" {
+		got, err := workload.EndOffsets(ctx, dstAdm, targets...)
+		if err != nil {
+			return r, err
+		}
+		for _, ps := range got {
+			for _, v := range ps {
+				r.extra += v
+			}
+		}
+		r.extra -= r.verified
 	}
 	r.brokerCPU = e.brokerCPU() - brokers0
 	r.loadAfter = machine.Loadavg()
@@ -396,9 +455,16 @@ func (e *env) brokerCPU() time.Duration {
 // the topic pattern and replication factor 1) or the loop (this binary's
 // limit-child).
 func (e *env) startContender(name, dir string) (*kafkatest.Process, error) {
-	if name == "limit" {
+	switch name {
+	case "limit":
 		cmd := exec.Command(e.self, "limit-child", "-src", e.srcAddr, "-dst", e.dstAddr, "-topics", topicPrefix+".*", "-prefix", targetPrefix)
 		return kafkatest.StartProcess(cmd, filepath.Join(dir, "limit.log"))
+	case "mm2":
+		path := filepath.Join(dir, "mm2.properties")
+		if err := os.WriteFile(path, []byte(e.mm2Properties()), 0o644); err != nil {
+			return nil, err
+		}
+		return e.rt.StartMirrorMaker(dir, path, append([]string{"-Xms256m", "-Xmx" + e.o.mm2Heap}, kafkatest.MirrorMakerJVMOpts[2:]...))
 	}
 	cfg := fmt.Sprintf(`# generated by bench/scale
 clusters:
@@ -417,6 +483,36 @@ http: {listen: "127.0.0.1:0"}
 		return nil, err
 	}
 	return kafkatest.StartProcess(exec.Command(e.kmirror, "run", "--config", path), filepath.Join(dir, "kmirror.log"))
+}
+
+// mm2Properties is MirrorMaker 2's configuration (dedicated mode): one
+// way, no heartbeats, checkpoints or offset syncs (kmirror and the loop
+// copy records only here too), the default replication policy ("src."
+// prefix, as kmirror's), the topic refresh at kmirror's interval, and the
+// Java clients' defaults otherwise. One task: one worker, as the others.
+func (e *env) mm2Properties() string {
+	var b strings.Builder
+	w := func(k, v string) { fmt.Fprintf(&b, "%s = %s\n", k, v) }
+	b.WriteString("# generated by bench/scale: MirrorMaker 2, dedicated mode\n")
+	w("clusters", "src, dst")
+	w("src.bootstrap.servers", e.srcAddr)
+	w("dst.bootstrap.servers", e.dstAddr)
+	w("src->dst.enabled", "true")
+	w("src->dst.topics", topicPrefix+".*")
+	w("dst->src.enabled", "false")
+	w("emit.heartbeats.enabled", "false")
+	w("emit.checkpoints.enabled", "false")
+	w("sync.group.offsets.enabled", "false")
+	w("emit.offset-syncs.enabled", "false")
+	w("sync.topic.acls.enabled", "false")
+	w("tasks.max", "1")
+	w("refresh.topics.interval.seconds", "10")
+	for _, k := range []string{"replication.factor", "offset.storage.replication.factor", "config.storage.replication.factor", "status.storage.replication.factor"} {
+		w(k, "1")
+	}
+	w("dst.scheduled.rebalance.max.delay.ms", "0")
+	w("src.consumer.isolation.level", "read_committed")
+	return b.String()
 }
 
 func admin(addr string) (*kadm.Client, func(), error) {
@@ -566,10 +662,31 @@ func poll(ctx context.Context, proc *kafkatest.Process, adm *kadm.Client, target
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%d of %d target partitions done (last listing error: %v): %w", last, len(targets)*partitions, lastErr, ctx.Err())
+			return &shortError{done: last, total: len(targets) * partitions, listErr: lastErr, err: ctx.Err()}
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// shortError is a wait that ended before every partition was done.
+type shortError struct {
+	done, total int
+	listErr     error // the last listing's
+	err         error
+}
+
+func (e *shortError) Error() string {
+	return fmt.Sprintf("%d of %d target partitions done (last listing error: %v): %v", e.done, e.total, e.listErr, e.err)
+}
+
+func (e *shortError) Unwrap() error { return e.err }
+
+// waitTargetAll waits until every target partition holds at least its
+// source partition's records (a contender that copies at least once).
+func waitTargetAll(ctx context.Context, proc *kafkatest.Process, adm *kadm.Client, targets []string, partitions int, want map[string]map[int32]int64) error {
+	return poll(ctx, proc, adm, targets, partitions, func(got map[string]map[int32]int64, t string, p int32) bool {
+		return got[t][p] >= want[strings.TrimPrefix(t, targetPrefix)][p]
+	})
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.0f", float64(b)/(1<<20)) }
@@ -599,14 +716,23 @@ func (r *report) render(failed error) string {
 	b.WriteString("| contender | start → every partition's first record s | peak RSS MiB | CPU to there s | idle CPU % | trickle CPU % | RSS before → after trickle MiB | restart → every record s | peak RSS after restart MiB | broker CPU s | records checked | load before → after |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|\n")
 	for _, w := range r.rows {
+		if w.unfinished != "" {
+			fmt.Fprintf(&b, "| %s | not finished: %s | %s | %.1f | - | - | - | - | - | %.0f | - | %s → %s |\n",
+				w.name, w.unfinished, mib(w.startRSS), time.Duration(w.startCPU).Seconds(), w.brokerCPU.Seconds(), w.loadBefore, w.loadAfter)
+			continue
+		}
 		restart, rrss := "-", "-"
 		if w.restart >= 0 {
 			restart, rrss = fmt.Sprintf("%.1f", w.restart.Seconds()), mib(w.restartRSS)
 		}
-		fmt.Fprintf(&b, "| %s | %.1f | %s | %.1f | %.1f | %.1f | %s → %s | %s | %s | %.0f | %d | %s → %s |\n",
+		checked := fmt.Sprint(w.verified)
+		if w.extra > 0 {
+			checked += fmt.Sprintf(" (+%d copied twice)", w.extra)
+		}
+		fmt.Fprintf(&b, "| %s | %.1f | %s | %.1f | %.1f | %.1f | %s → %s | %s | %s | %.0f | %s | %s → %s |\n",
 			w.name, w.start.Seconds(), mib(w.startRSS), time.Duration(w.startCPU).Seconds(),
 			100*w.idleCPU.Seconds()/o.idle.Seconds(), 100*w.trickleCPU.Seconds()/o.trickle.Seconds(),
-			mib(w.rssBefore), mib(w.rssAfter), restart, rrss, w.brokerCPU.Seconds(), w.verified, w.loadBefore, w.loadAfter)
+			mib(w.rssBefore), mib(w.rssAfter), restart, rrss, w.brokerCPU.Seconds(), checked, w.loadBefore, w.loadAfter)
 	}
 	for _, w := range r.rows {
 		if len(w.rssDuring) > 0 {
@@ -618,17 +744,25 @@ func (r *report) render(failed error) string {
 		}
 	}
 	b.WriteString("\nstart: from the contender's process start; the loop lists the topics once and creates the target topics itself, kmirror discovers and creates them. Target end offsets are polled every second (listing this many partitions is not free), so figures are within a second. CPU %: of one core. The last check: every target partition holds exactly its source partition's records.\n")
-	var lim, km *row
+	var lim, km, mm *row
 	for i := range r.rows {
 		switch r.rows[i].name {
 		case "limit":
 			lim = &r.rows[i]
 		case "kmirror":
 			km = &r.rows[i]
+		case "mm2":
+			mm = &r.rows[i]
 		}
+	}
+	if mm != nil {
+		b.WriteString("\nMirrorMaker 2: dedicated mode, one task, -Xmx" + o.mm2Heap + "; no heartbeats, checkpoints or offset syncs; the Java clients' defaults otherwise; not restarted (it copies at least once, so its last check counts the records it wrote twice rather than failing).\n")
 	}
 	if lim != nil && km != nil {
 		fmt.Fprintf(&b, "\n**kmirror / loop, start to every partition's first record: %.2f×** (%.1f s / %.1f s).\n", km.start.Seconds()/lim.start.Seconds(), km.start.Seconds(), lim.start.Seconds())
+	}
+	if mm != nil && km != nil && mm.unfinished == "" {
+		fmt.Fprintf(&b, "\n**MirrorMaker 2 / kmirror, start to every partition's first record: %.2f×** (%.1f s / %.1f s).\n", mm.start.Seconds()/km.start.Seconds(), mm.start.Seconds(), km.start.Seconds())
 	}
 	if failed != nil {
 		fmt.Fprintf(&b, "\n**FAILED:** %v\n", failed)
