@@ -271,6 +271,7 @@ func (m *Mirror) listTarget(ctx context.Context, c *clients, selected []filters.
 		return tl, fmt.Errorf("list target topics: %w", m.dstErr(err))
 	}
 	var missing []string
+	createdAt := make(map[string]time.Time)
 	m.mu.Lock()
 	for _, t := range selected {
 		ts := m.topics[t.Name]
@@ -279,6 +280,7 @@ func (m *Mirror) listTarget(ctx context.Context, c *clients, selected []filters.
 		}
 		if _, ok := dstTopics[ts.target]; !ok && (ts.exists || ts.assigned > 0 || ts.fatal != nil) {
 			missing = append(missing, ts.target)
+			createdAt[ts.target] = ts.createdAt
 		}
 	}
 	m.mu.Unlock()
@@ -289,6 +291,19 @@ func (m *Mirror) listTarget(ctx context.Context, c *clients, selected []filters.
 		}
 		maps.Copy(dstTopics, again)
 		tl.gone = gone
+	}
+	// A broker learns of a topic some time after the controller created
+	// it: seconds, or tens of seconds when thousands of partitions were
+	// created at once (each a log to make before the broker's metadata
+	// shows them). A topic created here that long ago is not gone but not
+	// known yet; believing it gone copied its source topic again from the
+	// start (records already copied, twice).
+	now := time.Now()
+	for name := range tl.gone {
+		if at := createdAt[name]; !at.IsZero() && now.Sub(at) < targetPropagation {
+			delete(tl.gone, name)
+			dstTopics[name] = kadm.TopicDetail{Topic: name, Err: fmt.Errorf("created %s ago, not in the target's metadata yet", now.Sub(at).Round(time.Second))}
+		}
 	}
 	for _, td := range dstTopics {
 		if td.Err != nil {
@@ -302,6 +317,10 @@ func (m *Mirror) listTarget(ctx context.Context, c *clients, selected []filters.
 	}
 	return tl, nil
 }
+
+// targetPropagation is how long after creating a target topic its absence
+// from the target's metadata means "not known yet" rather than "deleted".
+var targetPropagation = 2 * time.Minute // a var for tests
 
 // reconciled is what a pass changes: partitions to stop copying, topics to
 // create or grow, topics that left the selection.

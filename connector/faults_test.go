@@ -710,3 +710,87 @@ func TestDeletedTopicStateFreed(t *testing.T) {
 		t.Errorf("stored progress of kept/0 = %+v, want 9", pos)
 	}
 }
+
+// TestPassJustCreatedTopicNotGone: a target topic this worker created a
+// moment ago that the target's metadata does not show yet (a broker
+// learns of new topics after the controller made them: tens of seconds
+// with thousands of partitions) is not gone: its copy goes on from where
+// it was, not from the start (which copied records twice). Once that has
+// lasted targetPropagation, absence is deletion again.
+func TestPassJustCreatedTopicNotGone(t *testing.T) {
+	src, dst := testClusters(t)
+	h := newPassHarness(t, src, dst)
+	h.createWithProgress(t, "orders", 1, 25)
+	h.mustPass(t) // creates src.orders and resumes at 25
+	ps := h.cp.partition(topicPartition{"orders", 0})
+	if ps == nil || ps.acked != 25 {
+		t.Fatalf("partition 0 = %+v, want resumed at 25", ps)
+	}
+	creates := countCreates(dst)
+	stop := notYetKnownFault(t, dst, "src.orders")
+	h.mustPass(t)
+	if got := h.cp.partition(topicPartition{"orders", 0}); got != ps || ps.acked != 25 {
+		t.Fatalf("a topic not yet in the metadata was taken as deleted: partition 0 = %+v", got)
+	}
+	if n := creates("src.orders"); n != 0 {
+		t.Fatalf("src.orders created again %d times", n)
+	}
+	stop()
+	h.mustPass(t)
+	if got := h.cp.partition(topicPartition{"orders", 0}); got != ps || ps.acked != 25 {
+		t.Fatalf("after the metadata caught up: partition 0 = %+v, want the same copy at 25", got)
+	}
+
+	// Past targetPropagation, a topic that stays unknown is deleted.
+	old := targetPropagation
+	targetPropagation = 0
+	t.Cleanup(func() { targetPropagation = old })
+	stop = notYetKnownFault(t, dst, "src.orders")
+	h.mustPass(t)
+	stop()
+	if got := h.cp.partition(topicPartition{"orders", 0}); got == ps {
+		t.Fatal("a topic missing past targetPropagation was kept")
+	}
+}
+
+// notYetKnownFault makes c's metadata not know topic (as a broker that
+// has not caught up with its controller): listings lack it and requests
+// naming it alone answer UNKNOWN_TOPIC_OR_PARTITION for it.
+func notYetKnownFault(t *testing.T, c *kfake.Cluster, topic string) (stop func()) {
+	t.Helper()
+	cl := newClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	snap, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := snap.AppendTo(nil)
+	var stopped atomic.Bool
+	c.ControlKey(int16(kmsg.Metadata), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		if stopped.Load() {
+			return nil, nil, false
+		}
+		c.KeepControl()
+		req := kr.(*kmsg.MetadataRequest)
+		resp := kmsg.NewPtrMetadataResponse()
+		resp.Version = snap.Version
+		if err := resp.ReadFrom(raw); err != nil {
+			return nil, err, true
+		}
+		resp.Version = req.Version
+		switch {
+		case req.Topics == nil:
+			resp.Topics = slices.DeleteFunc(resp.Topics, func(rt kmsg.MetadataResponseTopic) bool { return rt.Topic != nil && *rt.Topic == topic })
+		case len(req.Topics) == 1 && req.Topics[0].Topic != nil && *req.Topics[0].Topic == topic:
+			rt := kmsg.NewMetadataResponseTopic()
+			rt.Topic = kmsg.StringPtr(topic)
+			rt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			resp.Topics = []kmsg.MetadataResponseTopic{rt}
+		default:
+			return nil, nil, false
+		}
+		return resp, nil, true
+	})
+	return func() { stopped.Store(true) }
+}

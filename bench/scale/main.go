@@ -75,6 +75,7 @@ type options struct {
 	mm2Heap            string
 	mm2Wait            time.Duration
 	out                string
+	keep               bool
 }
 
 func main() {
@@ -100,6 +101,7 @@ func run() int {
 	flag.StringVar(&o.mm2Heap, "mm2-heap", "1g", "MirrorMaker 2's -Xmx")
 	flag.DurationVar(&o.mm2Wait, "mm2-wait", 10*time.Minute, "how long MirrorMaker 2 gets to bring every partition's first record over")
 	flag.StringVar(&o.out, "out", "", "also write the report here when every run passed (default bench/results/scale-<backend>.md; \"-\" to skip)")
+	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (the contenders' logs and configs) and print its path")
 	flag.Parse()
 	switch o.backend {
 	case "kfake":
@@ -141,7 +143,11 @@ func run() int {
 		log.Print(err)
 		return 1
 	}
-	defer os.RemoveAll(e.dir)
+	if o.keep {
+		log.Printf("work directory (kept): %s", e.dir)
+	} else {
+		defer os.RemoveAll(e.dir)
+	}
 	rep := report{o: &o, started: time.Now(), load0: machine.Loadavg(), kmirrorVersion: e.kmirrorVersion}
 	var failed error
 	for _, name := range o.contenders {
