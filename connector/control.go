@@ -280,7 +280,9 @@ func (m *Mirror) listTarget(ctx context.Context, c *clients, selected []filters.
 		}
 		if _, ok := dstTopics[ts.target]; !ok && (ts.exists || ts.assigned > 0 || ts.fatal != nil) {
 			missing = append(missing, ts.target)
-			createdAt[ts.target] = ts.createdAt
+			if !ts.listed {
+				createdAt[ts.target] = ts.createdAt
+			}
 		}
 	}
 	m.mu.Unlock()
@@ -295,9 +297,9 @@ func (m *Mirror) listTarget(ctx context.Context, c *clients, selected []filters.
 	// A broker learns of a topic some time after the controller created
 	// it: seconds, or tens of seconds when thousands of partitions were
 	// created at once (each a log to make before the broker's metadata
-	// shows them). A topic created here that long ago is not gone but not
-	// known yet; believing it gone copied its source topic again from the
-	// start (records already copied, twice).
+	// shows them). A topic created here that long ago and not listed
+	// since is not gone but not known yet; believing it gone copied its
+	// source topic again from the start (records already copied, twice).
 	now := time.Now()
 	for name := range tl.gone {
 		if at := createdAt[name]; !at.IsZero() && now.Sub(at) < targetPropagation {
@@ -396,6 +398,7 @@ func (m *Mirror) reconcile(selected []filters.Topic, d discovered, tl targetList
 			m.restartTopic(ts, &rec)
 		}
 		ts.exists = exists
+		ts.listed = ts.listed || exists
 		if ts.fatal != nil && gone && !m.dryRun() {
 			// The operator deleted the target topic of a failed
 			// topic: mirror the source topic again from its start.
@@ -704,7 +707,7 @@ func (m *Mirror) createMissing(ctx context.Context, c *clients, creates []topicS
 		m.mu.Lock()
 		if ts := m.topics[s.source]; ts != nil {
 			ts.exists = true
-			ts.createdAt = now
+			ts.createdAt, ts.listed = now, false
 			ts.syncedConfigs = sortedKeys(s.configs)
 		}
 		m.mu.Unlock()

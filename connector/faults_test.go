@@ -715,8 +715,8 @@ func TestDeletedTopicStateFreed(t *testing.T) {
 // moment ago that the target's metadata does not show yet (a broker
 // learns of new topics after the controller made them: tens of seconds
 // with thousands of partitions) is not gone: its copy goes on from where
-// it was, not from the start (which copied records twice). Once that has
-// lasted targetPropagation, absence is deletion again.
+// it was, not from the start (which copied records twice). Once it was
+// listed, or after targetPropagation, absence is deletion again.
 func TestPassJustCreatedTopicNotGone(t *testing.T) {
 	src, dst := testClusters(t)
 	h := newPassHarness(t, src, dst)
@@ -740,15 +740,26 @@ func TestPassJustCreatedTopicNotGone(t *testing.T) {
 	if got := h.cp.partition(topicPartition{"orders", 0}); got != ps || ps.acked != 25 {
 		t.Fatalf("after the metadata caught up: partition 0 = %+v, want the same copy at 25", got)
 	}
-
-	// Past targetPropagation, a topic that stays unknown is deleted.
-	old := targetPropagation
-	targetPropagation = 0
-	t.Cleanup(func() { targetPropagation = old })
+	// Listed once: missing again, it is gone (TestPassSecondLookBeforeDeletion).
 	stop = notYetKnownFault(t, dst, "src.orders")
 	h.mustPass(t)
 	stop()
 	if got := h.cp.partition(topicPartition{"orders", 0}); got == ps {
+		t.Fatal("a listed topic missing from the metadata was kept as not known yet")
+	}
+
+	// Never listed past targetPropagation: gone.
+	h2 := newPassHarness(t, src, dst)
+	h2.createWithProgress(t, "items", 1, 7)
+	h2.mustPass(t)
+	ps = h2.cp.partition(topicPartition{"items", 0})
+	old := targetPropagation
+	targetPropagation = 0
+	t.Cleanup(func() { targetPropagation = old })
+	stop = notYetKnownFault(t, dst, "src.items")
+	h2.mustPass(t)
+	stop()
+	if got := h2.cp.partition(topicPartition{"items", 0}); got == ps {
 		t.Fatal("a topic missing past targetPropagation was kept")
 	}
 }

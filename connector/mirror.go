@@ -116,7 +116,11 @@ type topicState struct {
 	// or shrank): copying stops until the target topic is deleted.
 	fatal error
 
-	createdAt      time.Time
+	createdAt time.Time
+	// listed: the target topic was in a listing since this worker created
+	// it. Until it is (for targetPropagation), its absence from one means
+	// the target's metadata has not caught up, not that it was deleted.
+	listed         bool
 	configSyncedAt time.Time
 	syncedConfigs  []string          // config keys kmirror set on the target topic, sorted
 	upstream       map[string]string // metadata inherited from an upstream mirror
