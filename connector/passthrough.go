@@ -583,7 +583,7 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 			target := topicPartition{s.ps.target, s.tp.partition}
 			leader, err := p.leader(ctx, p.dst, &p.dstMeta, target)
 			if err != nil {
-				p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-dst-leader:%s", target.topic), "target partition leader unknown; retrying", "topic", target.topic, "partition", target.partition, "err", err)
+				p.c.logEvery.warn(p.c.log, "pt-dst-leader:"+err.Error(), "target partition leader unknown; retrying (logged once a minute per error: other partitions may be waiting too)", "topic", target.topic, "partition", target.partition, "err", err)
 				p.retryLater(s.q)
 				continue
 			}
@@ -701,7 +701,10 @@ func (p *passthrough) result(tp topicPartition, q *ptQueue, u *ptUnit, base int6
 		q.sending = false
 		delete(p.dstMeta.at, target)
 		p.mu.Unlock()
-		p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-produce:%s/%d", target, tp.partition), "produce to the target failed; retrying the batch",
+		// Once a minute per error, not per partition: a leader move or
+		// thousands of topics just created fail thousands of partitions
+		// at once, each retried until it succeeds.
+		p.c.logEvery.warn(p.c.log, "pt-produce:"+err.Error(), "produce to the target failed; retrying the batch (logged once a minute per error: other partitions may be retrying too)",
 			"topic", tp.topic, "partition", tp.partition, "target_topic", target, "err", err)
 		p.retryLater(q)
 		return

@@ -259,7 +259,7 @@ func (p *passthrough) place(ctx context.Context) (joins map[int32][]ptWant, retr
 		w := wants[i]
 		leader, err := p.leader(ctx, p.src, &p.srcMeta, w.tp)
 		if err != nil {
-			p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-leader:%s/%d", w.tp.topic, w.tp.partition), "source partition leader unknown; retrying", "topic", w.tp.topic, "partition", w.tp.partition, "err", err)
+			p.c.logEvery.warn(p.c.log, "pt-leader:"+err.Error(), "source partition leader unknown; retrying (logged once a minute per error: other partitions may be waiting too)", "topic", w.tp.topic, "partition", w.tp.partition, "err", err)
 		}
 		leaders[i] = leader // -1 on error
 	}
