@@ -356,6 +356,9 @@ func (e *env) runContender(ctx context.Context, name string) (r row, err error) 
 			st, _ := kafkatest.ReadProcStat(proc.Pid())
 			r.startRSS, r.startCPU = st.PeakRSS, int64(st.CPU)
 			r.unfinished = fmt.Sprintf("%d of %d partitions had their first record on the target after %s", short.done, short.total, wait)
+			if cause := commonestException(proc.LogPath); cause != "" {
+				r.unfinished += fmt.Sprintf(" (the commonest exception in its log: %q)", cause)
+			}
 			r.brokerCPU = e.brokerCPU() - brokers0
 			r.loadAfter = machine.Loadavg()
 			return r, nil
@@ -672,6 +675,30 @@ func poll(ctx context.Context, proc *kafkatest.Process, adm *kadm.Client, target
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// commonestException returns the exception message the log at path holds
+// most often ("" when none): why a Java contender got nowhere.
+func commonestException(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	counts := make(map[string]int)
+	best := ""
+	for line := range strings.Lines(string(data)) {
+		i := strings.LastIndex(line, "Exception: ")
+		if i < 0 {
+			continue
+		}
+		start := strings.LastIndexAny(line[:i], " \t") + 1
+		msg := strings.TrimSpace(line[start:])
+		counts[msg]++
+		if counts[msg] > counts[best] {
+			best = msg
+		}
+	}
+	return best
 }
 
 // shortError is a wait that ended before every partition was done.
