@@ -105,6 +105,7 @@ type ptPart struct {
 	paused   bool
 	gen      uint64 // bumped by rewinds: older fetches are dropped
 	buffered bool   // a fetch of it waits in ready
+	taken    bool   // a fetch of it was taken since it was added or rewound (place)
 	// The fetch session the partition is in (ptSession): sessLeader is
 	// its broker (-1: in none; then it is in toPlace while neither
 	// paused nor buffered), sessPos the fetch offset the broker holds for it,
@@ -271,7 +272,7 @@ func (p *passthrough) rewind(tp topicPartition, pos int64) {
 	}
 	if pp := p.parts[tp]; pp != nil {
 		p.leaveSession(tp, pp)
-		pp.pos, pp.paused = pos, false
+		pp.pos, pp.paused, pp.taken = pos, false, false
 		p.gens++
 		pp.gen = p.gens
 		p.markPending(tp, pp)
@@ -288,7 +289,7 @@ func (p *passthrough) take() []ptFetch {
 	p.ready, p.readyBytes, p.readyBatches = nil, 0, 0
 	for _, f := range out {
 		if pp := p.parts[f.tp]; pp != nil {
-			pp.buffered = false
+			pp.buffered, pp.taken = false, true
 			p.markPending(f.tp, pp)
 		}
 	}

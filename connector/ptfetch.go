@@ -49,8 +49,8 @@ const ptLogStartsPerRequest = 10_000
 // others join in the next ones. A start or restart with 100,000 partitions
 // otherwise fetched all of them at once, and their records, queued
 // batches and progress writes all came due together: the worker's peak
-// memory. In 25,000s they stream through.
-const ptMaxJoins = 25_000
+// memory. In 16,000s they stream through.
+const ptMaxJoins = 16_000
 
 // ptMaxBatches bounds the batches fetched and not yet acknowledged, as the
 // producer's buffer bounds their bytes (franz-go bounds a producer's
@@ -224,18 +224,28 @@ func (p *passthrough) place(ctx context.Context) (joins map[int32][]ptWant, retr
 	limit := min(ptMaxJoins, room)
 	wants := make([]ptWant, 0, min(len(p.toPlace), limit))
 	topics := make(map[string]bool)
-	for tp := range p.toPlace {
-		if len(wants) == limit {
-			retry = true // the rest are placed on the next round
-			break
+	// Partitions not fetched since they were added or rewound first:
+	// they hold the records a start or restart waits for, while those
+	// whose records were just taken rejoin to wait for new ones (and
+	// each idle member makes every later Fetch of the session cost the
+	// broker more).
+	for _, fresh := range []bool{true, false} {
+		for tp := range p.toPlace {
+			if len(wants) == limit {
+				retry = true // the rest are placed on the next round
+				break
+			}
+			pp := p.parts[tp]
+			if pp == nil {
+				delete(p.toPlace, tp)
+				continue
+			}
+			if pp.taken == fresh {
+				continue
+			}
+			wants = append(wants, ptWant{tp, pp.pos, pp.gen})
+			topics[tp.topic] = true
 		}
-		pp := p.parts[tp]
-		if pp == nil {
-			delete(p.toPlace, tp)
-			continue
-		}
-		wants = append(wants, ptWant{tp, pp.pos, pp.gen})
-		topics[tp.topic] = true
 	}
 	p.mu.Unlock()
 	// One batch for the round: the leaders are then cached, and only the

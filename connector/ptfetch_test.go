@@ -319,3 +319,39 @@ func TestFetchRoomBounded(t *testing.T) {
 		t.Fatalf("room with %d bytes in flight = %d, want 0", p.buffered, got)
 	}
 }
+
+// TestPlaceUnfetchedFirst: with room for fewer joins than wait, the
+// partitions not fetched since they were added (or rewound) join before
+// those rejoining after their records were taken: a start or restart waits
+// for the former's records, while each idle member makes every later
+// Fetch of the session cost the broker more.
+func TestPlaceUnfetchedFirst(t *testing.T) {
+	p := newPassthrough(&copier{}, nil)
+	const n = ptMaxBatches / 4 // the least room that lets any join
+	now := time.Now()
+	for i := range 2 * n {
+		tp := topicPartition{fmt.Sprintf("t%d", i), 0}
+		p.add(tp, 5)
+		p.srcMeta.leaders[tp.topic] = []int32{1}
+		p.srcMeta.at[tp.topic] = now
+		if i%2 == 1 {
+			p.parts[tp].taken = true // its records were taken; it rejoins
+		}
+	}
+	p.readyBatches = ptMaxBatches - n // room for n joins
+	joins, _, full := p.place(context.Background())
+	if full || len(joins[1]) != n {
+		t.Fatalf("placed %d (full %v), want %d", len(joins[1]), full, n)
+	}
+	for _, w := range joins[1] {
+		if p.parts[w.tp].taken {
+			t.Fatalf("%v rejoining was placed while a partition never fetched waited", w.tp)
+		}
+	}
+	// A rewound partition is fetched again: it is first again.
+	tp := topicPartition{"t1", 0}
+	p.rewind(tp, 3)
+	if p.parts[tp].taken {
+		t.Fatal("a rewound partition still counts as taken")
+	}
+}
