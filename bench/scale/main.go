@@ -7,7 +7,8 @@
 //     from its start to the first record of the last partition visible at
 //     the target (the loop creates the target topics itself, kmirror
 //     discovers and creates them), with the peak RSS;
-//   - idle: the contender's CPU over -idle with no traffic;
+//   - idle: the contender's CPU over -idle with no traffic, and over its
+//     second half (the first may still hold the end of the start);
 //   - trickle: -trickle-rate records a second spread over every partition
 //     for -trickle: CPU, and RSS at its start, 12 times during it and at
 //     its end (memory that grows with time shows here; -trickle 1h for the
@@ -94,7 +95,7 @@ func run() int {
 	flag.IntVar(&o.topics, "topics", 0, "source topics (default: 10000 on kfake, 2000 on kafka)")
 	flag.IntVar(&o.partitions, "partitions", 0, "partitions per topic (default: 10 on kfake, 5 on kafka)")
 	flag.StringVar(&contenders, "contenders", "", "limit, kmirror, mm2 (default: limit,kmirror on kfake, limit,kmirror,mm2 on kafka)")
-	flag.DurationVar(&o.idle, "idle", 10*time.Second, "idle phase")
+	flag.DurationVar(&o.idle, "idle", 20*time.Second, "idle phase (its second half is reported on its own: the first may hold the end of the start)")
 	flag.DurationVar(&o.trickle, "trickle", 60*time.Second, "trickle phase")
 	flag.IntVar(&o.trickleRate, "trickle-rate", 1000, "trickle: records per second over all partitions")
 	flag.StringVar(&o.brokerHeap, "broker-heap", "2g", "kafka: each broker's -Xmx")
@@ -267,7 +268,7 @@ type row struct {
 	create                time.Duration // the source topics, by this harness
 	start                 time.Duration
 	startRSS, startCPU    int64
-	idleCPU               time.Duration
+	idleCPU, idleLateCPU  time.Duration // over -idle, and over its second half
 	trickleCPU            time.Duration
 	trickleRecords        int
 	rssBefore, rssAfter   int64
@@ -369,11 +370,15 @@ func (e *env) runContender(ctx context.Context, name string) (r row, err error) 
 	st, _ := kafkatest.ReadProcStat(proc.Pid())
 	r.startRSS, r.startCPU = st.PeakRSS, int64(st.CPU)
 
-	// Idle.
+	// Idle: over the whole phase, which starts as the last partition's
+	// first record lands (what the start still does after it counts),
+	// and over its second half (settled).
 	idle0 := st.CPU
-	time.Sleep(e.o.idle)
+	time.Sleep(e.o.idle / 2)
+	mid, _ := kafkatest.ReadProcStat(proc.Pid())
+	time.Sleep(e.o.idle - e.o.idle/2)
 	st, _ = kafkatest.ReadProcStat(proc.Pid())
-	r.idleCPU = st.CPU - idle0
+	r.idleCPU, r.idleLateCPU = st.CPU-idle0, st.CPU-mid.CPU
 
 	// Trickle: round-robin over every partition at the rate.
 	r.rssBefore = st.RSS
@@ -746,11 +751,11 @@ func (r *report) render(failed error) string {
 		fmt.Fprintf(&b, "- clusters: a fresh pair of kfake clusters (one broker each, bench/internal/kfakesrv processes) per contender, on loopback\n")
 	}
 	fmt.Fprintf(&b, "- workload: one record in every source partition before the contender starts; then %s idle; then %d records/s spread over every partition for %s; kmirror then restarts with one more record in every partition\n\n", o.idle, o.trickleRate, o.trickle)
-	b.WriteString("| contender | start → every partition's first record s | peak RSS MiB | CPU to there s | idle CPU % | trickle CPU % | RSS before → after trickle MiB | restart → every record s | peak RSS after restart MiB | broker CPU s | records checked | load before → after |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|\n")
+	b.WriteString("| contender | start → every partition's first record s | peak RSS MiB | CPU to there s | idle CPU % | idle CPU, second half % | trickle CPU % | RSS before → after trickle MiB | restart → every record s | peak RSS after restart MiB | broker CPU s | records checked | load before → after |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|\n")
 	for _, w := range r.rows {
 		if w.unfinished != "" {
-			fmt.Fprintf(&b, "| %s | not finished: %s | %s | %.1f | - | - | - | - | - | %.0f | - | %s → %s |\n",
+			fmt.Fprintf(&b, "| %s | not finished: %s | %s | %.1f | - | - | - | - | - | - | %.0f | - | %s → %s |\n",
 				w.name, w.unfinished, mib(w.startRSS), time.Duration(w.startCPU).Seconds(), w.brokerCPU.Seconds(), w.loadBefore, w.loadAfter)
 			continue
 		}
@@ -762,9 +767,9 @@ func (r *report) render(failed error) string {
 		if w.extra > 0 {
 			checked += fmt.Sprintf(" (+%d copied twice)", w.extra)
 		}
-		fmt.Fprintf(&b, "| %s | %.1f | %s | %.1f | %.1f | %.1f | %s → %s | %s | %s | %.0f | %s | %s → %s |\n",
+		fmt.Fprintf(&b, "| %s | %.1f | %s | %.1f | %.1f | %.1f | %.1f | %s → %s | %s | %s | %.0f | %s | %s → %s |\n",
 			w.name, w.start.Seconds(), mib(w.startRSS), time.Duration(w.startCPU).Seconds(),
-			100*w.idleCPU.Seconds()/o.idle.Seconds(), 100*w.trickleCPU.Seconds()/o.trickle.Seconds(),
+			100*w.idleCPU.Seconds()/o.idle.Seconds(), 100*w.idleLateCPU.Seconds()/(o.idle-o.idle/2).Seconds(), 100*w.trickleCPU.Seconds()/o.trickle.Seconds(),
 			mib(w.rssBefore), mib(w.rssAfter), restart, rrss, w.brokerCPU.Seconds(), checked, w.loadBefore, w.loadAfter)
 	}
 	for _, w := range r.rows {
@@ -776,7 +781,7 @@ func (r *report) render(failed error) string {
 			fmt.Fprintf(&b, "\n%s's RSS during the trickle, MiB, every %s: %s\n", w.name, o.trickle/rssSamples, strings.Join(samples, ", "))
 		}
 	}
-	b.WriteString("\nstart: from the contender's process start; the loop lists the topics once and creates the target topics itself, kmirror discovers and creates them. Target end offsets are polled every second (listing this many partitions is not free), so figures are within a second. CPU %: of one core. The last check: every target partition holds exactly its source partition's records.\n")
+	b.WriteString("\nstart: from the contender's process start; the loop lists the topics once and creates the target topics itself, kmirror discovers and creates them. Target end offsets are polled every second (listing this many partitions is not free), so figures are within a second. CPU %: of one core; the idle phase starts as the last first record lands, so its first half may hold what the start still does after that (the second half is the settled figure). The last check: every target partition holds exactly its source partition's records.\n")
 	var lim, km, mm *row
 	for i := range r.rows {
 		switch r.rows[i].name {
