@@ -34,7 +34,8 @@ kafka-jars:
 
 ## bench: kmirror against a plain consume-then-produce loop on the same clusters (records/s, MB/s,
 ## latency p50/p99, ratio), then the Go benchmarks: offset storage per codec, translation lookups/s,
-## one plugin filter pass over 100,000 topics
+## one plugin filter pass over 100,000 topics, and what a listener plugin that sleeps 30 s per call
+## costs in throughput (kfake)
 ## (contenders limit,kmirror by default; kmirror-eos and kmirror-eos-2w measure exactly-once, one
 ## and two workers)
 BENCH_FLAGS ?= -records 1000000 -runs 3
@@ -42,6 +43,7 @@ bench:
 	$(GO) run ./bench $(BENCH_FLAGS)
 	$(GO) test -run '^$$' -bench 'OffsetStorage|Translate' -benchtime 3x ./connector
 	$(GO) test -run '^$$' -bench 'FilterTopics100k|Start' -benchtime 3x ./plugins
+	KMIRROR_E2E_MEASURE=1 KMIRROR_E2E_BACKENDS=kfake $(GO) test -tags e2e -count=1 -v -run '^TestListenerSlowThroughput$$' ./e2e/
 
 ## bench-mm2: kmirror side by side with MirrorMaker 2 and the limit on real Apache Kafka 4.3.1
 ## (throughput, latency, startup with 1,000 topics, failover re-delivery, compressed topics;

@@ -42,8 +42,8 @@ import (
 	"time"
 
 	"github.com/kmirror/kmirror/bench/internal/kfakeproc"
-	"github.com/kmirror/kmirror/bench/internal/machine"
 	"github.com/kmirror/kmirror/bench/internal/workload"
+	"github.com/kmirror/kmirror/internal/machine"
 )
 
 type options struct {

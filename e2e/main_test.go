@@ -24,6 +24,8 @@
 //	                      the status page's screenshots (TestStatusPage)
 //	                      (default $TMPDIR/kmirror-e2e-logs)
 //	KMIRROR_E2E_SHOWLOGS=1 log worker stderr for passing tests too
+//	KMIRROR_E2E_MEASURE=1 run the measurements among the tests (they skip
+//	                      otherwise): TestListenerSlowThroughput
 package e2e
 
 import (

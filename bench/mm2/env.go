@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kmirror/kmirror/bench/internal/machine"
 	"github.com/kmirror/kmirror/e2e/kafkatest"
+	"github.com/kmirror/kmirror/internal/machine"
 )
 
 // env is what every phase shares: the Kafka runtime, the built kmirror

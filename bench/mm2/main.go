@@ -49,8 +49,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kmirror/kmirror/bench/internal/machine"
 	"github.com/kmirror/kmirror/bench/internal/workload"
+	"github.com/kmirror/kmirror/internal/machine"
 )
 
 type options struct {

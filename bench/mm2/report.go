@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kmirror/kmirror/bench/internal/machine"
 	"github.com/kmirror/kmirror/bench/internal/workload"
 	"github.com/kmirror/kmirror/e2e/kafkatest"
+	"github.com/kmirror/kmirror/internal/machine"
 )
 
 type report struct {

@@ -53,9 +53,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/bench/internal/kfakeproc"
-	"github.com/kmirror/kmirror/bench/internal/machine"
 	"github.com/kmirror/kmirror/bench/internal/workload"
 	"github.com/kmirror/kmirror/e2e/kafkatest"
+	"github.com/kmirror/kmirror/internal/machine"
 )
 
 // The loop's copy settings: kmirror's defaults (as bench-mm2).
