@@ -33,28 +33,9 @@ import (
 // once they show the topic cleanly again.
 func listingFault(t *testing.T, c *kfake.Cluster, adm *kadm.Client, topic string, code int16) (stop func()) {
 	t.Helper()
-	cl := newClient(t, c)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	snap, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw := snap.AppendTo(nil)
-	var stopped atomic.Bool
-	c.ControlKey(int16(kmsg.Metadata), func(kr kmsg.Request) (kmsg.Response, error, bool) {
-		if stopped.Load() {
-			return nil, nil, false
-		}
-		c.KeepControl()
-		req := kr.(*kmsg.MetadataRequest)
+	stopAnswers := metadataFromSnapshot(t, c, func(req *kmsg.MetadataRequest, resp *kmsg.MetadataResponse) bool {
 		if req.Topics != nil {
-			return nil, nil, false
-		}
-		resp := kmsg.NewPtrMetadataResponse()
-		resp.Version = snap.Version
-		if err := resp.ReadFrom(raw); err != nil {
-			return nil, err, true
+			return false
 		}
 		if code == 0 {
 			resp.Topics = slices.DeleteFunc(resp.Topics, func(t kmsg.MetadataResponseTopic) bool { return t.Topic != nil && *t.Topic == topic })
@@ -65,8 +46,7 @@ func listingFault(t *testing.T, c *kfake.Cluster, adm *kadm.Client, topic string
 				resp.Topics[i].Partitions = nil
 			}
 		}
-		resp.Version = req.Version
-		return resp, nil, true
+		return true
 	})
 	listed := func() (ok bool, code int16) {
 		lctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -90,7 +70,7 @@ func listingFault(t *testing.T, c *kfake.Cluster, adm *kadm.Client, topic string
 		return (code == 0 && !ok) || (code != 0 && got == code)
 	}, "the faulty listing of "+topic)
 	return func() {
-		stopped.Store(true)
+		stopAnswers()
 		waitFor(t, func() bool {
 			ok, got := listed()
 			return ok && got == 0
@@ -769,6 +749,28 @@ func TestPassJustCreatedTopicNotGone(t *testing.T) {
 // naming it alone answer UNKNOWN_TOPIC_OR_PARTITION for it.
 func notYetKnownFault(t *testing.T, c *kfake.Cluster, topic string) (stop func()) {
 	t.Helper()
+	return metadataFromSnapshot(t, c, func(req *kmsg.MetadataRequest, resp *kmsg.MetadataResponse) bool {
+		switch {
+		case req.Topics == nil:
+			resp.Topics = slices.DeleteFunc(resp.Topics, func(rt kmsg.MetadataResponseTopic) bool { return rt.Topic != nil && *rt.Topic == topic })
+		case len(req.Topics) == 1 && req.Topics[0].Topic != nil && *req.Topics[0].Topic == topic:
+			rt := kmsg.NewMetadataResponseTopic()
+			rt.Topic = kmsg.StringPtr(topic)
+			rt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			resp.Topics = []kmsg.MetadataResponseTopic{rt}
+		default:
+			return false
+		}
+		return true
+	})
+}
+
+// metadataFromSnapshot answers c's Metadata requests from a snapshot of
+// its metadata taken now, each answer a fresh copy that edit may change,
+// until stop is called. A request for which edit returns false passes
+// through to the cluster untouched.
+func metadataFromSnapshot(t *testing.T, c *kfake.Cluster, edit func(*kmsg.MetadataRequest, *kmsg.MetadataResponse) bool) (stop func()) {
+	t.Helper()
 	cl := newClient(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -789,18 +791,10 @@ func notYetKnownFault(t *testing.T, c *kfake.Cluster, topic string) (stop func()
 		if err := resp.ReadFrom(raw); err != nil {
 			return nil, err, true
 		}
-		resp.Version = req.Version
-		switch {
-		case req.Topics == nil:
-			resp.Topics = slices.DeleteFunc(resp.Topics, func(rt kmsg.MetadataResponseTopic) bool { return rt.Topic != nil && *rt.Topic == topic })
-		case len(req.Topics) == 1 && req.Topics[0].Topic != nil && *req.Topics[0].Topic == topic:
-			rt := kmsg.NewMetadataResponseTopic()
-			rt.Topic = kmsg.StringPtr(topic)
-			rt.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			resp.Topics = []kmsg.MetadataResponseTopic{rt}
-		default:
+		if !edit(req, resp) {
 			return nil, nil, false
 		}
+		resp.Version = req.Version
 		return resp, nil, true
 	})
 	return func() { stopped.Store(true) }
