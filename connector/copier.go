@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -521,7 +522,8 @@ func (c *copier) startPassthrough() (started bool, err error) {
 		return false, err
 	}
 	for i := range c.pt.lanes {
-		lane, err := kgo.NewClient(c.pt.dstOpts...)
+		opts := append(slices.Clip(c.pt.dstOpts), kgo.WithHooks(ptWriteHook{c.pt, int32(i)}))
+		lane, err := kgo.NewClient(opts...)
 		if err != nil {
 			cl.Close()
 			for _, l := range c.pt.lanes[:i] {

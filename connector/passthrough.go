@@ -38,12 +38,35 @@ import (
 // (InitProducerID): sequences per partition, and a retried batch keeps its
 // sequence so that the broker drops a duplicate. A refused batch fails the
 // partition, whose next batch starts a new producer ID (the sequences of
-// the failed one are unknown). One batch is in flight per partition (one
-// request carries a batch of every ready partition of a leader and lane):
-// requests are issued on several goroutines through kgo's Broker.Request,
-// which does not order them on the wire, and a broker with no state for a
-// producer accepts any first sequence (KIP-360), so two batches of a
-// partition in flight could land in the wrong order.
+// the failed one are unknown).
+//
+// Up to ptMaxInFlight batches of a partition are in flight at once (one
+// request carries at most one batch of a partition: Produce v3+), which
+// rests on these rules of the protocol:
+//   - A broker handles a connection's requests one at a time, in the order
+//     they were written, and answers them in that order. A partition's
+//     batches always take the same lane, so they reach its leader in the
+//     order they were sent, as long as they are written in that order:
+//     kgo's Broker.Request issued from several goroutines does not promise
+//     that, so a request to a lane's broker is issued only once the one
+//     before it was written (OnBrokerWrite; ptWire).
+//   - A broker that holds a producer's state for a partition appends a
+//     batch only if its first sequence follows the last one appended
+//     (else OUT_OF_ORDER_SEQUENCE_NUMBER, nothing appended), and answers a
+//     batch repeating one of the last five with that batch's offsets. So
+//     when a batch fails, the ones sent after it fail too or are
+//     duplicates, and all of them are sent again in order, with the same
+//     sequences.
+//   - A broker that holds no state for the producer accepts any first
+//     sequence (KIP-360): if the first batch failed and the second did
+//     not, they would land in the wrong order. So a partition has one
+//     batch in flight until a batch of the current producer ID was
+//     acknowledged (the broker then has its state, which a new leader
+//     rebuilds from the log), and again after ptPipelineFor without an
+//     acknowledgement (the broker may expire an idle producer's state).
+//
+// Answers of a partition's batches are settled in the order the batches
+// were sent, whatever order their requests' goroutines run in.
 //
 // A broker reads the next request of a connection only after it answered
 // the previous one, and it checks every record of a compressed batch
@@ -63,6 +86,8 @@ type passthrough struct {
 	// partition always on the same lane) are written in parallel.
 	lanes   []*kgo.Client
 	dstOpts []kgo.Opt
+	wires   map[ptLaneLeader]*ptWire
+	wiresMu sync.Mutex
 
 	mu    sync.Mutex
 	parts map[topicPartition]*ptPart
@@ -133,21 +158,33 @@ type ptFetch struct {
 	splitErr error
 }
 
-// ptQueue is one target partition's batches, the head in flight.
+// ptQueue is one target partition's batches in order: units[:sent] were
+// sent in this attempt (in flight, or answered and waiting for the ones
+// before them to be answered), units[sent:] wait to be sent.
 type ptQueue struct {
-	ps      *partitionState
-	units   []*ptUnit
-	sending bool
+	ps       *partitionState
+	units    []*ptUnit
+	sent     int
+	inflight int // units of units[:sent] not answered yet
+	// halted: an answer was an error. Nothing more is sent until every
+	// batch in flight is answered; then the first unacknowledged batch's
+	// error decides (result).
+	halted  bool
 	retryAt time.Time
 	backoff time.Duration
 	pid     int64 // -1: use the shared one
 	epoch   int16
-	seq     int32
+	seq     int32     // the first sequence of the next batch not yet numbered
+	lastAck time.Time // of a batch of the current producer ID (window)
 	// failed is the error that failed the queue: batches enqueued after
 	// it (fetched before the partition was paused) fail with it too,
 	// rather than reaching the target ahead of the failed ones. A rewind
 	// clears it.
 	failed error
+	// settled holds answered batches to hand to the partition, in order;
+	// settling is set while one goroutine does (drainSettled).
+	settled  []ptSettle
+	settling bool
 }
 
 type ptUnit struct {
@@ -158,6 +195,35 @@ type ptUnit struct {
 	ts      time.Time
 	forward bool // a source batch forwarded (else re-encoded records)
 	seqSet  bool // rewritten for the current producer ID and sequence
+	// The answer to the batch's last send.
+	answered bool
+	base     int64
+	err      error
+}
+
+// ptSettle is a batch's outcome, to be handed to its partition: its
+// target base offset, or the error that failed it.
+type ptSettle struct {
+	u    *ptUnit
+	base int64
+	err  error
+}
+
+// ptMaxInFlight bounds the batches of a partition in flight: a broker
+// recognises a duplicate among a producer's last five batches of a
+// partition.
+const ptMaxInFlight = 4
+
+// ptPipelineFor is how long after its last acknowledgement a partition
+// may have more than one batch in flight (see passthrough).
+const ptPipelineFor = time.Minute
+
+// window is how many batches of q may be in flight.
+func (q *ptQueue) window(now time.Time) int {
+	if !q.lastAck.IsZero() && now.Sub(q.lastAck) < ptPipelineFor {
+		return ptMaxInFlight
+	}
+	return 1
 }
 
 // ptMaxRefusals is how many times in a row the target may refuse a
@@ -187,6 +253,7 @@ func newPassthrough(c *copier, dstOpts []kgo.Opt) *passthrough {
 		parts:          make(map[topicPartition]*ptPart),
 		toPlace:        make(map[topicPartition]struct{}),
 		sessions:       make(map[int32]*ptSession),
+		wires:          make(map[ptLaneLeader]*ptWire),
 		queues:         make(map[topicPartition]*ptQueue),
 		queued:         make(map[topicPartition]*ptQueue),
 		kickFetch:      make(chan struct{}, 1),
@@ -494,8 +561,9 @@ func (p *passthrough) enqueue(ps *partitionState, u *ptUnit) {
 		p.queues[ps.tp] = q
 	}
 	if err := q.failed; err != nil {
+		q.settled = append(q.settled, ptSettle{u, -1, err})
 		p.mu.Unlock()
-		p.settle(ps, u, -1, err)
+		p.drainSettled(q)
 		return
 	}
 	q.ps = ps
@@ -527,12 +595,15 @@ func (p *passthrough) settle(ps *partitionState, u *ptUnit, base int64, err erro
 	}
 }
 
-// sendLoop sends each partition's head batch to its target leader, one
-// Produce request per leader for all partitions ready, until ctx ends
-// and nothing is queued.
+// sendLoop sends the next batches of each partition to its target
+// leader, one Produce request per lane and leader for all partitions with
+// a batch to send, until done is closed.
 func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	// The latest request issued per lane and leader: the next one waits
+	// until it is written (ptWire).
+	last := make(map[ptLaneLeader]*ptWrite)
 	for {
 		select {
 		case <-done:
@@ -553,14 +624,14 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 		var expired []send
 		p.mu.Lock()
 		for tp, q := range p.queued {
-			if q.sending || len(q.units) == 0 || now.Before(q.retryAt) {
+			if q.halted || q.sent >= len(q.units) || q.sent >= q.window(now) || now.Before(q.retryAt) {
 				continue
 			}
-			if q.units[0].ctx.Err() != nil {
+			if q.sent == 0 && q.units[0].ctx.Err() != nil {
 				expired = append(expired, send{tp, q, nil, q.ps})
 				continue
 			}
-			ready = append(ready, send{tp, q, q.units[0], q.ps})
+			ready = append(ready, send{tp, q, q.units[q.sent], q.ps})
 		}
 		p.mu.Unlock()
 		for _, s := range expired {
@@ -573,13 +644,13 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 			p.c.logEvery.warn(p.c.log, "pt-pid", "could not get a producer ID from the target; retrying", "err", err)
 			continue
 		}
-		type laneLeader struct{ lane, leader int32 }
-		byLeader := make(map[laneLeader][]send)
+		byLeader := make(map[ptLaneLeader][]send)
 		targets := make(map[string]bool)
 		for _, s := range ready {
 			targets[s.ps.target] = true
 		}
 		p.refreshStale(ctx, p.dst, &p.dstMeta, targets)
+		more := false
 		for _, s := range ready {
 			target := topicPartition{s.ps.target, s.tp.partition}
 			leader, err := p.leader(ctx, p.dst, &p.dstMeta, target)
@@ -592,6 +663,10 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 				continue
 			}
 			p.mu.Lock()
+			if s.q.halted || s.q.sent >= len(s.q.units) || s.q.units[s.q.sent] != s.u {
+				p.mu.Unlock() // an answer came in meanwhile: the next round sees it
+				continue
+			}
 			if !s.u.seqSet {
 				pid, epoch := s.q.pid, s.q.epoch
 				if pid < 0 {
@@ -599,17 +674,26 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 				}
 				if err := rewriteBatch(s.u.batch, pid, epoch, s.q.seq); err != nil {
 					p.mu.Unlock()
-					p.failQueue(s.tp, s.q, err)
+					if s.q.sent == 0 {
+						p.failQueue(s.tp, s.q, err)
+					}
 					continue
 				}
 				s.u.seqSet = true
+				s.q.seq += s.u.count // int32 wraps to 0 past MaxInt32, as the broker expects
 			}
-			s.q.sending = true
+			s.u.answered, s.u.err = false, nil
+			s.q.sent++
+			s.q.inflight++
+			more = more || (s.q.sent < len(s.q.units) && s.q.sent < s.q.window(now))
 			p.mu.Unlock()
-			ll := laneLeader{p.laneOf(target), leader}
+			ll := ptLaneLeader{p.laneOf(target), leader}
 			byLeader[ll] = append(byLeader[ll], s)
 		}
 		for ll, ss := range byLeader {
+			prev, mine := last[ll], &ptWrite{done: make(chan struct{})}
+			last[ll] = mine
+			wire := p.wire(ll)
 			wg.Go(func() {
 				req := kmsg.NewPtrProduceRequest()
 				req.Acks = -1
@@ -627,7 +711,20 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 					req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 				}
 				rctx, cancel := context.WithTimeout(ctx, 45*time.Second)
-				resp, err := req.RequestWith(rctx, p.lane(ll.lane).Broker(int(ll.leader)))
+				var resp *kmsg.ProduceResponse
+				var err error
+				if prev != nil {
+					select {
+					case <-prev.done:
+					case <-rctx.Done():
+						err = rctx.Err()
+					}
+				}
+				if err == nil {
+					wire.issue(mine)
+					resp, err = req.RequestWith(rctx, p.lane(ll.lane).Broker(int(ll.leader)))
+				}
+				wire.written(mine) // if the hook did not (the request failed before it was written)
 				cancel()
 				results := make(map[topicPartition]kmsg.ProduceResponseTopicPartition)
 				if err == nil {
@@ -654,6 +751,83 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 				kick(p.kickSend)
 			})
 		}
+		if more {
+			kick(p.kickSend)
+		}
+	}
+}
+
+// ptLaneLeader is a lane's connection to a target broker.
+type ptLaneLeader struct{ lane, leader int32 }
+
+// ptWire keeps the Produce requests of a lane to a broker in the order
+// they were issued: the send loop chains them (a request waits until the
+// one before it is done writing), and kgo's OnBrokerWrite hook, called
+// once a request is written to the broker, marks the request being
+// written. Only the batch path's requests are Produce requests on a lane.
+type ptWire struct {
+	mu  sync.Mutex
+	cur *ptWrite // issued and not yet written
+}
+
+// ptWrite is one request's place in a ptWire: done is closed once it is
+// written (or failed).
+type ptWrite struct {
+	done   chan struct{}
+	closed bool // under the wire's mu
+}
+
+func (w *ptWire) issue(r *ptWrite) {
+	w.mu.Lock()
+	w.cur = r
+	w.mu.Unlock()
+}
+
+// written marks r written: the next request may be issued.
+func (w *ptWire) written(r *ptWrite) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cur == r {
+		w.cur = nil
+	}
+	if !r.closed {
+		r.closed = true
+		close(r.done)
+	}
+}
+
+// wroteCurrent is the hook's: the request being written is written.
+func (w *ptWire) wroteCurrent() {
+	w.mu.Lock()
+	r := w.cur
+	w.mu.Unlock()
+	if r != nil {
+		w.written(r)
+	}
+}
+
+// wire returns the ptWire of a lane and broker.
+func (p *passthrough) wire(ll ptLaneLeader) *ptWire {
+	p.wiresMu.Lock()
+	defer p.wiresMu.Unlock()
+	w := p.wires[ll]
+	if w == nil {
+		w = new(ptWire)
+		p.wires[ll] = w
+	}
+	return w
+}
+
+// ptWriteHook is a lane client's kgo hook: it tells the lane's wire to a
+// broker that a Produce request was written.
+type ptWriteHook struct {
+	p    *passthrough
+	lane int32
+}
+
+func (h ptWriteHook) OnBrokerWrite(meta kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, _ error) {
+	if key == int16(kmsg.Produce) {
+		h.p.wire(ptLaneLeader{h.lane, meta.NodeID}).wroteCurrent()
 	}
 }
 
@@ -674,46 +848,101 @@ func (p *passthrough) lane(i int32) *kgo.Client {
 	return p.lanes[i]
 }
 
-// result settles the head batch of q: acknowledged, retried (same
-// sequence) on an error a retry can fix, or failed with everything queued
-// behind it.
+// result takes the answer to a batch of q. Acknowledged batches at the
+// head of q are settled, in order. After an error, once every batch in
+// flight is answered, the first unacknowledged batch's error decides: an
+// error a retry can fix sends it and every batch after it again (same
+// sequences: a batch the broker appended after all is answered as a
+// duplicate, with its offsets), anything else fails the partition. The
+// errors of the batches after it follow from it (OUT_OF_ORDER_SEQUENCE_NUMBER
+// when it was not appended) and are not looked at.
 func (p *passthrough) result(tp topicPartition, q *ptQueue, u *ptUnit, base int64, err error) {
-	if err == nil {
-		p.mu.Lock()
-		q.sending = false
-		q.units = q.units[1:]
-		if len(q.units) == 0 {
-			delete(p.queued, tp)
+	p.mu.Lock()
+	u.answered, u.base, u.err = true, base, err
+	q.inflight--
+	if err != nil {
+		q.halted = true
+	}
+	acked := 0
+	for acked < q.sent && q.units[acked].answered && q.units[acked].err == nil {
+		acked++
+	}
+	if acked > 0 {
+		for _, a := range q.units[:acked] {
+			q.settled = append(q.settled, ptSettle{a, a.base, nil})
+			p.release(a)
 		}
-		q.seq += u.count // int32 wraps to 0 past MaxInt32, as the broker expects
-		q.backoff = 0
-		p.release(u)
-		ps := q.ps // replaced by enqueue under p.mu
-		p.mu.Unlock()
-		p.settle(ps, u, base, nil)
+		q.units, q.sent = q.units[acked:], q.sent-acked
+		q.lastAck, q.backoff = time.Now(), 0
+	}
+	var fail error
+	if q.halted && q.inflight == 0 {
+		q.halted = false
+		// The batches before the head were acknowledged; the error is
+		// its own or one sent after it.
+		if len(q.units) > 0 && q.units[0].err != nil {
+			fail = p.afterError(tp, q, q.units[0])
+		} else if len(q.units) > 0 {
+			p.retryLaterLocked(q)
+		}
+	}
+	if len(q.units) == 0 {
+		delete(p.queued, tp)
+	}
+	p.mu.Unlock()
+	if fail != nil {
+		p.failQueue(tp, q, fail)
 		return
 	}
+	p.drainSettled(q)
+}
+
+// afterError decides what the first unacknowledged batch's error means,
+// with nothing of q in flight: a retry of q from that batch on (nil), or
+// the error to fail q with. The caller holds p.mu.
+func (p *passthrough) afterError(tp topicPartition, q *ptQueue, head *ptUnit) error {
+	err := head.err
 	// A refusal of the batch itself goes to the record path even when
 	// Kafka calls it retriable (CORRUPT_MESSAGE is): the same bytes would
 	// be refused forever.
-	if !fallbackErr(err) && retriable(err) && u.ctx.Err() == nil {
-		p.mu.Lock()
+	if !fallbackErr(err) && retriable(err) && head.ctx.Err() == nil {
 		target := q.ps.target
-		q.sending = false
 		delete(p.dstMeta.at, target)
-		p.mu.Unlock()
 		// Once a minute per error, not per partition: a leader move or
 		// thousands of topics just created fail thousands of partitions
 		// at once, each retried until it succeeds.
 		p.c.logEvery.warn(p.c.log, "pt-produce:"+err.Error(), "produce to the target failed; retrying the batch (logged once a minute per error: other partitions may be retrying too)",
 			"topic", tp.topic, "partition", tp.partition, "target_topic", target, "err", err)
-		p.retryLater(q)
-		return
+		p.retryLaterLocked(q)
+		return nil
 	}
-	if u.ctx.Err() != nil && retriable(err) {
-		err = u.ctx.Err()
+	if head.ctx.Err() != nil && retriable(err) {
+		err = head.ctx.Err()
 	}
-	p.failQueue(tp, q, err)
+	return err
+}
+
+// drainSettled hands q's answered batches to the partition in order. One
+// goroutine drains at a time; the others leave theirs to it.
+func (p *passthrough) drainSettled(q *ptQueue) {
+	for {
+		p.mu.Lock()
+		if q.settling || len(q.settled) == 0 {
+			p.mu.Unlock()
+			return
+		}
+		q.settling = true
+		todo := q.settled
+		q.settled = nil
+		ps := q.ps // replaced by enqueue under p.mu
+		p.mu.Unlock()
+		for _, st := range todo {
+			p.settle(ps, st.u, st.base, st.err)
+		}
+		p.mu.Lock()
+		q.settling = false
+		p.mu.Unlock()
+	}
 }
 
 // retriable reports a produce error that a retry of the same batch can
@@ -744,26 +973,38 @@ func fallbackErr(err error) bool {
 func (p *passthrough) retryLater(q *ptQueue) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	q.sending = false
+	if q.inflight > 0 {
+		return // tried again once their answers are in (they kick the loop)
+	}
+	p.retryLaterLocked(q)
+}
+
+// retryLaterLocked sends q's batches again from its head, after a
+// backoff. Nothing of q is in flight; the caller holds p.mu.
+func (p *passthrough) retryLaterLocked(q *ptQueue) {
+	for _, u := range q.units[:q.sent] {
+		u.answered, u.err = false, nil
+	}
+	q.sent, q.halted = 0, false
 	q.backoff = min(max(2*q.backoff, 50*time.Millisecond), time.Second)
 	q.retryAt = time.Now().Add(q.backoff)
 }
 
 // failQueue fails q's batches: the partition fails (the copier rewinds it)
 // and its next batch starts a new producer ID and sequence 0, since what
-// the broker holds of the failed sequences is unknown.
+// the broker holds of the failed sequences is unknown. Nothing of q is in
+// flight.
 func (p *passthrough) failQueue(tp topicPartition, q *ptQueue, err error) {
 	p.mu.Lock()
-	units, ps := q.units, q.ps
-	q.units, q.sending, q.seq, q.pid, q.failed = nil, false, 0, -2, err
-	delete(p.queued, tp)
-	for _, u := range units {
+	for _, u := range q.units {
 		p.release(u)
+		q.settled = append(q.settled, ptSettle{u, -1, err})
 	}
+	q.units, q.sent, q.halted, q.seq, q.pid, q.failed = nil, 0, false, 0, -2, err
+	q.lastAck = time.Time{}
+	delete(p.queued, tp)
 	p.mu.Unlock()
-	for _, u := range units {
-		p.settle(ps, u, -1, err)
-	}
+	p.drainSettled(q)
 }
 
 // release frees u's place in the buffer: enqueue may go on, and the

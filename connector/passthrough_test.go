@@ -1,12 +1,19 @@
 package connector
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -94,5 +101,149 @@ func TestPassthroughIdleFetchNotHandedOver(t *testing.T) {
 		if got := len(p.take()); got != map[bool]int{true: 1, false: 0}[step.want] {
 			t.Fatalf("step %d: %d fetches ready", i, got)
 		}
+	}
+}
+
+// TestPassthroughPipelinedFaults: the batch path keeps several batches of a
+// partition in flight, and a failure among them (a retriable refusal, a
+// dropped connection) loses nothing, duplicates nothing and reorders
+// nothing: the target answers the batches sent after a refused one with
+// OUT_OF_ORDER_SEQUENCE_NUMBER (those behind a dropped connection are not
+// read), and they are sent again after it, in order.
+func TestPassthroughPipelinedFaults(t *testing.T) {
+	t.Parallel()
+	src, dst := testClusters(t)
+	const partitions, calls, per = 2, 150, 4
+	createTopic(t, src, "orders", partitions)
+	// One batch per partition per call: many batches to pipeline.
+	// Uncompressed, so that the target's control function can tell the
+	// batches of partition 0 by their values (requests name topics by ID).
+	cl := newClient(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	for c := range calls {
+		var recs []*kgo.Record
+		for p := range int32(partitions) {
+			for i := c * per; i < (c+1)*per; i++ {
+				recs = append(recs, &kgo.Record{Topic: "orders", Partition: p, Value: fmt.Appendf(nil, "a-%d-%d", p, i)})
+			}
+		}
+		if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The target answers each batch of src.orders partition 0 after a
+	// pause (so that the next ones are sent meanwhile). It refuses the
+	// 20th with NOT_LEADER_FOR_PARTITION, once more batches of the
+	// partition are in flight behind it, and drops the connection at the
+	// 60th.
+	var mirror atomic.Pointer[Mirror]
+	inFlight := func() int { // batches of orders/0 sent and not settled
+		m := mirror.Load()
+		if m == nil {
+			return 0
+		}
+		m.mu.Lock()
+		cp, _ := m.copier.(*copier)
+		m.mu.Unlock()
+		if cp == nil || cp.pt == nil {
+			return 0
+		}
+		cp.pt.mu.Lock()
+		defer cp.pt.mu.Unlock()
+		if q := cp.pt.queues[topicPartition{"orders", 0}]; q != nil {
+			return q.sent
+		}
+		return 0
+	}
+	var mu sync.Mutex
+	var seqs []int32 // first sequences of partition 0's batches, as they arrive
+	refusedAt, droppedAt, behind := int32(-1), int32(-1), 0
+	dst.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		dst.KeepControl()
+		req := kr.(*kmsg.ProduceRequest)
+		var seq int32 = -1
+		for _, rt := range req.Topics {
+			for _, rp := range rt.Partitions {
+				var rb kmsg.RecordBatch
+				if rp.Partition == 0 && bytes.Contains(rp.Records, []byte("a-0-")) && rb.ReadFrom(rp.Records) == nil {
+					seq = rb.FirstSequence
+				}
+			}
+		}
+		if seq < 0 {
+			return nil, nil, false
+		}
+		mu.Lock()
+		seqs = append(seqs, seq)
+		n := len(seqs)
+		mu.Unlock()
+		dst.SleepControl(func() { time.Sleep(5 * time.Millisecond) })
+		switch n {
+		case 20:
+			dst.SleepControl(func() {
+				for deadline := time.Now().Add(10 * time.Second); inFlight() < 2 && time.Now().Before(deadline); {
+					time.Sleep(time.Millisecond)
+				}
+			})
+			mu.Lock()
+			refusedAt, behind = seq, inFlight()-1
+			mu.Unlock()
+			resp := req.ResponseKind().(*kmsg.ProduceResponse)
+			for _, rt := range req.Topics {
+				st := kmsg.NewProduceResponseTopic()
+				st.Topic, st.TopicID = rt.Topic, rt.TopicID
+				for _, rp := range rt.Partitions {
+					sp := kmsg.NewProduceResponseTopicPartition()
+					sp.Partition, sp.ErrorCode = rp.Partition, kerr.NotLeaderForPartition.Code
+					st.Partitions = append(st.Partitions, sp)
+				}
+				resp.Topics = append(resp.Topics, st)
+			}
+			return resp, nil, true
+		case 60:
+			mu.Lock()
+			droppedAt = seq
+			mu.Unlock()
+			return nil, errors.New("connection dropped by the test"), true
+		}
+		return nil, nil, false
+	})
+
+	m, stop := runOrdersMirror(t, src, dst, func(c *Config) { c.SourceCompression = true })
+	mirror.Store(m)
+	t.Cleanup(stop)
+	copiedExactly(t, dst, partitions, calls*per, "a")
+
+	mu.Lock()
+	defer mu.Unlock()
+	// Batches reach the target in the order of their sequences, but for
+	// the failed ones sent again.
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] < seqs[i-1] && seqs[i] != refusedAt && seqs[i] != droppedAt {
+			t.Errorf("batch with sequence %d arrived after %d (%v): the requests were not written in order", seqs[i], seqs[i-1], seqs[max(0, i-4):min(len(seqs), i+4)])
+		}
+	}
+	if behind < 1 {
+		t.Errorf("no batch of partition 0 was in flight behind the refused one (waited 10s for one): batches are not pipelined")
+	}
+	for _, f := range []struct {
+		what string
+		at   int32
+	}{{"refused", refusedAt}, {"dropped", droppedAt}} {
+		if f.at < 0 {
+			t.Fatalf("the %s batch never came: %d batches of partition 0 seen", f.what, len(seqs))
+		}
+		// The failed batch is sent again; after a refusal, the batches
+		// sent behind it came first (a dropped connection loses them
+		// unread).
+		i := slices.Index(seqs, f.at)
+		j := slices.Index(seqs[i+1:], f.at)
+		if j < 0 {
+			t.Fatalf("the %s batch (sequence %d) was not sent again: %v", f.what, f.at, seqs)
+		}
+		if j == 0 && f.what == "refused" {
+			t.Errorf("the %s batch (sequence %d) was sent again right after: no batch was in flight behind it (%v)", f.what, f.at, seqs[i:min(len(seqs), i+8)])
+		}
+		t.Logf("%s batch: sequence %d, followed by %v", f.what, f.at, seqs[i:min(len(seqs), i+2+j)])
 	}
 }

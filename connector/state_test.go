@@ -22,6 +22,13 @@ import (
 // and fails the test if Run fails or does not return within 30s.
 func startOrdersMirror(t *testing.T, src, dst *kfake.Cluster, adjust func(*Config)) (stop func()) {
 	t.Helper()
+	_, stop = runOrdersMirror(t, src, dst, adjust)
+	return stop
+}
+
+// runOrdersMirror is startOrdersMirror, returning the running mirror too.
+func runOrdersMirror(t *testing.T, src, dst *kfake.Cluster, adjust func(*Config)) (*Mirror, func()) {
+	t.Helper()
 	cfg := Config{
 		Name: "m", SourceAlias: "src", TargetAlias: "dst",
 		SourceOpts:       []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)},
@@ -39,7 +46,7 @@ func startOrdersMirror(t *testing.T, src, dst *kfake.Cluster, adjust func(*Confi
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
-	return func() {
+	return m, func() {
 		t.Helper()
 		cancel()
 		select {

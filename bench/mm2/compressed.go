@@ -59,8 +59,8 @@ func compressedPhase(ctx context.Context, e *env, o *options, c contender) (map[
 			return out, strings.Join(settings, "\n"), fmt.Errorf("%s: %w", codec, err)
 		}
 		out[codec] = r
-		log.Printf("  %s %s: %.0f records/s, %.2f CPU s/GB, peak RSS %s, on disk source %s MiB, target %s MiB",
-			c.name, codec, r.recordsPerSec(), cpuPerGBBytes(r.cpuWindow, r.logical*r.windowRecords/r.records), mib(r.peakRSS), mib(r.srcDisk), mib(r.dstDisk))
+		log.Printf("  %s %s: %.0f records/s, %.2f CPU s/GB, peak RSS %s, on disk source %s MiB, target %s MiB, brokers' CPU %.1f s, other %.1f s",
+			c.name, codec, r.recordsPerSec(), cpuPerGBBytes(r.cpuWindow, r.logical*r.windowRecords/r.records), mib(r.peakRSS), mib(r.srcDisk), mib(r.dstDisk), r.brokerCPU.Seconds(), r.otherCPU.Seconds())
 	}
 	return out, strings.Join(settings, "\n"), nil
 }
@@ -223,8 +223,8 @@ func renderCompressed(o *options, cp map[string]map[string]compressed) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "## (e) Compressed topics: %d JSON-like records over %d partitions, produced with zstd and with lz4\n\n", o.compressedRecords, o.partitions)
-	b.WriteString("| codec | contender | records/s | MB/s | copy s | CPU s | CPU s/GB | peak RSS MiB | source on disk MiB | target on disk MiB | target / source | load before → after |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	b.WriteString("| codec | contender | records/s | MB/s | copy s | CPU s | CPU s/GB | peak RSS MiB | source on disk MiB | target on disk MiB | target / source | broker CPU s | other CPU s | load before → after |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, codec := range compressedCodecs {
 		for _, n := range o.contenders {
 			r, ok := cp[n][codec]
@@ -232,9 +232,10 @@ func renderCompressed(o *options, cp map[string]map[string]compressed) string {
 				continue
 			}
 			bytes := r.logical * r.windowRecords / r.records
-			fmt.Fprintf(&b, "| %s | %s | %.0f | %.1f | %.2f | %.2f | %.2f | %s | %.1f | %.1f | %.2f | %s |\n",
+			fmt.Fprintf(&b, "| %s | %s | %.0f | %.1f | %.2f | %.2f | %.2f | %s | %.1f | %.1f | %.2f | %.1f | %.1f | %s |\n",
 				codec, n, r.recordsPerSec(), float64(bytes)/r.window.Seconds()/1e6, r.window.Seconds(), r.cpuWindow.Seconds(),
-				cpuPerGBBytes(r.cpuWindow, bytes), mib(r.peakRSS), float64(r.srcDisk)/(1<<20), float64(r.dstDisk)/(1<<20), float64(r.dstDisk)/float64(r.srcDisk), r.load)
+				cpuPerGBBytes(r.cpuWindow, bytes), mib(r.peakRSS), float64(r.srcDisk)/(1<<20), float64(r.dstDisk)/(1<<20), float64(r.dstDisk)/float64(r.srcDisk),
+				r.brokerCPU.Seconds(), r.otherCPU.Seconds(), r.load)
 		}
 	}
 	b.WriteString("\nGoals (issue 13), per codec: kmirror's CPU s/GB ≤ 0.3× the limit's and ≤ 0.1× MM2's, records/s ≥ 1.5× the limit's, target on disk within 5% of the source's.\n\n")
@@ -257,6 +258,6 @@ func renderCompressed(o *options, cp map[string]map[string]compressed) string {
 		parts = append(parts, fmt.Sprintf("target on disk %.3f× the source's", float64(k.dstDisk)/float64(k.srcDisk)))
 		fmt.Fprintf(&b, "- %s: kmirror %s\n", codec, strings.Join(parts, "; "))
 	}
-	b.WriteString("\nAs the throughput phase: over the copy window; MB and GB = 10^6 / 10^9 B of key+value+headers (uncompressed). On disk: the topic's `.log` segment files summed over its partition directories on each broker (index files are preallocated sparse and left out). The source's records are produced by franz-go with the codec (linger 5ms, 1 MiB batches). Settings as in the throughput phase (see Settings), except: kmirror without `compression` (its default, `source`: batches forwarded as they are); the limit with `-codec <codec>` (its producer compresses with the codec); MM2 with `dst.producer.compression.type = <codec>`.\n\n")
+	b.WriteString("\nAs the throughput phase: over the copy window; MB and GB = 10^6 / 10^9 B of key+value+headers (uncompressed). On disk: the topic's `.log` segment files summed over its partition directories on each broker (index files are preallocated sparse and left out). Broker CPU: both brokers over the phase (the contender's start included); other CPU: the rest of the machine. The source's records are produced by franz-go with the codec (linger 5ms, 1 MiB batches). Settings as in the throughput phase (see Settings), except: kmirror without `compression` (its default, `source`: batches forwarded as they are); the limit with `-codec <codec>` (its producer compresses with the codec); MM2 with `dst.producer.compression.type = <codec>`.\n\n")
 	return b.String()
 }
