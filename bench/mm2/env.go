@@ -113,14 +113,15 @@ func (p *pair) stop(keep bool) {
 }
 
 // brokerCPU is both brokers' CPU time so far.
-func (p *pair) brokerCPU() time.Duration {
-	var d time.Duration
-	for _, c := range []*kafkatest.Cluster{p.src, p.dst} {
-		if st, err := kafkatest.ReadProcStat(c.Pid()); err == nil {
-			d += st.CPU
-		}
+func (p *pair) brokerCPU() time.Duration { return processCPU(p.src) + processCPU(p.dst) }
+
+// processCPU is a broker's CPU time so far (0 if unknown).
+func processCPU(c *kafkatest.Cluster) time.Duration {
+	st, err := kafkatest.ReadProcStat(c.Pid())
+	if err != nil {
+		return 0
 	}
-	return d
+	return st.CPU
 }
 
 func client(addr string, opts ...kgo.Opt) (*kgo.Client, *kadm.Client, error) {
