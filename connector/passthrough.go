@@ -635,21 +635,22 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 			ps *partitionState
 		}
 		var ready []send
-		var expired []send
+		var expired []*ptQueue
 		p.mu.Lock()
 		for tp, q := range p.queued {
 			if q.halted || q.sent >= len(q.units) || q.sent >= q.window(now) || now.Before(q.retryAt) {
 				continue
 			}
-			if q.sent == 0 && q.units[0].ctx.Err() != nil {
-				expired = append(expired, send{tp, q, nil, q.ps})
+			if err := q.units[0].ctx.Err(); q.sent == 0 && err != nil {
+				p.failQueueLocked(tp, q, err)
+				expired = append(expired, q)
 				continue
 			}
 			ready = append(ready, send{tp, q, q.units[q.sent], q.ps})
 		}
 		p.mu.Unlock()
-		for _, s := range expired {
-			p.failQueue(s.tp, s.q, s.q.units[0].ctx.Err())
+		for _, q := range expired {
+			p.drainSettled(q)
 		}
 		if len(ready) == 0 {
 			continue
@@ -695,10 +696,12 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 					pid, epoch = p.pid, p.epoch
 				}
 				if err := rewriteBatch(s.u.batch, pid, epoch, s.q.seq); err != nil {
-					p.mu.Unlock()
+					// Failed once nothing before it is in flight.
 					if s.q.sent == 0 {
-						p.failQueue(s.tp, s.q, err)
+						p.failQueueLocked(s.tp, s.q, err)
 					}
+					p.mu.Unlock()
+					p.drainSettled(s.q)
 					continue
 				}
 				s.u.seqSet = true
@@ -902,13 +905,14 @@ func (p *passthrough) result(tp topicPartition, q *ptQueue, u *ptUnit, base int6
 		q.units, q.sent = q.units[acked:], q.sent-acked
 		q.lastAck, q.backoff = time.Now(), 0
 	}
-	var fail error
 	if q.halted && q.inflight == 0 {
 		q.halted = false
 		// The batches before the head were acknowledged; the error is
 		// its own or one sent after it.
 		if len(q.units) > 0 && q.units[0].err != nil {
-			fail = p.afterError(tp, q, q.units[0])
+			if err := p.afterError(tp, q, q.units[0]); err != nil {
+				p.failQueueLocked(tp, q, err)
+			}
 		} else if len(q.units) > 0 {
 			p.retryLaterLocked(q)
 		}
@@ -917,10 +921,6 @@ func (p *passthrough) result(tp topicPartition, q *ptQueue, u *ptUnit, base int6
 		delete(p.queued, tp)
 	}
 	p.mu.Unlock()
-	if fail != nil {
-		p.failQueue(tp, q, fail)
-		return
-	}
 	p.drainSettled(q)
 }
 
@@ -1017,12 +1017,11 @@ func (p *passthrough) retryLaterLocked(q *ptQueue) {
 	q.retryAt = time.Now().Add(q.backoff)
 }
 
-// failQueue fails q's batches: the partition fails (the copier rewinds it)
-// and its next batch starts a new producer ID and sequence 0, since what
-// the broker holds of the failed sequences is unknown. Nothing of q is in
-// flight.
-func (p *passthrough) failQueue(tp topicPartition, q *ptQueue, err error) {
-	p.mu.Lock()
+// failQueueLocked fails q's batches: the partition fails (the copier
+// rewinds it) and its next batch starts a new producer ID and sequence 0,
+// since what the broker holds of the failed sequences is unknown. Nothing
+// of q is in flight; the caller holds p.mu and then drains q.settled.
+func (p *passthrough) failQueueLocked(tp topicPartition, q *ptQueue, err error) {
 	for _, u := range q.units {
 		p.release(u)
 		q.settled = append(q.settled, ptSettle{u, -1, err})
@@ -1030,8 +1029,6 @@ func (p *passthrough) failQueue(tp topicPartition, q *ptQueue, err error) {
 	q.units, q.sent, q.halted, q.seq, q.pid, q.failed = nil, 0, false, 0, -2, err
 	q.lastAck = time.Time{}
 	delete(p.queued, tp)
-	p.mu.Unlock()
-	p.drainSettled(q)
 }
 
 // release frees u's place in the buffer: enqueue may go on, and the

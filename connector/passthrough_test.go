@@ -188,18 +188,7 @@ func TestPassthroughPipelinedFaults(t *testing.T) {
 			mu.Lock()
 			refusedAt, behind = seq, inFlight()-1
 			mu.Unlock()
-			resp := req.ResponseKind().(*kmsg.ProduceResponse)
-			for _, rt := range req.Topics {
-				st := kmsg.NewProduceResponseTopic()
-				st.Topic, st.TopicID = rt.Topic, rt.TopicID
-				for _, rp := range rt.Partitions {
-					sp := kmsg.NewProduceResponseTopicPartition()
-					sp.Partition, sp.ErrorCode = rp.Partition, kerr.NotLeaderForPartition.Code
-					st.Partitions = append(st.Partitions, sp)
-				}
-				resp.Topics = append(resp.Topics, st)
-			}
-			return resp, nil, true
+			return refuseProduce(req, kerr.NotLeaderForPartition.Code), nil, true
 		case 60:
 			mu.Lock()
 			droppedAt = seq

@@ -429,6 +429,35 @@ func missing(want, got map[int32][]string) string {
 	return b.String()
 }
 
+// outOfOrder describes the first target record (by partition) that came
+// before one it follows at the source: after a fault, records may be
+// copied again (a run of them repeats), but the first copy of each must be
+// in the source's order.
+func outOfOrder(want, got map[int32][]string) string {
+	var b strings.Builder
+	for _, p := range mapsKeys(want) {
+		pos := make(map[string]int, len(want[p]))
+		for i, v := range want[p] {
+			pos[v] = i
+		}
+		seen := make(map[string]bool, len(got[p]))
+		last := -1
+		for i, v := range got[p] {
+			at, ok := pos[v]
+			if !ok || seen[v] {
+				continue
+			}
+			seen[v] = true
+			if at < last {
+				fmt.Fprintf(&b, "partition %d: target offset %d holds source record %d (%q), first copied after source record %d; ", p, i, at, v, last)
+				break
+			}
+			last = at
+		}
+	}
+	return b.String()
+}
+
 // TestCleanStopRestart: SIGTERM exits 0 within 10s after persisting
 // progress, and a restart continues exactly where it stopped: no duplicates,
 // nothing missing.
