@@ -86,7 +86,7 @@ func compressedRun(ctx context.Context, e *env, o *options, c contender, codec s
 		return res, "", err
 	}
 	log.Printf("  preloaded %d JSON-like records (%s MiB) with %s in %.1fs", o.compressedRecords, mib(logical), codec, time.Since(t).Seconds())
-	time.Sleep(2 * time.Second) // let the brokers settle (flushes, GC)
+	settle()
 	dist := startDisturbance(r.p)
 	if err := r.startContender(spec{topics: topic, partitions: o.partitions, codec: codec}); err != nil {
 		return res, r.settings, err

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -110,6 +112,19 @@ func (p *pair) stop(keep bool) {
 	if !keep {
 		os.RemoveAll(p.dir)
 	}
+}
+
+// settle lets the brokers settle before a contender starts: the
+// preloaded records are written to disk (sync), so that the copy window
+// does not pay for the preload's writeback (gigabytes of dirty pages that
+// the kernel throttles writers on), and 2 s pass (flushes, GC).
+func settle() {
+	t := time.Now()
+	syscall.Sync()
+	if d := time.Since(t); d > time.Second {
+		log.Printf("  sync took %.1fs", d.Seconds())
+	}
+	time.Sleep(2 * time.Second)
 }
 
 // brokerCPU is both brokers' CPU time so far.

@@ -200,7 +200,7 @@ func throughputPhase(ctx context.Context, e *env, o *options, c contender) (res 
 		return res, "", err
 	}
 	log.Printf("  preloaded %d records in %.1fs", o.records, time.Since(t).Seconds())
-	time.Sleep(2 * time.Second) // let the brokers settle (flushes, GC)
+	settle()
 	dist := startDisturbance(r.p)
 	if err := r.startContender(spec{topics: topic, partitions: o.partitions}); err != nil {
 		return res, r.settings, err
@@ -405,7 +405,7 @@ func startupPhase(ctx context.Context, e *env, o *options, c contender) (res sta
 		return res, fmt.Errorf("startup records: %w", err)
 	}
 	log.Printf("  created %d topics with one record each in %.1fs", len(topics), time.Since(t).Seconds())
-	time.Sleep(2 * time.Second)
+	settle()
 	dist := startDisturbance(r.p)
 	if err := r.startContender(spec{topics: "st-.*", partitions: o.partitions, manyPartitions: true}); err != nil {
 		return res, err

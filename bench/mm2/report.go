@@ -59,7 +59,7 @@ func (r *report) render(failed error) string {
 	fmt.Fprintf(&b, "- versions: Apache Kafka %s (brokers and MirrorMaker 2, Maven Central jars); Java: %s; Go %s; kmirror: %s; franz-go %s\n",
 		kafkatest.Version, r.e.javaVersion, runtime.Version(), r.e.kmirrorVersion, franzVersion())
 	fmt.Fprintf(&b, "- command: `go run ./bench/mm2 %s`\n", strings.Join(os.Args[1:], " "))
-	fmt.Fprintf(&b, "- clusters: a fresh pair of single-node KRaft clusters (broker+controller in one JVM, -Xmx%s, G1, C2 JIT on, RF 1, on loopback) for every contender and phase; everything on this one machine, so brokers and contender share the cores\n", o.brokerHeap)
+	fmt.Fprintf(&b, "- clusters: a fresh pair of single-node KRaft clusters (broker+controller in one JVM, -Xmx%s, G1, C2 JIT on, RF 1, on loopback) for every contender and phase; everything on this one machine, so brokers and contender share the cores; after a phase's records are produced, the bench syncs them to disk and waits 2 s before the contender starts\n", o.brokerHeap)
 	fmt.Fprintf(&b, "- records: %d B each (16 B random key, %d B random value, one 11 B `seq` header; the latency phase adds a 10 B time header)\n\n",
 		workload.RecordBytes(o.valueSize), o.valueSize)
 
