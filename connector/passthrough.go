@@ -168,14 +168,9 @@ type ptFetch struct {
 // sent in this attempt (in flight, or answered and waiting for the ones
 // before them to be answered), units[sent:] wait to be sent.
 type ptQueue struct {
-	ps       *partitionState
-	units    []*ptUnit
-	sent     int
-	inflight int // units of units[:sent] not answered yet
-	// halted: an answer was an error. Nothing more is sent until every
-	// batch in flight is answered; then the first unacknowledged batch's
-	// error decides (result).
-	halted  bool
+	ps      *partitionState
+	units   []*ptUnit
+	sent    int
 	retryAt time.Time
 	backoff time.Duration
 	pid     int64 // -1: use the shared one
@@ -228,6 +223,21 @@ const ptMaxRequests = 2
 // ptPipelineFor is how long after its last acknowledgement a partition
 // may have more than one batch in flight (see passthrough).
 const ptPipelineFor = time.Minute
+
+// answers tells how many of q's sent batches are not answered yet, and
+// whether an answer was an error. After an error nothing more is sent
+// until every batch in flight is answered; then the first unacknowledged
+// batch's error decides (result).
+func (q *ptQueue) answers() (waiting int, failed bool) {
+	for _, u := range q.units[:q.sent] {
+		if !u.answered {
+			waiting++
+		} else if u.err != nil {
+			failed = true
+		}
+	}
+	return waiting, failed
+}
 
 // window is how many batches of q may be in flight: at most
 // ptMaxRequests, well within the last five batches of a producer and
@@ -638,7 +648,7 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 		var expired []*ptQueue
 		p.mu.Lock()
 		for tp, q := range p.queued {
-			if q.halted || q.sent >= len(q.units) || q.sent >= q.window(now) || now.Before(q.retryAt) {
+			if _, failed := q.answers(); failed || q.sent >= len(q.units) || q.sent >= q.window(now) || now.Before(q.retryAt) {
 				continue
 			}
 			if err := q.units[0].ctx.Err(); q.sent == 0 && err != nil {
@@ -686,7 +696,7 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 				p.mu.Unlock()
 				continue
 			}
-			if s.q.halted || s.q.sent >= len(s.q.units) || s.q.units[s.q.sent] != s.u {
+			if _, failed := s.q.answers(); failed || s.q.sent >= len(s.q.units) || s.q.units[s.q.sent] != s.u {
 				p.mu.Unlock() // an answer came in meanwhile: the next round sees it
 				continue
 			}
@@ -709,7 +719,6 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 			}
 			s.u.answered, s.u.err = false, nil
 			s.q.sent++
-			s.q.inflight++
 			more = more || (s.q.sent < len(s.q.units) && s.q.sent < s.q.window(now))
 			if _, joins := byLeader[ll]; !joins {
 				p.requests[ll]++
@@ -889,10 +898,6 @@ func (p *passthrough) lane(i int32) *kgo.Client {
 func (p *passthrough) result(tp topicPartition, q *ptQueue, u *ptUnit, base int64, err error) {
 	p.mu.Lock()
 	u.answered, u.base, u.err = true, base, err
-	q.inflight--
-	if err != nil {
-		q.halted = true
-	}
 	acked := 0
 	for acked < q.sent && q.units[acked].answered && q.units[acked].err == nil {
 		acked++
@@ -905,16 +910,12 @@ func (p *passthrough) result(tp topicPartition, q *ptQueue, u *ptUnit, base int6
 		q.units, q.sent = q.units[acked:], q.sent-acked
 		q.lastAck, q.backoff = time.Now(), 0
 	}
-	if q.halted && q.inflight == 0 {
-		q.halted = false
-		// The batches before the head were acknowledged; the error is
-		// its own or one sent after it.
-		if len(q.units) > 0 && q.units[0].err != nil {
-			if err := p.afterError(tp, q, q.units[0]); err != nil {
-				p.failQueueLocked(tp, q, err)
-			}
-		} else if len(q.units) > 0 {
-			p.retryLaterLocked(q)
+	if waiting, failed := q.answers(); failed && waiting == 0 {
+		// Every batch sent is answered and those before the head were
+		// acknowledged: the head's answer is an error, its own or one
+		// that came after it.
+		if err := p.afterError(tp, q, q.units[0]); err != nil {
+			p.failQueueLocked(tp, q, err)
 		}
 	}
 	if len(q.units) == 0 {
@@ -1000,7 +1001,7 @@ func fallbackErr(err error) bool {
 func (p *passthrough) retryLater(q *ptQueue) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if q.inflight > 0 {
+	if waiting, _ := q.answers(); waiting > 0 {
 		return // tried again once their answers are in (they kick the loop)
 	}
 	p.retryLaterLocked(q)
@@ -1012,7 +1013,7 @@ func (p *passthrough) retryLaterLocked(q *ptQueue) {
 	for _, u := range q.units[:q.sent] {
 		u.answered, u.err = false, nil
 	}
-	q.sent, q.halted = 0, false
+	q.sent = 0
 	q.backoff = min(max(2*q.backoff, 50*time.Millisecond), time.Second)
 	q.retryAt = time.Now().Add(q.backoff)
 }
@@ -1026,7 +1027,7 @@ func (p *passthrough) failQueueLocked(tp topicPartition, q *ptQueue, err error) 
 		p.release(u)
 		q.settled = append(q.settled, ptSettle{u, -1, err})
 	}
-	q.units, q.sent, q.halted, q.seq, q.pid, q.failed = nil, 0, false, 0, -2, err
+	q.units, q.sent, q.seq, q.pid, q.failed = nil, 0, 0, -2, err
 	q.lastAck = time.Time{}
 	delete(p.queued, tp)
 }
