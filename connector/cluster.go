@@ -562,7 +562,7 @@ var _ dataPlane = (*slotPlane)(nil)
 // translationView is what the group sync translates through. A single
 // worker has every partition's index in memory; in cluster mode the
 // control plane reads the committed indexes of the partitions whose slots
-// other workers own from the progress topic (read_committed), and uses its
+// other workers own from the progress topic (committed records only), and uses its
 // own slots' live ones.
 func (m *Mirror) translationView(ctx context.Context, c *clients, dp dataPlane) (dataPlane, error) {
 	if m.slots == nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/connector/slots"
 )
@@ -97,15 +98,23 @@ var stateStall = 30 * time.Second
 const stateReportEvery = 5 * time.Second
 
 // readCompacted reads topic from its start to the end offsets it has when
-// the call starts, calling fn for every record in order per partition
-// (value nil for a tombstone). It stops at the first error fn returns, is
-// bounded by ctx, and fails when no record arrives for stateStall. A read
-// that takes long logs its progress on log (nil: silent). only, when 0 or
-// more, reads that partition alone.
+// the call starts, calling fn for every committed record in the log's order
+// per partition (value nil for a tombstone). It stops at the first error fn
+// returns, is bounded by ctx, and fails when no record arrives for
+// stateStall. A read that takes long logs its progress on log (nil:
+// silent). only, when 0 or more, reads that partition alone.
+//
+// Slots write progress and index in transactions, all slots into the same
+// partitions. A read_committed consumer stops at the last stable offset,
+// the first record of the oldest transaction still open: one slot's open
+// transaction (its worker paused, or killed and not fenced yet) would hide
+// what every other slot committed after it, and a new owner would resume
+// from an older position. So the log is read to its high watermark,
+// uncommitted, with the transaction markers, and committed folds it
+// (committedFold): a transaction's records count once its commit marker is
+// read, in their place in the log; an aborted or still open one's never do.
 func readCompacted(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm *kadm.Client, topic string, only int32, fn func(key, value []byte) error) error {
-	// Committed records only (cluster mode writes progress in
-	// transactions): read up to the last stable offset.
-	ends, err := adm.ListCommittedOffsets(ctx, topic)
+	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
 		return fmt.Errorf("list end offsets of %s: %w", topic, err)
 	}
@@ -114,10 +123,12 @@ func readCompacted(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm *k
 	}
 	want := make(map[int32]int64)
 	start := make(map[int32]kgo.Offset)
+	folds := make(map[int32]*committedFold)
 	ends.Each(func(o kadm.ListedOffset) {
 		if o.Offset > 0 && (only < 0 || o.Partition == only) {
 			want[o.Partition] = o.Offset
 			start[o.Partition] = kgo.NewOffset().AtStart()
+			folds[o.Partition] = newCommittedFold(fn)
 		}
 	})
 	if len(want) == 0 {
@@ -125,10 +136,7 @@ func readCompacted(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm *k
 	}
 	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), opts...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: start}),
-		// Slots write progress and index in transactions: records of
-		// an aborted (or still open) one do not count. Markers are
-		// returned so that a log ending in one is read to its end.
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
 		kgo.KeepControlRecords(),
 	)...)
 	if err != nil {
@@ -163,16 +171,17 @@ func readCompacted(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm *k
 			return firstErr
 		}
 		fetches.EachRecord(func(r *kgo.Record) {
-			if r.Offset+1 >= want[r.Partition] {
-				delete(want, r.Partition)
+			end, ok := want[r.Partition]
+			if !ok || firstErr != nil {
+				return // read to its end already: later records are not ours to see
 			}
-			if r.Attrs.IsControl() {
+			if err := folds[r.Partition].add(r); err != nil {
+				firstErr = fmt.Errorf("%s partition %d offset %d: %w", topic, r.Partition, r.Offset, err)
 				return
 			}
-			if firstErr == nil {
-				if err := fn(r.Key, r.Value); err != nil {
-					firstErr = fmt.Errorf("%s offset %d: %w", topic, r.Offset, err)
-				}
+			if r.Offset+1 >= end {
+				delete(want, r.Partition)
+				firstErr = folds[r.Partition].finish()
 			}
 		})
 		if firstErr != nil {
@@ -180,4 +189,81 @@ func readCompacted(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm *k
 		}
 	}
 	return nil
+}
+
+// committedFold hands a partition's committed records to fn in the log's
+// order, as a read_committed consumer would see them if nothing were open:
+// records outside transactions at once, a transaction's records once its
+// commit marker is read, never those of an aborted one. Records behind one
+// still undecided wait in the queue.
+type committedFold struct {
+	fn      func(key, value []byte) error
+	queue   []*foldEntry           // in log order, from the first undecided
+	pending map[int64][]*foldEntry // undecided entries by producer ID
+}
+
+type foldEntry struct {
+	r       *kgo.Record
+	decided bool // committed or outside a transaction (dropped: r nil)
+}
+
+func newCommittedFold(fn func(key, value []byte) error) *committedFold {
+	return &committedFold{fn: fn, pending: make(map[int64][]*foldEntry)}
+}
+
+// add takes the partition's next record (control records included).
+func (f *committedFold) add(r *kgo.Record) error {
+	switch {
+	case r.Attrs.IsControl():
+		var key kmsg.ControlRecordKey
+		if err := key.ReadFrom(r.Key); err != nil {
+			return fmt.Errorf("transaction marker: %w", err)
+		}
+		commit := key.Type == kmsg.ControlRecordKeyTypeCommit
+		for _, e := range f.pending[r.ProducerID] {
+			e.decided = true
+			if !commit {
+				e.r = nil
+			}
+		}
+		delete(f.pending, r.ProducerID)
+	case r.Attrs.IsTransactional():
+		e := &foldEntry{r: r}
+		f.queue = append(f.queue, e)
+		f.pending[r.ProducerID] = append(f.pending[r.ProducerID], e)
+		return nil
+	default:
+		if len(f.queue) == 0 {
+			return f.fn(r.Key, r.Value)
+		}
+		f.queue = append(f.queue, &foldEntry{r: r, decided: true})
+	}
+	return f.drain()
+}
+
+// drain hands on the decided records at the head of the queue.
+func (f *committedFold) drain() error {
+	i := 0
+	for ; i < len(f.queue) && f.queue[i].decided; i++ {
+		if r := f.queue[i].r; r != nil {
+			if err := f.fn(r.Key, r.Value); err != nil {
+				return err
+			}
+		}
+	}
+	f.queue = f.queue[i:]
+	return nil
+}
+
+// finish ends the read at the end offset: records of transactions still
+// open are not committed (an open transaction of a slot is aborted when
+// its next owner fences it), the decided ones behind them are.
+func (f *committedFold) finish() error {
+	for _, es := range f.pending {
+		for _, e := range es {
+			e.decided, e.r = true, nil
+		}
+	}
+	clear(f.pending)
+	return f.drain()
 }

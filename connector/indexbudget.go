@@ -148,8 +148,8 @@ func (c *chunkCache) put(key chunkCacheKey, runs []offsetRun) {
 }
 
 // readIndexChunk reads stored chunk k of tp's index back from the progress
-// topic: the partition that holds tp's records, to its last stable offset;
-// the last record of the chunk's key wins.
+// topic: the partition that holds tp's records, its committed records to
+// the end; the last record of the chunk's key wins.
 func (m *Mirror) readIndexChunk(ctx context.Context, dstAdm *kadm.Client, tp topicPartition, k int64) ([]offsetRun, error) {
 	key := string(indexChunkKey(tp, k))
 	var value []byte

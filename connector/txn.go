@@ -23,8 +23,9 @@ import (
 //   - Exactly once: records, the progress that says they were copied and
 //     the index entries that translate them commit together or not at all.
 //     A read_committed consumer of the target sees every source record once;
-//     a restart (or the next owner) resumes from the committed progress,
-//     read with read_committed.
+//     a restart (or the next owner) resumes from the committed progress:
+//     every record whose transaction committed, also those behind another
+//     slot's open transaction (readCompacted).
 //
 // Inside a transaction the copier works as it does without one: promises
 // move each partition's acked position and index. A commit first flushes

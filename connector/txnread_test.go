@@ -1,0 +1,88 @@
+package connector
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestLoadProgressPastOpenTransaction: every slot writes its progress into
+// the same progress partitions. A transaction another slot left open (its
+// worker paused, or killed and not yet fenced) must not hide the progress a
+// slot committed after it: the new owner would resume from an older
+// position and copy again what was committed. Records of the open
+// transaction, and of an aborted one, never count.
+func TestLoadProgressPastOpenTransaction(t *testing.T) {
+	_, dst := testClusters(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const topic = "kmirror.m.progress.internal"
+	adm := kadm.NewClient(newClient(t, dst))
+	if _, err := ensureCompactedTopic(ctx, adm, topic, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	write := func(cl *kgo.Client, tp topicPartition, next int64) {
+		t.Helper()
+		k, v := encodeProgress(tp, position{next: next})
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: 0, Key: k, Value: sealer{}.seal(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txn := func(id string) *kgo.Client {
+		cl := newClient(t, dst, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID(id), kgo.TransactionTimeout(time.Minute))
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	end := func(cl *kgo.Client, how kgo.TransactionEndTry) {
+		t.Helper()
+		if err := cl.EndTransaction(ctx, how); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plain := newClient(t, dst, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	a, b, c := topicPartition{"orders", 0}, topicPartition{"orders", 1}, topicPartition{"orders", 2}
+
+	write(plain, a, 100) // a single worker's progress, before cluster mode
+
+	open := txn("kmirror.m.slot-1")
+	write(open, b, 7) // left open: slot 1's worker paused
+
+	slot0 := txn("kmirror.m.slot-0")
+	write(slot0, a, 500)
+	end(slot0, kgo.TryCommit)
+
+	aborted := txn("kmirror.m.slot-2")
+	write(aborted, c, 9)
+	end(aborted, kgo.TryAbort)
+
+	ld, err := loadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pos, ok := ld.positions[a]; !ok || pos.next != 500 {
+		t.Fatalf("orders/0: position %+v (found %v), want next 500, committed behind slot 1's open transaction", pos, ok)
+	}
+	if pos, ok := ld.positions[b]; ok {
+		t.Fatalf("orders/1: position %+v from a transaction still open, want none", pos)
+	}
+	if pos, ok := ld.positions[c]; ok {
+		t.Fatalf("orders/2: position %+v from an aborted transaction, want none", pos)
+	}
+
+	// Once the open transaction commits, its record counts, in the
+	// log's order: a later plain write of the same key wins over it.
+	write(plain, b, 3)
+	end(open, kgo.TryCommit)
+	ld, err = loadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pos := ld.positions[b]; pos.next != 3 {
+		t.Fatalf("orders/1: next %d, want 3 (the later plain write)", pos.next)
+	}
+}
