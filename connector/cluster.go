@@ -67,6 +67,12 @@ type slotPlane struct {
 	// previous one: unknown this time, not empty).
 	members    []slots.MemberInfo
 	membersErr error
+	// ctx is the worker's run context (set by join): a slot taken over
+	// again outside a pass (after a commit's outcome was unknown) is
+	// taken over within it. closing is set once shutdown began: nothing
+	// is installed after that.
+	ctx     context.Context
+	closing bool
 }
 
 // slotWorker is one owned slot: its transactional copier and what it found
@@ -112,6 +118,7 @@ func (p *slotPlane) join(ctx context.Context) error {
 	}
 	p.mu.Lock()
 	p.member = member
+	p.ctx = ctx
 	p.n = member.Slots()
 	p.m.metrics.setSlots(p.n)
 	p.mu.Unlock()
@@ -233,7 +240,7 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 	for slot, dst := range fenced {
 		w := p.newSlotWorker(slot, dst, bySlot[slot])
 		p.mu.Lock()
-		still := p.assigned[slot] && p.owned[slot] == nil
+		still := p.assigned[slot] && p.owned[slot] == nil && !p.closing
 		if still {
 			p.owned[slot] = w
 		}
@@ -450,25 +457,34 @@ func (p *slotPlane) run(w *slotWorker) {
 	go func() {
 		defer close(w.done)
 		w.cp.run(ctx)
-		if !w.cp.txnFenced() {
+		if !w.cp.txnStopped() {
 			return
 		}
 		// Fenced while the group still gives it to this worker (the
-		// group moved it away and back, or a stale takeover raced):
-		// drop the copier; the next pass takes the slot over again.
+		// group moved it away and back, or a stale takeover raced), or
+		// a commit's outcome unknown: drop the copier and take the
+		// slot over again, which reads where it stands.
 		p.mu.Lock()
 		mine := p.owned[w.slot] == w
 		if mine {
 			delete(p.owned, w.slot)
 		}
+		runCtx := p.ctx
 		p.mu.Unlock()
-		p.m.log.Warn("slot fenced by another producer: this copier stops", "slot", w.slot, "taken_over_again", mine)
-		if mine {
-			p.m.metrics.slotOwned(w.slot, false, "lost")
-			w.cancelProduce()
-			w.cp.close()
-			w.dst.Close()
+		if !mine {
+			return
 		}
+		p.m.metrics.slotOwned(w.slot, false, "lost")
+		w.cancelProduce()
+		w.cp.close()
+		w.dst.Close()
+		if w.cp.txn.fenced != nil {
+			// Fenced: whoever fenced it may own it now; the next
+			// pass takes it over again if the group still says so.
+			p.m.log.Warn("slot fenced by another producer: this copier stops; the next pass takes the slot over again if it is still assigned here", "slot", w.slot)
+			return
+		}
+		p.takeOver(runCtx, []int32{w.slot})
 	}()
 }
 
@@ -541,6 +557,9 @@ func (p *slotPlane) inFlight() int {
 // last transaction did not commit (its records are copied again by the
 // next owner).
 func (p *slotPlane) shutdown(ctx context.Context) error {
+	p.mu.Lock()
+	p.closing = true
+	p.mu.Unlock()
 	var errs []error
 	p.each(func(w *slotWorker) {
 		if err := p.stopSlot(ctx, w, true); err != nil {

@@ -21,9 +21,11 @@ type clusterWorker struct {
 	done chan error
 }
 
-func startClusterWorker(t *testing.T, src, dst *kfake.Cluster, slots int32) *clusterWorker {
+// startClusterWorker runs a worker of mirror m over src and dst; tune
+// changes its config (a target behind a fault proxy, say).
+func startClusterWorker(t *testing.T, src, dst *kfake.Cluster, slots int32, tune ...func(*Config)) *clusterWorker {
 	t.Helper()
-	m, err := New(Config{
+	cfg := Config{
 		Name: "m", SourceAlias: "src", TargetAlias: "dst",
 		SourceOpts:       []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)},
 		TargetOpts:       []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)},
@@ -33,7 +35,11 @@ func startClusterWorker(t *testing.T, src, dst *kfake.Cluster, slots int32) *clu
 		Cluster:          &ClusterConfig{Slots: slots, SessionTimeout: 6 * time.Second, CommitInterval: 50 * time.Millisecond},
 		Logger:           discardLogger(),
 		ProgressInterval: 100 * time.Millisecond,
-	})
+	}
+	for _, fn := range tune {
+		fn(&cfg)
+	}
+	m, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

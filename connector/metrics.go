@@ -184,7 +184,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"mirror"}),
 		txns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kmirror_transactions_total",
-			Help: "Slot transactions ended, by result: commit, abort (cluster mode).",
+			Help: "Slot transactions ended, by result: commit, abort, unknown (a commit whose answer was lost; the slot is taken over again to learn its outcome) (cluster mode).",
 		}, []string{"mirror", "result"}),
 		commitLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "kmirror_transaction_commit_seconds",
@@ -456,16 +456,23 @@ func (mm *mirrorMetrics) setSlots(n int32) {
 	}
 }
 
+// Results of kmirror_transactions_total.
+const (
+	txnCommitted = "commit"
+	txnAborted   = "abort"
+	// txnUnknown: the commit's answer was lost; the slot is taken over
+	// again to learn the outcome from its committed progress.
+	txnUnknown = "unknown"
+)
+
 // txnEnded counts a slot transaction's end; took is the commit's duration.
-func (mm *mirrorMetrics) txnEnded(commit bool, took time.Duration) {
+func (mm *mirrorMetrics) txnEnded(result string, took time.Duration) {
 	if mm == nil {
 		return
 	}
-	if commit {
-		mm.txns.WithLabelValues("commit").Inc()
+	mm.txns.WithLabelValues(result).Inc()
+	if result == txnCommitted {
 		mm.commitLatency.Observe(took.Seconds())
-	} else {
-		mm.txns.WithLabelValues("abort").Inc()
 	}
 }
 

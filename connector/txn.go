@@ -51,6 +51,14 @@ type txnCycle struct {
 	// fenced is set once another owner took the slot over: the copier
 	// stops and writes nothing more.
 	fenced error
+	// unknown is set when a commit's outcome is unknown (its answer was
+	// lost: a dropped connection, a timeout, an unexpected error after
+	// the coordinator may have written PrepareCommit). Rewinding would
+	// copy the records again if it committed; going on would lose them
+	// if it did not. The copier stops, and the slot is taken over again:
+	// the fence completes or aborts the transaction, and the slot's
+	// progress, committed in it or not, says where to resume.
+	unknown error
 }
 
 // defaultCommitInterval is how often a slot commits when nothing else
@@ -71,13 +79,13 @@ func isFenced(err error) bool {
 // commitInterval old. It reports false once the copier is fenced.
 func (c *copier) txnStep(ctx context.Context) bool {
 	t := c.txn
-	if t.fenced != nil {
+	if c.txnStopped() {
 		return false
 	}
 	if t.open && t.produced && time.Since(t.began) >= t.every {
 		c.txnEnd(ctx)
 	}
-	if t.fenced != nil {
+	if c.txnStopped() {
 		return false
 	}
 	if !t.open && !time.Now().Before(t.retryAt) {
@@ -131,11 +139,17 @@ func (c *copier) txnEnd(ctx context.Context) error {
 		if err == nil {
 			c.committed()
 			t.backoff = 0
-			c.metrics.txnEnded(true, time.Since(begin))
+			c.metrics.txnEnded(txnCommitted, time.Since(begin))
 			return nil
 		}
+		if !isFenced(err) && !errors.Is(err, kerr.OperationNotAttempted) {
+			t.unknown = err
+			c.metrics.txnEnded(txnUnknown, 0)
+			c.log.Warn("the outcome of a commit is unknown: the slot is taken over again to learn it from its committed progress", "err", err)
+			return err
+		}
 	}
-	c.metrics.txnEnded(false, 0)
+	c.metrics.txnEnded(txnAborted, 0)
 	c.txnAbort(ctx, written, err)
 	return err
 }
@@ -193,7 +207,12 @@ func (c *copier) txnAbort(ctx context.Context, written []partitionWrites, why er
 			c.log.Warn("fenced: another worker took the slot over; this one writes nothing more", "err", err)
 			return
 		}
-		c.log.Error("cannot abort the transaction; retrying with a new one", "err", err)
+		// The producer's state is unknown (franz-go reloads its ID
+		// before the next transaction, or refuses one): take the slot
+		// over again, as after a commit whose outcome is unknown.
+		t.unknown = err
+		c.log.Warn("cannot abort the transaction: the slot is taken over again", "err", err)
+		return
 	}
 	if t.backoff == 0 {
 		t.backoff = minRetryBackoff
@@ -255,5 +274,8 @@ func fence(ctx context.Context, cl *kgo.Client) error {
 	return nil
 }
 
-// txnFenced reports whether the copier was fenced.
-func (c *copier) txnFenced() bool { return c.txn != nil && c.txn.fenced != nil }
+// txnStopped reports whether the copier stopped for good: fenced, or a
+// commit's outcome unknown (the slot must be taken over again).
+func (c *copier) txnStopped() bool {
+	return c.txn != nil && (c.txn.fenced != nil || c.txn.unknown != nil)
+}

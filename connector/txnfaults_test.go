@@ -1,0 +1,108 @@
+package connector
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/e2e/kafkatest/faultproxy"
+)
+
+// txnFaultRig is a cluster-mode worker whose target is behind a fault
+// proxy, copying "orders" (parts partitions) from a kfake source.
+type txnFaultRig struct {
+	t        *testing.T
+	src, dst *kfake.Cluster
+	proxy    *faultproxy.Proxy
+	srcCl    *kgo.Client
+	parts    int32
+	produced int
+}
+
+func newTxnFaultRig(t *testing.T, parts int32) *txnFaultRig {
+	t.Helper()
+	src, dst := testClusters(t)
+	proxy, err := faultproxy.New(dst.ListenAddrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	r := &txnFaultRig{t: t, src: src, dst: dst, proxy: proxy, parts: parts,
+		srcCl: newClient(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()))}
+	if _, err := kadm.NewClient(r.srcCl).CreateTopic(context.Background(), parts, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// start runs a worker with one slot whose clients reach the target
+// through the proxy.
+func (r *txnFaultRig) start(tune ...func(*Config)) *clusterWorker {
+	return startClusterWorker(r.t, r.src, r.dst, 1, append([]func(*Config){func(c *Config) {
+		c.TargetOpts = []kgo.Opt{kgo.SeedBrokers(r.proxy.Addrs()...)}
+	}}, tune...)...)
+}
+
+// produce writes n more records to every partition of the source.
+func (r *txnFaultRig) produce(n int) {
+	r.t.Helper()
+	var recs []*kgo.Record
+	for i := r.produced; i < r.produced+n; i++ {
+		for p := range r.parts {
+			recs = append(recs, &kgo.Record{Topic: "orders", Partition: p, Value: fmt.Appendf(nil, "%d-%d", p, i)})
+		}
+	}
+	if err := r.srcCl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		r.t.Fatal(err)
+	}
+	r.produced += n
+}
+
+// exactlyOnce waits until every produced record is on the target, read
+// committed, and checks each is there once, in order.
+func (r *txnFaultRig) exactlyOnce(desc string) {
+	r.t.Helper()
+	for p := range r.parts {
+		var want []string
+		for i := range r.produced {
+			want = append(want, fmt.Sprintf("%d-%d", p, i))
+		}
+		waitFor(r.t, func() bool { return len(readCommitted(r.t, r.dst, "src.orders", p)) >= len(want) }, fmt.Sprintf("%s: partition %d copied", desc, p))
+		if got := readCommitted(r.t, r.dst, "src.orders", p); fmt.Sprint(got) != fmt.Sprint(want) {
+			r.t.Fatalf("%s: partition %d holds %d records, want the %d source records once each, in order:\n got %v", desc, p, len(got), len(want), got)
+		}
+	}
+}
+
+// TestTxnCommitOutcomeUnknown: the coordinator commits a slot's
+// transaction but its answer is lost (here: the answer replaced by
+// UNKNOWN_SERVER_ERROR, as a dropped connection or a timeout leaves the
+// producer not knowing). The transaction committed: the records must not
+// be copied again. The copier learns the outcome from the slot's committed
+// progress, which was in the same transaction.
+func TestTxnCommitOutcomeUnknown(t *testing.T) {
+	t.Parallel()
+	r := newTxnFaultRig(t, 2)
+	r.produce(50)
+	r.start()
+	r.exactlyOnce("before the fault")
+
+	var lost atomic.Int32
+	r.proxy.SetHook(kmsg.EndTxn, func(req kmsg.Request, resp kmsg.Response) faultproxy.Action {
+		if req.(*kmsg.EndTxnRequest).Commit && resp.(*kmsg.EndTxnResponse).ErrorCode == 0 && lost.CompareAndSwap(0, 1) {
+			resp.(*kmsg.EndTxnResponse).ErrorCode = kerr.UnknownServerError.Code
+		}
+		return faultproxy.Pass
+	})
+	r.produce(50)
+	waitFor(t, func() bool { return lost.Load() == 1 }, "a commit whose answer is lost")
+	r.produce(50)
+	r.exactlyOnce("after a commit whose outcome was unknown")
+}
