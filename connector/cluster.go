@@ -337,7 +337,10 @@ func (p *slotPlane) release(ctx context.Context, ss []int32, commit bool) {
 }
 
 // stopSlot ends a slot's copier: its poll loop, then (commit) its last
-// transaction, within the shutdown timeout.
+// transaction, all within the shutdown timeout. The loop may be blocked in
+// a flush or a produce that the target keeps refusing: once the timeout
+// passes, the produce context is cancelled, which ends both; the open
+// transaction is then left to the next owner's fence (it aborts it).
 func (p *slotPlane) stopSlot(ctx context.Context, w *slotWorker, commit bool) error {
 	p.mu.Lock()
 	stop, running := w.stop, w.running
@@ -345,21 +348,43 @@ func (p *slotPlane) stopSlot(ctx context.Context, w *slotWorker, commit bool) er
 	if stop != nil {
 		stop()
 	}
-	if running {
-		<-w.done
-	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.m.cfg.ShutdownTimeout)
+	defer cancel()
+	stopUnblocking := context.AfterFunc(cctx, w.cancelProduce)
+	defer stopUnblocking()
 	var err error
-	if commit {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.m.cfg.ShutdownTimeout)
-		stopUnblocking := context.AfterFunc(cctx, w.cancelProduce)
+	if running && !p.waitLoop(w, cctx) {
+		err = fmt.Errorf("the poll loop did not stop within the shutdown timeout %v", p.m.cfg.ShutdownTimeout)
+	} else if commit && cctx.Err() == nil {
 		err = w.cp.txnEnd(cctx)
-		stopUnblocking()
-		cancel()
 	}
 	w.cancelProduce()
 	w.cp.close()
 	w.dst.Close()
 	return err
+}
+
+// loopGrace bounds the wait for a slot's poll loop after its produce
+// context was cancelled: every blocking call in it takes that context, so
+// it ends at once; the bound keeps a stop bounded should one not.
+const loopGrace = 5 * time.Second
+
+// waitLoop waits for the slot's poll loop to end, until ctx is done; then
+// (its produce context now cancelled) for loopGrace more. It reports
+// whether the loop ended before ctx was done.
+func (p *slotPlane) waitLoop(w *slotWorker, ctx context.Context) bool {
+	select {
+	case <-w.done:
+		return true
+	case <-ctx.Done():
+	}
+	w.cancelProduce()
+	select {
+	case <-w.done:
+	case <-time.After(loopGrace):
+		p.m.log.Error("a slot's poll loop did not end after its produce context was cancelled: its producer is closed under it", "slot", w.slot)
+	}
+	return false
 }
 
 // assignKnown assigns the partitions of the given slots that belong to

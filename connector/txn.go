@@ -133,7 +133,10 @@ func (c *copier) txnEnd(ctx context.Context) error {
 		}
 	}
 	if err == nil {
-		endCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		// Bounded by the produce context too: a stop that waited its
+		// shutdown timeout cancels it (the outcome is then unknown, and
+		// the next owner's fence settles it).
+		endCtx, cancel := context.WithTimeout(c.produceCtx, 30*time.Second)
 		err = c.dst.EndTransaction(endCtx, kgo.TryCommit)
 		cancel()
 		if err == nil {
@@ -196,7 +199,7 @@ func (c *copier) txnAbort(ctx context.Context, written []partitionWrites, why er
 		c.log.Warn("fenced: another worker took the slot over; this one writes nothing more", "err", why)
 		return
 	}
-	endCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	endCtx, cancel := context.WithTimeout(c.produceCtx, 30*time.Second)
 	defer cancel()
 	if err := c.dst.AbortBufferedRecords(endCtx); err != nil {
 		c.log.Warn("aborting buffered records", "err", err)

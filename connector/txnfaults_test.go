@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -105,4 +106,36 @@ func TestTxnCommitOutcomeUnknown(t *testing.T) {
 	waitFor(t, func() bool { return lost.Load() == 1 }, "a commit whose answer is lost")
 	r.produce(50)
 	r.exactlyOnce("after a commit whose outcome was unknown")
+}
+
+// TestSlotStopBounded: a worker whose target refuses every record
+// (NOT_ENOUGH_REPLICAS, retried by the producer for as long as it may) stops
+// within its shutdown timeout: the slot's poll loop blocked in a flush or a
+// produce must not hold SIGTERM or a rebalance.
+func TestSlotStopBounded(t *testing.T) {
+	t.Parallel()
+	r := newTxnFaultRig(t, 2)
+	r.produce(20)
+	const shutdownTimeout = 2 * time.Second
+	w := r.start(func(c *Config) { c.ShutdownTimeout = shutdownTimeout })
+	r.exactlyOnce("before the fault")
+
+	var refused atomic.Int32
+	r.proxy.SetAnswer(kmsg.Produce, func(req kmsg.Request, resp kmsg.Response) faultproxy.Action {
+		refused.Add(1)
+		return faultproxy.ProduceError(kerr.NotEnoughReplicas.Code)(req, resp)
+	})
+	r.produce(20)
+	waitFor(t, func() bool { return refused.Load() >= 3 }, "the target to refuse produce requests")
+
+	begin := time.Now()
+	stop := w.stop
+	w.stop = nil // stopped here, not by the cleanup
+	stop()
+	select {
+	case err := <-w.done:
+		t.Logf("stopped in %v: %v", time.Since(begin).Round(time.Millisecond), err)
+	case <-time.After(shutdownTimeout + 5*time.Second):
+		t.Fatalf("the worker still runs %v after it was stopped (shutdown timeout %v)", time.Since(begin).Round(time.Millisecond), shutdownTimeout)
+	}
 }
