@@ -738,7 +738,7 @@ func (c *copier) run(ctx context.Context) {
 		}
 		c.expireDeliveries()
 		if c.attention.Load() {
-			if c.txn != nil {
+			if c.txn != nil && c.failedPartition() != nil {
 				// A refusal dooms the transaction: end it now (it
 				// aborts, and every partition goes back to its
 				// committed position).
@@ -746,6 +746,8 @@ func (c *copier) run(ctx context.Context) {
 				c.txnEnd(ctx)
 				continue
 			}
+			// Isolation steps (one record at a time after a batch
+			// refused for good), in a transaction too.
 			c.rewindFailed()
 		}
 	}
@@ -859,6 +861,13 @@ func (c *copier) rewindFailed() {
 		switch {
 		case ps.failed == nil && !ps.paused:
 			ps.mu.Unlock()
+			continue
+		case ps.failed != nil && c.txn != nil:
+			// Failed since the poll loop looked: its transaction
+			// aborts on the next look (a refused record is never
+			// produced again inside the same transaction).
+			ps.mu.Unlock()
+			again = true
 			continue
 		case ps.failed == nil:
 			// Isolating: pause while the one record is in flight,

@@ -160,6 +160,18 @@ func (c *copier) txnEnd(ctx context.Context) error {
 // failedSinceCommit returns the refusal of a partition in this
 // transaction, if any: the transaction cannot commit.
 func (c *copier) failedSinceCommit() error {
+	if err := c.failedPartition(); err != nil {
+		return err
+	}
+	if err := c.txn.writer.failures.Load(); err > 0 {
+		c.txn.writer.failures.Store(0)
+		return fmt.Errorf("%d progress or index writes refused", err)
+	}
+	return nil
+}
+
+// failedPartition returns the refusal of a partition being copied, if any.
+func (c *copier) failedPartition() error {
 	for _, ps := range c.snapshot() {
 		ps.mu.Lock()
 		err := ps.failed
@@ -167,10 +179,6 @@ func (c *copier) failedSinceCommit() error {
 		if err != nil {
 			return fmt.Errorf("%s/%d: %w", ps.tp.topic, ps.tp.partition, err)
 		}
-	}
-	if err := c.txn.writer.failures.Load(); err > 0 {
-		c.txn.writer.failures.Store(0)
-		return fmt.Errorf("%d progress or index writes refused", err)
 	}
 	return nil
 }
@@ -245,6 +253,14 @@ func (c *copier) txnAbort(ctx context.Context, written []partitionWrites, why er
 		ps.inflight, ps.head = ps.inflight[:0], 0
 		if ps.failed != nil {
 			ps.failures++
+		}
+		if ps.poison != nil {
+			// Refused alone, for good: it is read and refused again
+			// after every abort, with backoff; say so, as the
+			// copier does outside a transaction.
+			ps.stuck = fmt.Errorf("record at offset %d refused by the target: %w", ps.poison.offset, ps.poison.err)
+			c.logRefusal(ps)
+			ps.poison = nil
 		}
 		ps.failed, ps.paused, ps.refusalLogged = nil, false, false
 		ps.lastAbort = why

@@ -2,7 +2,9 @@ package connector
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -137,5 +139,58 @@ func TestSlotStopBounded(t *testing.T) {
 		t.Logf("stopped in %v: %v", time.Since(begin).Round(time.Millisecond), err)
 	case <-time.After(shutdownTimeout + 5*time.Second):
 		t.Fatalf("the worker still runs %v after it was stopped (shutdown timeout %v)", time.Since(begin).Round(time.Millisecond), shutdownTimeout)
+	}
+}
+
+// TestTxnTooLargeBatchIsolated: in a transaction, the target refuses a
+// batch as too large although each of its records fits. The copier
+// produces the records one at a time (isolation) and then in batches
+// again: every record is committed once. Before, the partition stayed
+// paused after the first isolated record, with no error.
+func TestTxnTooLargeBatchIsolated(t *testing.T) {
+	t.Parallel()
+	src, dst := testClusters(t)
+	const topic, progress = "orders", "kmirror.m.progress.internal"
+	h := newPassHarness(t, src, dst)
+	ctx := context.Background()
+	if _, err := h.srcAdm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.dstAdm.CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": kadmStr("10000")}, "src."+topic); err != nil {
+		t.Fatal(err)
+	}
+	cl := newClient(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var recs []*kgo.Record
+	var want []string
+	for i := range 10 {
+		v := make([]byte, 3<<10)
+		rand.Read(v) // incompressible: ten of them exceed 10 KB whatever the codec
+		v = fmt.Appendf(v[:0], "r-%d-", i)[:len(v)]
+		recs = append(recs, &kgo.Record{Topic: topic, Value: v})
+		want = append(want, string(v))
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil { // one source batch
+		t.Fatal(err)
+	}
+	c := startTxnCopier(t, src, dst, topic, 1, progress)
+	tp := topicPartition{topic, 0}
+	waitFor(t, func() bool { return c.committed(tp) == 10 }, "all 10 records committed after the batch was refused")
+	if got := readCommitted(t, dst, "src."+topic, 0); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("target holds %d records, want the 10 source records once each, in order", len(got))
+	}
+
+	// A record too large even alone stops the partition there, and
+	// says so: the partition's status carries the refusal.
+	big := make([]byte, 50<<10)
+	rand.Read(big)
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: big}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		_, _, err := c.cp.partition(tp).status()
+		return err != nil && strings.Contains(err.Error(), "offset 10")
+	}, "the partition's status to name the record refused alone")
+	if n := c.committed(tp); n != 10 {
+		t.Fatalf("committed %d, want 10: nothing past the refused record", n)
 	}
 }
