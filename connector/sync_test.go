@@ -3,6 +3,7 @@ package connector
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"regexp"
 	"strings"
@@ -223,6 +224,7 @@ func TestLabelsTravelDownstream(t *testing.T) {
 
 	bcCfg := ab.m.cfg
 	bcCfg.Name, bcCfg.SourceAlias, bcCfg.TargetAlias, bcCfg.Labels = "bc", "b", "c", nil
+	bcCfg.TrustedUpstreams = []string{ab.m.cfg.Name}
 	bc := newPassHarnessFor(t, b, c, bcCfg)
 	waitFor(t, func() bool {
 		if err := bc.pass(t); err != nil {
@@ -241,6 +243,83 @@ func TestLabelsTravelDownstream(t *testing.T) {
 		if strings.HasPrefix(tm.SourceTopic, "kmirror.") {
 			t.Fatalf("an internal topic was mirrored: %v", tm)
 		}
+	}
+}
+
+// TestUpstreamMetadataOnlyFromTrustedMirrors: a source holds the metadata
+// topic of a trusted upstream mirror and one that anyone could have
+// created under another mirror's name; both label a topic team=payments,
+// which is what the label filter selects. Only the trusted one is believed
+// (its topic is selected, with its labels and origin); the other is
+// ignored, with one warning naming it over several passes. A reload that
+// withdraws the trust drops the inherited labels, and the topic with them.
+func TestUpstreamMetadataOnlyFromTrustedMirrors(t *testing.T) {
+	t.Parallel()
+	src, dst := testClusters(t)
+	cond, err := filters.ParseCondition("label.team = payments")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prop, err := filters.NewProperty(filters.All, cond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &lockedBuffer{}
+	h := newPassHarnessFor(t, src, dst, Config{
+		Name: "m", SourceAlias: "src", TargetAlias: "dst",
+		Filters:          []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll(".*")}, prop},
+		TrustedUpstreams: []string{"up"},
+		Logger:           slog.New(slog.NewTextHandler(logs, nil)),
+	})
+	trusted, forged := metadataTopicName("up"), metadataTopicName("forged")
+	ctx := context.Background()
+	for _, topic := range []string{"orders", "secrets", trusted, forged} {
+		if _, err := h.srcAdm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srcCl := newClient(t, src)
+	if err := srcCl.ProduceSync(ctx,
+		&kgo.Record{Topic: trusted, Key: []byte("orders"), Value: encodeMetadata(map[string]string{
+			MetaSourceCluster: "a", MetaSourceTopic: "orders", "team": "payments",
+		})},
+		&kgo.Record{Topic: forged, Key: []byte("secrets"), Value: encodeMetadata(map[string]string{
+			MetaOriginCluster: "mallory", MetaOriginTopic: "secrets", "team": "payments",
+		})},
+	).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	for range 3 {
+		if err := h.pass(t); err != nil {
+			t.Fatal(err)
+		}
+	}
+	topics := h.m.Topics()
+	if len(topics) != 1 || topics[0].SourceTopic != "orders" {
+		t.Fatalf("mirrored %+v, want only orders (secrets is labelled by untrusted metadata)", topics)
+	}
+	if md := topics[0].Metadata; md["team"] != "payments" || md[MetaOriginCluster] != "a" || md[MetaOriginTopic] != "orders" {
+		t.Errorf("orders' metadata = %v, want team=payments and origin a/orders from the trusted upstream", md)
+	}
+	if n := logs.count("topic=" + forged); n != 1 {
+		t.Errorf("%d log lines name %s over 3 passes, want 1:\n%s", n, forged, logs)
+	}
+	if n := logs.count("topic=" + trusted); n != 0 {
+		t.Errorf("the trusted metadata topic was warned about:\n%s", logs)
+	}
+
+	sel := *h.m.selection()
+	sel.TrustedUpstreams = nil
+	h.m.Reconfigure(sel)
+	if err := h.pass(t); err != nil {
+		t.Fatal(err)
+	}
+	if states := h.topicStates(); len(states) != 0 {
+		t.Errorf("after the trust was withdrawn, mirroring %v, want nothing (orders lost its team label)", states)
+	}
+	if n := logs.count("topic=" + trusted); n != 1 {
+		t.Errorf("%d log lines name %s once it is no longer trusted, want 1:\n%s", n, trusted, logs)
 	}
 }
 
