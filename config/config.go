@@ -283,6 +283,8 @@ type Mirror struct {
 	Sync Sync `yaml:"sync"`
 	// Labels add user metadata to mirrored topics, per topic pattern.
 	Labels []*Label `yaml:"labels"`
+	// Metadata says whose topic metadata found on the source is believed.
+	Metadata MirrorMetadata `yaml:"metadata"`
 	// Filters run after topics.include/exclude, in order; each sees what
 	// the previous kept. The final rules (no internal topics, no cycles)
 	// run after all of them.
@@ -400,6 +402,18 @@ type ACLSync struct {
 	Enabled bool `yaml:"enabled"`
 	// Interval between syncs. Default 1m; greater than 0.
 	Interval Duration `yaml:"interval"`
+}
+
+// MirrorMetadata is what a mirror believes of the topic metadata that
+// other mirrors left on its source cluster.
+type MirrorMetadata struct {
+	// TrustedUpstreams names the mirrors whose metadata topics on the
+	// source (kmirror.<name>.metadata.internal: the source is their
+	// target, as B is in A->B->C) are read, so that their labels and
+	// origin travel on. Any other such topic is ignored with a warning:
+	// whoever can create a topic on the source could name it so, and
+	// labels steer label filters, hence what is mirrored. Default: none.
+	TrustedUpstreams []string `yaml:"trusted_upstreams"`
 }
 
 // Label sets user metadata on every mirrored topic whose source name

@@ -112,6 +112,7 @@ func TestLoadFileGood(t *testing.T) {
 					{Match: `orders\..*`, Set: map[string]string{"team": "payments", "tier": "1"}},
 					{Match: "payments", Set: map[string]string{"team": "payments"}},
 				},
+				Metadata: config.MirrorMetadata{TrustedUpstreams: []string{"north-to-east"}},
 			},
 			{
 				Name:              "west-to-east",
@@ -238,6 +239,9 @@ testdata/bad_plugin_missing.yaml:11: plugins.catalog.sha256: want the binary's s
 		"listener_type":          `9: listeners.pager.type: unknown listener type "pagerduty" (want log, file, webhook, alertmanager or plugin)`,
 		"label_partition":        `10: mirrors[0].labels[0].partition: labels apply to whole topics: kmirror keeps no per-partition metadata (remove partition)`,
 		"label_reserved_key":     `10: mirrors[0].labels[0].set.kmirror.source.cluster: label keys starting with "kmirror." are reserved for provenance`,
+		"trusted_upstream_name":  `11: mirrors[0].metadata.trusted_upstreams[1]: invalid mirror name "north to east" (want 1-100 characters from A-Z a-z 0-9 . _ -)`,
+		"trusted_upstream_self":  `8: mirrors[0].metadata.trusted_upstreams[0]: a mirror's own metadata is on its target, not its source: name the mirror that writes to east`,
+		"trusted_upstreams_type": `9: mirrors[0].metadata.trusted_upstreams: expected a list, got "north-to-east"`,
 		"config_sync_interval":   `9: mirrors[0].sync.topic_configs.interval: must be greater than 0, got 0s`,
 		"sasl_mechanism":         `5: clusters.east.sasl.mechanism: unknown SASL mechanism "GSSAPI" (want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)`,
 		"sasl_two_passwords":     `10: clusters.west.sasl.password_file: set password or password_file, not both`,
@@ -438,7 +442,7 @@ func TestMoreTypeErrors(t *testing.T) {
 		"int overflow": {minimal + "    producer: {batch_max_bytes: 99999999999999999999}\n",
 			"t.yaml:8: mirrors[0].producer.batch_max_bytes: expected an integer, got 99999999999999999999"},
 		"unknown key and type error": {minimal + "    topic: {}\n    replication_factor: x\n",
-			"t.yaml:8: mirrors[0].topic: unknown field (known: name, source, target, replication_policy, topics, groups, replication_factor, state_partitions, producer, progress_interval, dead_letter, cluster, exactly_once, sync, labels, filters, listeners, mm2)\n" +
+			"t.yaml:8: mirrors[0].topic: unknown field (known: name, source, target, replication_policy, topics, groups, replication_factor, state_partitions, producer, progress_interval, dead_letter, cluster, exactly_once, sync, labels, metadata, filters, listeners, mm2)\n" +
 				`t.yaml:9: mirrors[0].replication_factor: expected an integer, got "x"`},
 		"cluster null": {"clusters:\n  east:\n  west: {bootstrap_servers: [\"h:1\"]}\nmirrors: [{name: m, source: east, target: west}]\n",
 			"t.yaml:2: clusters.east.bootstrap_servers: at least one broker address is required"},
@@ -635,8 +639,8 @@ func TestDocs(t *testing.T) {
 		t.Error("docs/configuration.md does not contain testdata/good.yaml verbatim")
 	}
 	keys := yamlKeys(reflect.TypeFor[config.Config]())
-	if len(keys) != 108 {
-		t.Errorf("found %d keys, want 108: %q (update this test and the docs when adding keys)", len(keys), keys)
+	if len(keys) != 110 {
+		t.Errorf("found %d keys, want 110: %q (update this test and the docs when adding keys)", len(keys), keys)
 	}
 	for _, key := range keys {
 		if !strings.Contains(string(doc), "| `"+key+"` |") {

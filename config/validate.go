@@ -394,6 +394,16 @@ func (v *validator) mirror(m *Mirror, path string, clusters map[string]*Cluster,
 	v.positive(path+".sync.acls.interval", m.Sync.ACLs.Interval)
 	v.positive(path+".sync.group_offsets.interval", m.Sync.GroupOffsets.Interval)
 
+	for i, up := range m.Metadata.TrustedUpstreams {
+		upPath := fmt.Sprintf("%s.metadata.trusted_upstreams[%d]", path, i)
+		switch {
+		case !nameRE.MatchString(up):
+			v.errorf(upPath, "invalid mirror name %q (%s)", up, nameRule)
+		case up == m.Name:
+			v.errorf(upPath, "a mirror's own metadata is on its target, not its source: name the mirror that writes to %s", m.Source)
+		}
+	}
+
 	for i, l := range m.Labels {
 		lp := fmt.Sprintf("%s.labels[%d]", path, i)
 		if l.Partition != nil || l.Partitions != nil {

@@ -33,6 +33,9 @@ type Selection struct {
 	ConfigFilters []filters.ConfigPropertyFilter
 	GroupFilters  []filters.GroupFilter
 	Labels        []Label
+	// TrustedUpstreams are the mirrors whose metadata topics on the source
+	// are believed (Config.TrustedUpstreams).
+	TrustedUpstreams []string
 }
 
 // Notifier is told the mirror's current topic and group sets after every
@@ -84,6 +87,13 @@ type Config struct {
 	ConfigFilters []filters.ConfigPropertyFilter
 	// Labels set user metadata on topics, later entries winning.
 	Labels []Label
+	// TrustedUpstreams names the mirrors whose metadata topics on the
+	// source (kmirror.<name>.metadata.internal, when the source is their
+	// target) are read for the labels and origin they give topics. Any
+	// other such topic is ignored with a warning: labels steer label
+	// filters, and anyone who can create a topic on the source could name
+	// one so. None by default.
+	TrustedUpstreams []string
 
 	// ConfigSyncInterval is the time between topic config syncs; 0
 	// disables the sync (configs are still copied at creation).

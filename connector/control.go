@@ -115,8 +115,10 @@ func (m *Mirror) doPass(ctx context.Context, c *clients, cp dataPlane) (bool, er
 // discovered is what one listing of the source said.
 type discovered struct {
 	candidates []filters.Topic
-	ids        map[string]string            // source topic IDs, by topic
-	upstream   map[string]map[string]string // metadata of upstream mirrors, by topic
+	ids        map[string]string // source topic IDs, by topic
+	// upstream is the metadata of trusted upstream mirrors, by topic; nil
+	// when it could not be read.
+	upstream map[string]map[string]string
 	// gone are mirrored topics that a successful listing lacked, twice:
 	// deleted at the source.
 	gone map[string]bool
@@ -147,16 +149,8 @@ func (m *Mirror) discover(ctx context.Context, c *clients) (discovered, error) {
 		maps.Copy(srcTopics, again)
 		d.gone = gone
 	}
-	var metaTopics []string
-	for name := range srcTopics {
-		if metadataTopicRE.MatchString(name) {
-			metaTopics = append(metaTopics, name)
-		}
-	}
-	if len(metaTopics) > 0 {
-		if d.upstream, err = upstreamMetadata(ctx, m.cfg.SourceOpts, c.srcAdm, metaTopics); err != nil {
-			m.log.Warn("cannot read the source cluster's topic metadata; labels from upstream mirrors are not refreshed", "err", err)
-		}
+	if d.upstream, err = upstreamMetadata(ctx, m.cfg.SourceOpts, c.srcAdm, m.trustedMetadataTopics(srcTopics.Names())); err != nil {
+		m.log.Warn("cannot read the source cluster's topic metadata; labels from upstream mirrors are not refreshed", "err", err)
 	}
 	d.candidates = make([]filters.Topic, 0, len(srcTopics))
 	m.mu.Lock()
@@ -373,8 +367,11 @@ func (m *Mirror) reconcile(selected []filters.Topic, d discovered, tl targetList
 			m.topics[t.Name] = ts
 			m.log.Info("topic selected for mirroring", "topic", t.Name, "target_topic", ts.target, "partitions", t.Partitions)
 		}
-		if up, ok := d.upstream[t.Name]; ok {
-			ts.upstream = up
+		if d.upstream != nil {
+			// A topic no trusted mirror describes (any more: a
+			// reload withdrew the trust) inherits nothing, as after
+			// a restart.
+			ts.upstream = d.upstream[t.Name]
 		}
 		if err, ok := tl.unknown[ts.target]; ok {
 			// Listed with an error (a leader moving, a broker

@@ -2,6 +2,7 @@ package connector
 
 import (
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 )
@@ -24,6 +25,11 @@ const maxLimiterKeys = 10_000
 func newLogLimiter(every time.Duration) *logLimiter {
 	return &logLimiter{every: every, last: make(map[string]time.Time)}
 }
+
+// newLogOnce returns a limiter that lets one line per key through, ever:
+// for a condition that lasts until the operator changes something, where
+// a reminder every minute would say nothing new.
+func newLogOnce() *logLimiter { return newLogLimiter(math.MaxInt64) }
 
 // allow reports whether a line for key may be logged now, and if so
 // records it.

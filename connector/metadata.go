@@ -25,7 +25,8 @@ import (
 // Keys starting with "kmirror." are kmirror's; every other key is a label.
 // A mirror reading a topic that was itself mirrored (A->B->C) finds the
 // upstream metadata in the source cluster's metadata topics and carries the
-// labels and the origin on.
+// labels and the origin on: only those of the upstream mirrors its config
+// trusts (trustedMetadataTopics).
 const (
 	MetaMirror        = "kmirror.mirror"
 	MetaSourceCluster = "kmirror.source.cluster"
@@ -52,8 +53,30 @@ type Label struct {
 	Set   map[string]string
 }
 
-// metadataTopicRE matches every mirror's metadata topic, on any cluster.
-var metadataTopicRE = regexp.MustCompile(`^kmirror\..+\.metadata\.internal$`)
+// metadataTopicRE matches every mirror's metadata topic, on any cluster;
+// its group is the mirror's name.
+var metadataTopicRE = regexp.MustCompile(`^kmirror\.(.+)\.metadata\.internal$`)
+
+// trustedMetadataTopics returns, of the source's topics, the metadata
+// topics of the upstream mirrors the config trusts. Any other topic named
+// like one is ignored, with a warning once per topic: whoever can create a
+// topic on the source could write it, and the labels it gives steer label
+// filters, hence what is mirrored.
+func (m *Mirror) trustedMetadataTopics(topics []string) []string {
+	trusted := m.selection().TrustedUpstreams
+	var out []string
+	for _, topic := range topics {
+		match := metadataTopicRE.FindStringSubmatch(topic)
+		switch {
+		case match == nil:
+		case slices.Contains(trusted, match[1]):
+			out = append(out, topic)
+		default:
+			m.logOnce.warn(m.log, "untrusted-metadata:"+topic, "ignoring the topic metadata of a mirror this one does not trust; its labels and origin are not carried on (list the mirror in metadata.trusted_upstreams to believe it)", "topic", topic, "upstream_mirror", match[1])
+		}
+	}
+	return out
+}
 
 func encodeMetadata(md map[string]string) []byte {
 	// A map of strings always marshals; keys come out sorted.
@@ -87,7 +110,7 @@ func loadMetadata(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm *ka
 	return out, err
 }
 
-// upstreamMetadata reads every mirror's metadata topic on the source cluster
+// upstreamMetadata reads the given metadata topics on the source cluster
 // (present when the source is itself a mirror target) and returns, per
 // source topic, what travels downstream: the labels and the origin.
 func upstreamMetadata(ctx context.Context, opts []kgo.Opt, adm *kadm.Client, metaTopics []string) (map[string]map[string]string, error) {

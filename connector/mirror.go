@@ -156,6 +156,8 @@ type Mirror struct {
 	chunks   *chunkCache
 	sealer   sealer // wraps offset records (progress, index, checkpoints)
 	logEvery *logLimiter
+	// logOnce: conditions only the operator ends (untrusted metadata).
+	logOnce *logLimiter
 	// The failures of each periodic job, logged with backoff.
 	startFailures, passFailures, groupFailures, configFailures, aclFailures *failureLog
 	// producerBufferBytes bounds the target producer's buffer
@@ -215,6 +217,7 @@ func New(cfg Config) (*Mirror, error) {
 		checkpointTopic:     policy.InternalTopic(cfg.Name, "checkpoints"),
 		sealer:              sealer{cfg.OffsetCodec},
 		logEvery:            newLogLimiter(time.Minute),
+		logOnce:             newLogOnce(),
 		startFailures:       newFailureLog(),
 		passFailures:        newFailureLog(),
 		groupFailures:       newFailureLog(),
@@ -230,7 +233,7 @@ func New(cfg Config) (*Mirror, error) {
 		indexes:             make(map[topicPartition]*partitionIndex),
 		metaPersisted:       make(map[string]map[string]string),
 	}
-	m.sel.Store(&Selection{Filters: cfg.Filters, ConfigFilters: cfg.ConfigFilters, GroupFilters: cfg.GroupFilters, Labels: cfg.Labels})
+	m.sel.Store(&Selection{Filters: cfg.Filters, ConfigFilters: cfg.ConfigFilters, GroupFilters: cfg.GroupFilters, Labels: cfg.Labels, TrustedUpstreams: cfg.TrustedUpstreams})
 	if cfg.Cluster != nil {
 		m.slots = newSlotPlane(m)
 	}
@@ -255,7 +258,7 @@ func (m *Mirror) dstErr(err error) error { return m.cfg.TargetExplainer.Explain(
 // stops mirroring it, exactly as if its source topic were deleted.
 func (m *Mirror) Reconfigure(s Selection) {
 	m.sel.Store(&s)
-	m.log.Info("selection reconfigured", "topic_filters", len(s.Filters), "config_filters", len(s.ConfigFilters), "group_filters", len(s.GroupFilters), "labels", len(s.Labels))
+	m.log.Info("selection reconfigured", "topic_filters", len(s.Filters), "config_filters", len(s.ConfigFilters), "group_filters", len(s.GroupFilters), "labels", len(s.Labels), "trusted_upstreams", s.TrustedUpstreams)
 }
 
 func metadataTopicName(mirror string) string { return policy.InternalTopic(mirror, "metadata") }

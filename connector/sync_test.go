@@ -3,6 +3,7 @@ package connector
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"regexp"
 	"strings"
@@ -223,6 +224,7 @@ func TestLabelsTravelDownstream(t *testing.T) {
 
 	bcCfg := ab.m.cfg
 	bcCfg.Name, bcCfg.SourceAlias, bcCfg.TargetAlias, bcCfg.Labels = "bc", "b", "c", nil
+	bcCfg.TrustedUpstreams = []string{ab.m.cfg.Name}
 	bc := newPassHarnessFor(t, b, c, bcCfg)
 	waitFor(t, func() bool {
 		if err := bc.pass(t); err != nil {
@@ -241,6 +243,97 @@ func TestLabelsTravelDownstream(t *testing.T) {
 		if strings.HasPrefix(tm.SourceTopic, "kmirror.") {
 			t.Fatalf("an internal topic was mirrored: %v", tm)
 		}
+	}
+}
+
+// TestUpstreamMetadataOnlyFromTrustedMirrors: a source holds the metadata
+// topic of a trusted upstream mirror and one that anyone could have
+// created under another mirror's name; both label a topic team=payments,
+// which the label filter selects. Only the trusted one is believed (its
+// topic is selected, with its labels and origin); the other is ignored,
+// with one warning naming it over several passes. A reload that withdraws
+// the trust drops what was inherited: orders with its label, and clicks
+// (selected for its partitions) keeps no label and no origin from it.
+func TestUpstreamMetadataOnlyFromTrustedMirrors(t *testing.T) {
+	t.Parallel()
+	src, dst := testClusters(t)
+	var conds []filters.Condition
+	for _, c := range []string{"label.team = payments", "partitions > 1"} {
+		cond, err := filters.ParseCondition(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conds = append(conds, cond)
+	}
+	prop, err := filters.NewProperty(filters.Any, conds...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &lockedBuffer{}
+	h := newPassHarnessFor(t, src, dst, Config{
+		Name: "m", SourceAlias: "src", TargetAlias: "dst",
+		Filters:          []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll(".*")}, prop},
+		TrustedUpstreams: []string{"up"},
+		Logger:           slog.New(slog.NewTextHandler(logs, nil)),
+	})
+	trusted, forged := metadataTopicName("up"), metadataTopicName("forged")
+	ctx := context.Background()
+	for topic, partitions := range map[string]int32{"orders": 1, "secrets": 1, "clicks": 2, trusted: 1, forged: 1} {
+		if _, err := h.srcAdm.CreateTopic(ctx, partitions, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	upstream := func(topic string, md map[string]string) *kgo.Record {
+		return &kgo.Record{Topic: topic, Key: []byte(md[MetaSourceTopic]), Value: encodeMetadata(md)}
+	}
+	if err := newClient(t, src).ProduceSync(ctx,
+		upstream(trusted, map[string]string{MetaSourceCluster: "a", MetaSourceTopic: "orders", "team": "payments"}),
+		upstream(trusted, map[string]string{MetaSourceCluster: "a", MetaSourceTopic: "clicks", "tier": "1"}),
+		upstream(forged, map[string]string{MetaSourceCluster: "mallory", MetaSourceTopic: "secrets", "team": "payments"}),
+	).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	metadata := func(source string) map[string]string {
+		for _, tm := range h.m.Topics() {
+			if tm.SourceTopic == source {
+				return tm.Metadata
+			}
+		}
+		return nil
+	}
+
+	for range 3 {
+		if err := h.pass(t); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if states := h.topicStates(); len(states) != 2 || states["orders"] == "" || states["clicks"] == "" {
+		t.Fatalf("mirroring %v, want orders and clicks (secrets is labelled by untrusted metadata)", states)
+	}
+	if md := metadata("orders"); md["team"] != "payments" || md[MetaOriginCluster] != "a" || md[MetaOriginTopic] != "orders" {
+		t.Errorf("orders' metadata = %v, want team=payments and origin a/orders from the trusted upstream", md)
+	}
+	if n := logs.count("topic=" + forged); n != 1 {
+		t.Errorf("%d log lines name %s over 3 passes, want 1:\n%s", n, forged, logs)
+	}
+	if n := logs.count("topic=" + trusted); n != 0 {
+		t.Errorf("the trusted metadata topic was warned about:\n%s", logs)
+	}
+
+	sel := *h.m.selection()
+	sel.TrustedUpstreams = nil
+	h.m.Reconfigure(sel)
+	if err := h.pass(t); err != nil {
+		t.Fatal(err)
+	}
+	if states := h.topicStates(); len(states) != 1 || states["clicks"] == "" {
+		t.Errorf("after the trust was withdrawn, mirroring %v, want clicks only (orders lost its team label)", states)
+	}
+	if md := metadata("clicks"); md["tier"] != "" || md[MetaOriginCluster] != "src" || md[MetaOriginTopic] != "clicks" {
+		t.Errorf("after the trust was withdrawn, clicks' metadata = %v, want no tier and origin src/clicks", md)
+	}
+	if n := logs.count("topic=" + trusted); n != 1 {
+		t.Errorf("%d log lines name %s once it is no longer trusted, want 1:\n%s", n, trusted, logs)
 	}
 }
 

@@ -68,7 +68,12 @@ type kmMirror struct {
 	ProgressInterval  string            `yaml:"progress_interval,omitempty"`
 	Sync              *kmSync           `yaml:"sync,omitempty"`
 	Labels            []kmLabel         `yaml:"labels,omitempty"`
+	Metadata          *kmMetadata       `yaml:"metadata,omitempty"`
 	Producer          map[string]any    `yaml:"producer,omitempty"`
+}
+
+type kmMetadata struct {
+	TrustedUpstreams []string `yaml:"trusted_upstreams,omitempty"`
 }
 
 type kmTopics struct {

@@ -690,9 +690,11 @@ func TestTopicMetadataLabels(t *testing.T) {
 }
 
 // TestTopicMetadataChain: in a chain A -> B -> C (one process, two
-// mirrors), the copy on C keeps A's labels and names A as its origin; C's
-// mirror adds its own labels, which win on the same key. A label change on
-// the A -> B mirror (SIGHUP) travels on to C.
+// mirrors, B -> C trusting A -> B), the copy on C keeps A's labels and
+// names A as its origin; C's mirror adds its own labels, which win on the
+// same key. A label change on the A -> B mirror (SIGHUP) travels on to C.
+// A metadata topic on B that B -> C does not trust, labelling the same
+// topic otherwise, is ignored, with one warning that names it.
 //
 // With the kafka backend A and B are the shared clusters and C is a
 // cluster of the test's own.
@@ -710,6 +712,10 @@ func TestTopicMetadataChain(t *testing.T) {
 		ab.Labels = []kmLabel{{Match: "orders-.*", Set: map[string]string{"team": "payments", "tier": "1"}}}
 		bc := kmMirrorOf("bc-"+e.id, "b", "c", regexp.QuoteMeta("a."+orders))
 		bc.Labels = []kmLabel{{Match: ".*", Set: map[string]string{"tier": "2", "hop": "c"}}}
+		bc.Metadata = &kmMetadata{TrustedUpstreams: []string{ab.Name}}
+		forged := "kmirror.forged-" + e.id + ".metadata.internal"
+		createTopic(t, e.dstCl, forged, 1, nil)
+		produce(t, e.dstCl, &kgo.Record{Topic: forged, Key: []byte("a." + orders), Value: []byte(`{"team":"mallory","kmirror.origin.cluster":"mallory","kmirror.origin.topic":"x"}`)})
 		cfg := &kmConfig{
 			Clusters: map[string]*kmCluster{
 				"a": {BootstrapServers: e.src.Addrs()},
@@ -775,6 +781,9 @@ func TestTopicMetadataChain(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.waitFor(45*time.Second, "a label change on A -> B to reach C's copy", check("billing"))
+		if ls := w.logLines("level=WARN", "ignoring the topic metadata", "topic="+forged); len(ls) != 1 {
+			t.Errorf("%d warnings name the untrusted %s, want 1 (once, not every pass):\n%s", len(ls), forged, strings.Join(ls, "\n"))
+		}
 	})
 }
 

@@ -16,7 +16,9 @@ every cross-field rule, files that must exist, and each plugin: its binary is re
 and compared with its sha256 pin, then started (to learn its capabilities, bounded
 by --timeout) and stopped. No cluster is contacted. Errors name the file, line and
 field. Warnings (legal but never used: a plugin or listener no mirror calls, a
-listener plugin under plugins:) are printed too and do not fail the check.
+listener plugin under plugins:, a trusted upstream of the file that writes to
+another cluster than the mirror's source) are printed too and do not fail the
+check.
 Exit status 0 when valid (with or without warnings), 1 on errors, 2 on bad usage.`, stderr)
 	path := configFlag(fs, "the config file to check")
 	out := outputFlag(fs)

@@ -244,15 +244,17 @@ type selectionParts struct {
 	configFilters []filters.ConfigPropertyFilter
 	groupFilters  []filters.GroupFilter
 	labels        []connector.Label
+	// trustedUpstreams steer labels as much as labels do.
+	trustedUpstreams []string
 }
 
 func (s selectionParts) connector() connector.Selection {
-	return connector.Selection{Filters: s.filters, ConfigFilters: s.configFilters, GroupFilters: s.groupFilters, Labels: s.labels}
+	return connector.Selection{Filters: s.filters, ConfigFilters: s.configFilters, GroupFilters: s.groupFilters, Labels: s.labels, TrustedUpstreams: s.trustedUpstreams}
 }
 
 // Reload re-reads the config file and applies what can change while
 // running: each mirror's selection (topic and group filters, config sync
-// filters, labels) and the plugins (started, stopped or restarted as their
+// filters, labels, trusted upstreams) and the plugins (started, stopped or restarted as their
 // specs changed). A config that fails validation is rejected, with the
 // error returned, and the running config stays. Other changes (clusters,
 // mirrors added or removed, listeners) are logged as needing a restart.
@@ -347,6 +349,7 @@ func newMirror(cfg *config.Config, mc *config.Mirror, clusters map[string]*kafka
 		ConfigFilters:       sel.configFilters,
 		GroupFilters:        sel.groupFilters,
 		Labels:              sel.labels,
+		TrustedUpstreams:    sel.trustedUpstreams,
 		Notifier:            notifier,
 		ConfigSyncInterval:  enabledInterval(mc.Sync.TopicConfigs.Enabled, mc.Sync.TopicConfigs.Interval),
 		ACLSyncInterval:     enabledInterval(mc.Sync.ACLs.Enabled, mc.Sync.ACLs.Interval),

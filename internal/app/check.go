@@ -47,17 +47,40 @@ func Check(ctx context.Context, cfg *config.Config, configFile string, log *slog
 		p, _ := host.Get(name)
 		infos[name] = p.Info()
 	}
-	return wiringWarnings(cfg, infos, configFile), nil
+	return append(wiringWarnings(cfg, infos, configFile), trustWarnings(cfg, configFile)...), nil
+}
+
+// warningPrefix starts every warning of Check: the config file, if any.
+func warningPrefix(configFile string) string {
+	if configFile == "" {
+		return ""
+	}
+	return configFile + ": "
+}
+
+// trustWarnings lists the trusted upstreams that are mirrors of this
+// config writing to another cluster than the trusting mirror's source:
+// their metadata topic is never there, so the trust does nothing (the
+// direction of the chain is probably reversed). An upstream of another
+// config cannot be checked.
+func trustWarnings(cfg *config.Config, configFile string) []string {
+	var out []string
+	for i, mc := range cfg.Mirrors {
+		for j, up := range mc.Metadata.TrustedUpstreams {
+			if um := cfg.Mirror(up); um != nil && um.Target != mc.Source {
+				out = append(out, fmt.Sprintf("%smirrors[%d].metadata.trusted_upstreams[%d]: mirror %s writes to %s, not to this mirror's source %s, so its metadata is never read here (trust the mirror whose target is %s)",
+					warningPrefix(configFile), i, j, up, um.Target, mc.Source, mc.Source))
+			}
+		}
+	}
+	return out
 }
 
 // wiringWarnings lists the plugins and listeners that are never called.
 // infos are the running plugins' PluginInfo, by their name in the host
 // (listener plugins under listenerPluginName).
 func wiringWarnings(cfg *config.Config, infos map[string]plugins.Info, configFile string) []string {
-	prefix := ""
-	if configFile != "" {
-		prefix = configFile + ": "
-	}
+	prefix := warningPrefix(configFile)
 	filtered := map[string]bool{} // plugins named by a mirror's filters
 	listened := map[string]bool{} // listeners named by a mirror
 	for _, mc := range cfg.Mirrors {

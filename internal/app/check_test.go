@@ -3,6 +3,7 @@ package app
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -65,5 +66,34 @@ listeners:
 		if !strings.HasPrefix(got[i], want[i]) {
 			t.Errorf("warning %d:\n got %s\nwant %s...", i, got[i], want[i])
 		}
+	}
+}
+
+// TestTrustWarnings: trusting a mirror of this config that writes to
+// another cluster than the source does nothing, and says so; trusting the
+// mirror that writes to the source, or one of another config, does not.
+func TestTrustWarnings(t *testing.T) {
+	cfg, err := config.Load([]byte(`
+clusters:
+  a: {bootstrap_servers: ["127.0.0.1:19092"]}
+  b: {bootstrap_servers: ["127.0.0.1:29092"]}
+  c: {bootstrap_servers: ["127.0.0.1:39092"]}
+mirrors:
+  - name: a-to-b
+    source: a
+    target: b
+    metadata: {trusted_upstreams: [b-to-c, elsewhere]}
+  - name: b-to-c
+    source: b
+    target: c
+    metadata: {trusted_upstreams: [a-to-b]}
+`), "kmirror.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := trustWarnings(cfg, "kmirror.yaml")
+	want := []string{"kmirror.yaml: mirrors[0].metadata.trusted_upstreams[0]: mirror b-to-c writes to c, not to this mirror's source a, so its metadata is never read here (trust the mirror whose target is a)"}
+	if !slices.Equal(got, want) {
+		t.Errorf("trustWarnings =\n%q\nwant\n%q", got, want)
 	}
 }

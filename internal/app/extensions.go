@@ -466,6 +466,7 @@ func (a *App) selection(mc *config.Mirror) (sel selectionParts, err error) {
 		}
 	}
 	sel.labels = labels(mc.Labels)
+	sel.trustedUpstreams = mc.Metadata.TrustedUpstreams
 	return sel, nil
 }
 
