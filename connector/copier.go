@@ -32,7 +32,14 @@ import (
 type copier struct {
 	log     *slog.Logger
 	metrics *mirrorMetrics
-	src     *kgo.Client // consumer, created with the first assignment
+	// src is the record path's consumer, created with the first
+	// partition that takes that path: by an assignment (the control
+	// pass's goroutine) or by a partition leaving the batch path (the
+	// poll loop's). So it is created under srcMu, with srcOpts, and read
+	// through source().
+	srcMu   sync.Mutex
+	srcOpts []kgo.Opt // under srcMu
+	src     atomic.Pointer[kgo.Client]
 	dst     *kgo.Client // producer, shared with the control plane
 
 	// produceCtx is cancelled only when a shutdown has given up waiting,
@@ -80,11 +87,8 @@ type copier struct {
 	// isolating its records must not wait a whole poll timeout per record.
 	cancelPoll atomic.Pointer[context.CancelFunc]
 	woken      atomic.Bool
-	// pt, when set, copies partitions as batches (passthrough.go);
-	// srcOpts build the record path's consumer for the partitions that
-	// fall back to it.
+	// pt, when set, copies partitions as batches (passthrough.go).
 	pt       *passthrough
-	srcOpts  []kgo.Opt
 	stopPT   context.CancelFunc
 	ptDone   chan struct{}
 	ptFetchD chan struct{}
@@ -419,7 +423,9 @@ func (c *copier) assign(as []assignment, srcOpts []kgo.Opt) (started bool, err e
 	if len(as) == 0 {
 		return false, nil
 	}
+	c.srcMu.Lock()
 	c.srcOpts = srcOpts
+	c.srcMu.Unlock()
 	offsets := make(map[string]map[int32]kgo.Offset)
 	var batchPath []assignment
 	c.mu.Lock()
@@ -487,7 +493,9 @@ func (c *copier) assign(as []assignment, srcOpts []kgo.Opt) (started bool, err e
 // them: franz-go's direct consumer needs at least one partition when it is
 // created) the first time.
 func (c *copier) consume(offsets map[string]map[int32]kgo.Offset) (created bool, err error) {
-	if c.src == nil {
+	c.srcMu.Lock()
+	defer c.srcMu.Unlock()
+	if c.src.Load() == nil {
 		opts := append(append([]kgo.Opt(nil), c.srcOpts...),
 			kgo.ConsumePartitions(offsets),
 			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -504,12 +512,15 @@ func (c *copier) consume(offsets map[string]map[int32]kgo.Offset) (created bool,
 		if err != nil {
 			return false, err
 		}
-		c.src = cl
+		c.src.Store(cl)
 		return true, nil
 	}
-	c.src.AddConsumePartitions(offsets)
+	c.src.Load().AddConsumePartitions(offsets)
 	return false, nil
 }
+
+// source is the record path's consumer, nil until a partition took it.
+func (c *copier) source() *kgo.Client { return c.src.Load() }
 
 // startPassthrough starts the batch path's fetch and send loops the first
 // time a partition takes it.
@@ -517,7 +528,10 @@ func (c *copier) startPassthrough() (started bool, err error) {
 	if c.pt.src != nil {
 		return false, nil
 	}
-	cl, err := kgo.NewClient(c.srcOpts...)
+	c.srcMu.Lock()
+	srcOpts := c.srcOpts
+	c.srcMu.Unlock()
+	cl, err := kgo.NewClient(srcOpts...)
 	if err != nil {
 		return false, err
 	}
@@ -545,7 +559,7 @@ func (c *copier) startPassthrough() (started bool, err error) {
 		defer close(c.ptDone)
 		c.pt.sendLoop(c.produceCtx, ctx.Done())
 	}()
-	return c.src == nil, nil
+	return c.source() == nil, nil
 }
 
 // unassign stops copying the given partitions (their topic left the
@@ -592,9 +606,9 @@ func (c *copier) unassign(tps []topicPartition) {
 		}
 	}
 	c.mu.Unlock()
-	if c.src != nil {
-		c.src.RemoveConsumePartitions(rm)
-		c.src.PurgeTopicsFromConsuming(gone...)
+	if src := c.source(); src != nil {
+		src.RemoveConsumePartitions(rm)
+		src.PurgeTopicsFromConsuming(gone...)
 	}
 	c.dst.PurgeTopicsFromProducing(goneTargets...)
 	if c.pt != nil {
@@ -699,8 +713,8 @@ func (c *copier) run(ctx context.Context) {
 			cancel() // woken between polls: do not wait
 		}
 		var fetches kgo.Fetches
-		if c.src != nil {
-			fetches = c.src.PollFetches(pollCtx)
+		if src := c.source(); src != nil {
+			fetches = src.PollFetches(pollCtx)
 		} else {
 			<-pollCtx.Done() // the batch path's fetches wake it
 		}
@@ -958,8 +972,8 @@ func (c *copier) rewindFailed() {
 			c.attention.Store(true)
 		}
 	}
-	if len(pause) > 0 && c.src != nil {
-		c.src.PauseFetchPartitions(pause)
+	if src := c.source(); len(pause) > 0 && src != nil {
+		src.PauseFetchPartitions(pause)
 		// Many refusals come from stale metadata (a partition or topic
 		// the producer does not know yet); refresh before the retry.
 		c.dst.ForceMetadataRefresh()
@@ -967,9 +981,9 @@ func (c *copier) rewindFailed() {
 	for _, ps := range deadLetters {
 		c.writeDeadLetter(ps)
 	}
-	if len(rewind) > 0 {
-		c.src.SetOffsets(rewind)
-		c.src.ResumeFetchPartitions(resume)
+	if src := c.source(); len(rewind) > 0 && src != nil {
+		src.SetOffsets(rewind)
+		src.ResumeFetchPartitions(resume)
 		c.log.Debug("reading partitions again from their last acknowledged offsets", "partitions", resume)
 	}
 }
@@ -1098,8 +1112,8 @@ func (p *partitionState) status() (acked, end int64, failed error) {
 }
 
 func (c *copier) close() {
-	if c.src != nil {
-		c.src.Close()
+	if src := c.source(); src != nil {
+		src.Close()
 	}
 	if c.stopPT != nil {
 		c.stopPT()

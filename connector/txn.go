@@ -277,9 +277,9 @@ func (c *copier) txnAbort(ctx context.Context, written []partitionWrites, why er
 		}
 		ps.mu.Unlock()
 	}
-	if c.src != nil && len(rewind) > 0 {
-		c.src.SetOffsets(rewind)
-		c.src.ResumeFetchPartitions(resume)
+	if src := c.source(); src != nil && len(rewind) > 0 {
+		src.SetOffsets(rewind)
+		src.ResumeFetchPartitions(resume)
 	}
 }
 
