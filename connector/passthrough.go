@@ -137,6 +137,9 @@ type ptPart struct {
 	gen      uint64 // bumped by rewinds: older fetches are dropped
 	buffered bool   // a fetch of it waits in ready
 	taken    bool   // a fetch of it was taken since it was added or rewound (place)
+	// notBefore holds a partition back from fetching after a fetch of it
+	// could not be used (retry): not fetched and decoded again at once.
+	notBefore time.Time
 	// The fetch session the partition is in (ptSession): sessLeader is
 	// its broker (-1: in none; then it is in toPlace while neither
 	// paused nor buffered), sessPos the fetch offset the broker holds for it,
@@ -372,6 +375,18 @@ func (p *passthrough) rewind(tp topicPartition, pos int64) {
 	kick(p.kickFetch)
 }
 
+// retry rewinds tp to pos and fetches it again after fetchErrBackoff, as
+// the record path's loop waits after a fetch error: a batch that cannot be
+// decoded is not fetched and decoded again in a tight loop.
+func (p *passthrough) retry(tp topicPartition, pos int64) {
+	p.mu.Lock()
+	if pp := p.parts[tp]; pp != nil {
+		pp.notBefore = time.Now().Add(fetchErrBackoff)
+	}
+	p.mu.Unlock()
+	p.rewind(tp, pos)
+}
+
 // take returns the fetched partitions and lets them be fetched again.
 func (p *passthrough) take() []ptFetch {
 	p.mu.Lock()
@@ -458,29 +473,9 @@ func (c *copier) producePassthrough(f ptFetch) {
 	} else {
 		c.metrics.incFallback(reason)
 		p.logFallback(f.tp, reason, nil)
-		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
-			Offset:         f.from,
-			IsolationLevel: kgo.ReadCommitted(),
-			Topic:          f.tp.topic,
-			Partition:      f.tp.partition,
-		}, rp, p.decomp, nil)
-		if fp.Err != nil && len(fp.Records) == 0 {
-			c.logEvery.warn(c.log, fmt.Sprintf("pt-decode:%s/%d", f.tp.topic, f.tp.partition), "could not decode a fetched source batch; fetching again", "topic", f.tp.topic, "partition", f.tp.partition, "offset", f.from, "err", fp.Err)
-			p.rewind(f.tp, f.from)
+		var ok bool
+		if units, ok = c.decodeFetch(f); !ok {
 			return
-		}
-		if splitErr != nil {
-			p.rewind(f.tp, next) // the fetcher could not move the position itself
-		}
-		codec := int8(0)
-		if len(hs) > 0 {
-			codec = hs[0].codec()
-		} else if len(fp.Records) > 0 {
-			codec = int8(fp.Records[0].Attrs.CompressionType())
-		}
-		units = p.encodeUnits(fp.Records, codec)
-		if units == nil && len(fp.Records) > 0 {
-			return // logged; fetched again after the rewind
 		}
 	}
 	if len(units) == 0 {
@@ -515,6 +510,70 @@ func (c *copier) producePassthrough(f ptFetch) {
 		u.ctx = ctx
 		p.enqueue(ps, u)
 	}
+}
+
+// decodeFetch decodes a fetched partition's records with franz-go's parser
+// and re-encodes them, for a fetch that cannot be forwarded as it is. The
+// fetcher moved the position past the fetch's last whole batch (or, on a
+// malformed fetch, not at all): it goes back to where decoding stopped
+// (decodedTo), so a batch that could not be decoded is fetched again,
+// never skipped. ok is false when nothing is to be produced (the position
+// is then back where decoding stopped).
+func (c *copier) decodeFetch(f ptFetch) (units []*ptUnit, ok bool) {
+	p := c.pt
+	fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+		Offset:         f.from,
+		IsolationLevel: kgo.ReadCommitted(),
+		Topic:          f.tp.topic,
+		Partition:      f.tp.partition,
+	}, &f.rp, p.decomp, nil)
+	stop, err := decodedTo(f, fp, next)
+	if err != nil && len(fp.Records) == 0 {
+		// As the record path's consumer does: the partition waits at
+		// the batch, fetching it again, and says so.
+		c.logEvery.warn(c.log, fmt.Sprintf("pt-decode:%s/%d", f.tp.topic, f.tp.partition), "could not decode a fetched source batch; fetching it again", "topic", f.tp.topic, "partition", f.tp.partition, "offset", stop, "err", err)
+		p.retry(f.tp, stop)
+		return nil, false
+	}
+	if err != nil || f.splitErr != nil {
+		p.rewind(f.tp, stop)
+	}
+	codec := int8(0)
+	if len(f.hs) > 0 {
+		codec = f.hs[0].codec()
+	} else if len(fp.Records) > 0 {
+		codec = int8(fp.Records[0].Attrs.CompressionType())
+	}
+	units = p.encodeUnits(fp.Records, codec)
+	if units == nil && len(fp.Records) > 0 {
+		p.rewind(f.tp, f.from) // logged; fetched again
+		return nil, false
+	}
+	return units, true
+}
+
+// errUndecodable is a batch franz-go's parser stopped at without an error.
+var errUndecodable = errors.New("source batch could not be decoded")
+
+// decodedTo is where franz-go's parser stopped decoding f (ProcessFetchPartition
+// returned fp and next), and why, if it stopped short of the fetch's last
+// whole batch. The parser stops at a batch it cannot decode (a compressed
+// payload that does not decompress) and returns the records before it,
+// with no error when there are some; next is then that batch's offset.
+// With an error it may have moved past the bad data (an unknown magic), so
+// then only the records it returned count.
+func decodedTo(f ptFetch, fp kgo.FetchPartition, next int64) (int64, error) {
+	if fp.Err != nil {
+		stop := f.from
+		if n := len(fp.Records); n > 0 {
+			stop = fp.Records[n-1].Offset + 1
+		}
+		return stop, fp.Err
+	}
+	if n := len(f.hs); n > 0 && next <= f.hs[n-1].base+int64(f.hs[n-1].lastDelta) {
+		return next, fmt.Errorf("%w at offset %d", errUndecodable, next)
+	}
+	return next, nil
 }
 
 // encodeUnits re-encodes decoded records into batches of at most

@@ -3,8 +3,11 @@ package connector
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -234,5 +238,182 @@ func TestPassthroughPipelinedFaults(t *testing.T) {
 			t.Errorf("the %s batch (sequence %d) was sent again right after: no batch was in flight behind it (%v)", f.what, f.at, seqs[i:min(len(seqs), i+8)])
 		}
 		t.Logf("%s batch: sequence %d, followed by %v", f.what, f.at, seqs[i:min(len(seqs), i+2+j)])
+	}
+}
+
+// TestUndecodableBatchNeverSkipped: a source batch that cannot be decoded
+// (compressed, its payload garbage, its CRC valid) is never skipped. The
+// record path stops the partition there: the records before it are
+// copied, the position stays at it and franz-go's error is logged, every
+// fetch. The batch path does the same where it decodes, and forwards it as
+// it is where it does not: a target that checks it (Kafka decompresses
+// what it is sent) refuses it, and the partition falls back to the record
+// path, stopped there; one that does not (kfake) keeps it, and what
+// follows is copied after it. The batch path's fallback (a fetch's records
+// decoded by franz-go, here for an aborted transaction in it) used to move
+// the position past the whole fetch while franz-go returned only the
+// records before the bad batch, with no error: the batch and those after
+// it were never fetched again.
+func TestUndecodableBatchNeverSkipped(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		batchPath        bool
+		targetRefuses    bool
+		warning          string
+		wantTargetValues []string // from offset 0; the undecodable batch reads as nothing
+	}{
+		{"record_path", false, false, "fetch from source failed", []string{"a-0-0", "a-0-1", "a-0-2"}},
+		{"batch_path_target_refuses", true, true, "fetch from source failed", []string{"a-0-0", "a-0-1", "a-0-2"}},
+		{"batch_path_target_keeps", true, false, "", []string{"a-0-0", "a-0-1", "a-0-2", "c-0-0", "c-0-1", "c-0-2", "d-0-0", "d-0-1", "d-0-2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			src, dst := testClusters(t)
+			createTopic(t, src, "orders", 1)
+			// An aborted transaction (offsets 0-1, its marker 2) makes the
+			// batch path decode the fetch that holds it (the fallback),
+			// with the batches after it: a-* (3-5), the undecodable batch
+			// (6-8), c-* (9-11).
+			produceTxn(t, src, "orders", []string{"x-0-0", "x-0-1"}, false)
+			produceOrders(t, src, 1, 3, "a")
+			bad := undecodableBatch(t)
+			produceRawBatch(t, src, "orders", bad)
+			var cs []*kgo.Record
+			for i := range 3 {
+				cs = append(cs, &kgo.Record{Value: fmt.Appendf(nil, "c-0-%d", i), Timestamp: time.Now()})
+			}
+			produceRawBatch(t, src, "orders", rawBatch(t, cs, 0))
+			if tc.targetRefuses {
+				payload := bad[batchHeaderLen:]
+				dst.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+					dst.KeepControl()
+					req := kr.(*kmsg.ProduceRequest)
+					for _, rt := range req.Topics {
+						for _, rp := range rt.Partitions {
+							if bytes.Contains(rp.Records, payload) {
+								return refuseProduce(req, kerr.CorruptMessage.Code), nil, true
+							}
+						}
+					}
+					return nil, nil, false
+				})
+			}
+
+			logs := &lockedBuffer{}
+			m, stop := runOrdersMirror(t, src, dst, func(c *Config) {
+				c.SourceCompression = tc.batchPath
+				c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+			})
+			t.Cleanup(stop)
+			adm := kadm.NewClient(newClient(t, dst))
+			waitFor(t, func() bool { return targetRecords(adm, "src.orders") >= 3 }, "the records before the undecodable batch on the target")
+			produceOrders(t, src, 1, 3, "d") // offsets 12-14
+			m.mu.Lock()
+			ps := m.copier.(*copier).partition(topicPartition{"orders", 0})
+			m.mu.Unlock()
+
+			if tc.warning == "" {
+				// a-* (0-2), the undecodable batch as it is (3-5), c-*, d-*.
+				waitFor(t, func() bool { return targetRecords(adm, "src.orders") >= 12 }, "a-*, the undecodable batch, c-* and d-* on the target")
+				if got := targetValuesFrom(t, dst, 6); fmt.Sprint(got) != fmt.Sprint(tc.wantTargetValues[3:]) {
+					t.Fatalf("target holds %v after the undecodable batch, want %v", got, tc.wantTargetValues[3:])
+				}
+				return
+			}
+			waitFor(t, func() bool { return logs.count(tc.warning) > 0 }, fmt.Sprintf("the warning %q", tc.warning))
+			// Nothing past the undecodable batch is ever copied, and the
+			// position stays at it: a skip shows as d-* copied (and the
+			// position past them) with c-* missing.
+			for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+				if n := targetRecords(adm, "src.orders"); n != 3 {
+					t.Fatalf("the target holds %d records, want the 3 before the undecodable batch (offset 6): %v", n, targetValuesFrom(t, dst, 0))
+				}
+				if acked, _, _ := ps.status(); acked > 6 {
+					t.Fatalf("position %d: moved past the undecodable batch at offset 6", acked)
+				}
+			}
+			if got := targetValuesFrom(t, dst, 0); fmt.Sprint(got) != fmt.Sprint(tc.wantTargetValues) {
+				t.Fatalf("target holds %v, want %v", got, tc.wantTargetValues)
+			}
+		})
+	}
+}
+
+// targetValuesFrom reads the values of src.orders partition 0 on the
+// target from offset from to its end.
+func targetValuesFrom(t *testing.T, dst *kfake.Cluster, from int64) []string {
+	t.Helper()
+	end := targetEnds(t, dst, "src.orders")[0]
+	cl := newClient(t, dst, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"src.orders": {0: kgo.NewOffset().At(from)}}))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out []string
+	for pos := from; pos < end; {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("read the target from %d: at %d of %d: %v", from, pos, end, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			out = append(out, string(r.Value))
+			pos = r.Offset + 1
+		})
+	}
+	return out
+}
+
+// rawBatch builds a batch of recs as a client produces it (offset deltas
+// 0..n-1, no producer), compressed with codec.
+func rawBatch(t *testing.T, recs []*kgo.Record, codec int8) []byte {
+	t.Helper()
+	p := newPassthrough(&copier{}, nil)
+	b, err := encodeBatch(recs, codec, p.comps[codec])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// undecodableBatch is a zstd batch of three records whose compressed
+// payload is garbage and whose CRC is valid: only decompressing it tells
+// (a broker that does not decompress what it is sent, like kfake, keeps
+// it).
+func undecodableBatch(t *testing.T) []byte {
+	t.Helper()
+	b := rawBatch(t, testRecords(), 4)
+	for i := batchHeaderLen; i < len(b); i++ {
+		b[i] = byte(i * 7)
+	}
+	binary.BigEndian.PutUint32(b[batchOffCRC:], crc32.Checksum(b[batchOffAttrs:], crc32c))
+	if _, err := kgo.DefaultDecompressor().Decompress(b[batchHeaderLen:], kgo.CodecZstd); err == nil {
+		t.Fatal("the garbage payload decompresses")
+	}
+	return b
+}
+
+// produceRawBatch appends batch to partition 0 of topic as it is.
+func produceRawBatch(t *testing.T, c *kfake.Cluster, topic string, batch []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl := newClient(t, c)
+	topics, err := kadm.NewClient(cl).ListTopics(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = -1
+	req.TimeoutMillis = 10_000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic, rt.TopicID = topic, topics[topic].ID // Produce v13+ names topics by ID
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = batch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("produce a raw batch: %v", err)
 	}
 }

@@ -224,6 +224,7 @@ func (p *passthrough) place(ctx context.Context) (joins map[int32][]ptWant, retr
 	limit := min(ptMaxJoins, room)
 	wants := make([]ptWant, 0, min(len(p.toPlace), limit))
 	topics := make(map[string]bool)
+	now := time.Now()
 	// Partitions not fetched since they were added or rewound first:
 	// they hold the records a start or restart waits for, while those
 	// whose records were just taken rejoin to wait for new ones (and
@@ -243,6 +244,10 @@ func (p *passthrough) place(ctx context.Context) (joins map[int32][]ptWant, retr
 			if pp.taken == fresh {
 				continue
 			}
+			if now.Before(pp.notBefore) {
+				retry = true // held back (retry): placed on a later round
+				continue
+			}
 			wants = append(wants, ptWant{tp, pp.pos, pp.gen})
 			topics[tp.topic] = true
 		}
@@ -256,7 +261,7 @@ func (p *passthrough) place(ctx context.Context) (joins map[int32][]ptWant, retr
 	starts := make(map[int32][]ptWant) // by leader: positions to resolve
 	leaders := make([]int32, len(wants))
 	var misses []int
-	now := time.Now()
+	now = time.Now()
 	p.mu.Lock()
 	for i, w := range wants {
 		var ok bool
@@ -527,7 +532,8 @@ func (p *passthrough) endSession(leader int32) []string {
 
 // accept handles one partition of a fetch response: an error moves or
 // refreshes the position, data is buffered for the poll loop and the
-// position moves past its last whole batch.
+// position moves past its last whole batch (the poll loop moves it back
+// to where its decoding stopped, if it decodes them: decodeFetch).
 func (p *passthrough) accept(leader int32, tp topicPartition, rp kmsg.FetchResponseTopicPartition) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
