@@ -313,6 +313,11 @@ type MM2 struct {
 	// "mm2-offsets.<source_alias>.internal": MM2's herder for A->B keeps
 	// them in mm2-offsets.A.internal on B (MirrorMakerConfig.workerConfig).
 	OffsetsTopic string `yaml:"offsets_topic"`
+	// SourceConnector is the connector name MM2's source connector
+	// committed its positions under in OffsetsTopic (the first element of
+	// each key). Default "MirrorSourceConnector", the name MM2's dedicated
+	// mode gives it; a Connect deployment's is its config's name=.
+	SourceConnector string `yaml:"source_connector"`
 	// OffsetSyncsLocation is the cluster holding MM2's offset-syncs topic:
 	// "source" (default) or "target", MM2's offset-syncs.topic.location.
 	// A group offset older than the adopted position is translated from

@@ -639,8 +639,8 @@ func TestDocs(t *testing.T) {
 		t.Error("docs/configuration.md does not contain testdata/good.yaml verbatim")
 	}
 	keys := yamlKeys(reflect.TypeFor[config.Config]())
-	if len(keys) != 110 {
-		t.Errorf("found %d keys, want 110: %q (update this test and the docs when adding keys)", len(keys), keys)
+	if len(keys) != 111 {
+		t.Errorf("found %d keys, want 111: %q (update this test and the docs when adding keys)", len(keys), keys)
 	}
 	for _, key := range keys {
 		if !strings.Contains(string(doc), "| `"+key+"` |") {
@@ -737,6 +737,24 @@ http: {auth: {bearer_token_env: KMIRROR_TEST_TOKEN}}
 	}
 	if c := mustLoadFile(t, "testdata/minimal.yaml"); c.HTTP.Auth != nil || c.HTTP.TLS != nil {
 		t.Errorf("auth and tls must be off by default: %+v", c.HTTP)
+	}
+}
+
+// TestMM2SourceConnector: the connector name MM2's positions are keyed by
+// is MM2's dedicated mode's (MirrorSourceConnector) unless set (a Connect
+// deployment's name=).
+func TestMM2SourceConnector(t *testing.T) {
+	c := mustLoad(t, minimal+"    mm2: {adopt: true}\n")
+	if got := c.Mirrors[0].MM2.SourceConnector; got != "MirrorSourceConnector" {
+		t.Errorf("default source_connector %q, want MirrorSourceConnector", got)
+	}
+	c = mustLoad(t, minimal+"    mm2: {adopt: true, source_connector: mm2-west-to-east}\n")
+	if got := c.Mirrors[0].MM2.SourceConnector; got != "mm2-west-to-east" {
+		t.Errorf("source_connector %q, want mm2-west-to-east", got)
+	}
+	_, err := config.Load([]byte(minimal+"    mm2: {source_connector: [a, b]}\n"), "t.yaml")
+	if err == nil || !strings.HasPrefix(err.Error(), "t.yaml:8: mirrors[0].mm2.source_connector: ") {
+		t.Errorf("a list as source_connector: %v", err)
 	}
 }
 

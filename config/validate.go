@@ -367,6 +367,9 @@ func (v *validator) mirror(m *Mirror, path string, clusters map[string]*Cluster,
 		if !topicNameRE.MatchString(mm.OffsetsTopic) {
 			v.errorf(mp+".offsets_topic", "invalid topic name %q (want 1-249 characters from A-Z a-z 0-9 . _ -)", mm.OffsetsTopic)
 		}
+		if mm.SourceConnector == "" {
+			mm.SourceConnector = "MirrorSourceConnector" // MM2's dedicated mode names it so
+		}
 		switch mm.OffsetSyncsLocation {
 		case "", "source":
 			mm.OffsetSyncsLocation = "source"

@@ -224,6 +224,9 @@ func (c *Config) applyDefaults() error {
 		if m.OffsetsTopic == "" {
 			m.OffsetsTopic = "mm2-offsets." + m.SourceAlias + ".internal"
 		}
+		if m.SourceConnector == "" {
+			m.SourceConnector = mm2SourceConnector
+		}
 		if m.OffsetSyncsTopic == "" {
 			// MM2 names it after the other cluster.
 			m.OffsetSyncsTopic = "mm2-offset-syncs." + c.TargetAlias + ".internal"
@@ -247,6 +250,9 @@ type MM2Config struct {
 	SourceAlias  string
 	Adopt        bool
 	OffsetsTopic string
+	// SourceConnector is the name MM2's source connector committed its
+	// positions under in OffsetsTopic.
+	SourceConnector string
 	// OffsetSyncsTopic is MM2's offset-syncs topic, on the target when
 	// OffsetSyncsOnTarget, else on the source.
 	OffsetSyncsTopic    string

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,47 +26,54 @@ import (
 //     clients (RemoteClusterUtils, MirrorClient) work against a target
 //     kmirror writes.
 
-// mm2SourceConnector is the connector name in the keys MM2's source
-// connector commits its positions under.
+// mm2SourceConnector is the name MM2's dedicated mode gives its source
+// connector (the class's simple name), the default of
+// mirrors[].mm2.source_connector: its positions are committed under keys
+// naming it.
 const mm2SourceConnector = "MirrorSourceConnector"
 
 // mm2OffsetsPartition is the source partition of a Connect offset key:
 // ["MirrorSourceConnector",{"cluster":"A","partition":0,"topic":"orders"}].
 type mm2OffsetsPartition struct {
-	Cluster   string `json:"cluster"`
-	Topic     string `json:"topic"`
-	Partition *int32 `json:"partition"`
+	Cluster   *string `json:"cluster"`
+	Topic     string  `json:"topic"`
+	Partition *int32  `json:"partition"`
 }
 
-// parseMM2OffsetKey decodes a Connect offsets key. ok is false for a key of
-// another connector (MM2's checkpoint and heartbeat connectors commit
-// into the same topic); a key that is no Connect key at all is an error.
-func parseMM2OffsetKey(key []byte) (cluster string, tp topicPartition, ok bool, err error) {
+// parseMM2OffsetKey decodes a Connect offsets key: the connector's name
+// and, for a key of an MM2 source connector (a partition with a cluster),
+// the source cluster and partition. ok is false for a key of another kind
+// (MM2's checkpoint and heartbeat connectors commit into the same topic);
+// a key that is no Connect key at all is an error.
+func parseMM2OffsetKey(key []byte) (connector, cluster string, tp topicPartition, ok bool, err error) {
 	var parts []json.RawMessage
 	if err := json.Unmarshal(key, &parts); err != nil || len(parts) != 2 {
-		return "", topicPartition{}, false, fmt.Errorf("key %q is not a Connect offset key [connector, partition]", key)
+		return "", "", topicPartition{}, false, fmt.Errorf("key %q is not a Connect offset key [connector, partition]", key)
 	}
-	var connector string
 	if err := json.Unmarshal(parts[0], &connector); err != nil {
-		return "", topicPartition{}, false, fmt.Errorf("key %q: the connector name is not a string", key)
-	}
-	if connector != mm2SourceConnector {
-		return "", topicPartition{}, false, nil
+		return "", "", topicPartition{}, false, fmt.Errorf("key %q: the connector name is not a string", key)
 	}
 	var p mm2OffsetsPartition
-	if err := json.Unmarshal(parts[1], &p); err != nil || p.Topic == "" || p.Partition == nil {
-		return "", topicPartition{}, false, fmt.Errorf("key %q: want {\"cluster\",\"topic\",\"partition\"}", key)
+	if err := json.Unmarshal(parts[1], &p); err != nil || p.Cluster == nil {
+		return connector, "", topicPartition{}, false, nil
 	}
-	return p.Cluster, topicPartition{p.Topic, *p.Partition}, true, nil
+	if p.Topic == "" || p.Partition == nil {
+		return "", "", topicPartition{}, false, fmt.Errorf("key %q: want {\"cluster\",\"topic\",\"partition\"}", key)
+	}
+	return connector, *p.Cluster, topicPartition{p.Topic, *p.Partition}, true, nil
 }
 
+// mm2Positions are the positions in MM2's offsets topic of one source
+// cluster alias, by source connector name.
+type mm2Positions map[string]map[topicPartition]int64
+
 // readMM2Positions reads MM2's offsets topic on the target to its end and
-// returns, per partition of the source cluster alias, the next source
-// offset to copy: MM2 commits the offset of the LAST record it copied
-// ({"offset":N}), so kmirror resumes at N+1. The last value of a key wins;
-// a null value deletes it. A topic that does not exist is an error naming
-// the setting, never "MM2 copied nothing".
-func readMM2Positions(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm *kadm.Client, topic, alias string) (map[topicPartition]int64, error) {
+// returns, per source connector and partition of the source cluster
+// alias, the next source offset to copy: MM2 commits the offset of the
+// LAST record it copied ({"offset":N}), so kmirror resumes at N+1. The
+// last value of a key wins; a null value deletes it. A topic that does not
+// exist is an error naming the setting, never "MM2 copied nothing".
+func readMM2Positions(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm *kadm.Client, topic, alias string) (mm2Positions, error) {
 	exists, err := mm2TopicExists(ctx, adm, topic, "offsets topic")
 	if err != nil {
 		return nil, err
@@ -72,9 +81,9 @@ func readMM2Positions(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm
 	if !exists {
 		return nil, fmt.Errorf("MirrorMaker 2's offsets topic %s does not exist on the target (mirrors[].mm2.offsets_topic: MM2's offset.storage.topic, mm2-offsets.<source alias>.internal by default); set mirrors[].mm2.adopt: false to copy every topic from its start", topic)
 	}
-	out := make(map[topicPartition]int64)
+	out := make(mm2Positions)
 	err = readCompacted(ctx, log, opts, adm, topic, -1, func(key, value []byte) error {
-		cluster, tp, ok, err := parseMM2OffsetKey(key)
+		connector, cluster, tp, ok, err := parseMM2OffsetKey(key)
 		if err != nil {
 			return err
 		}
@@ -82,7 +91,7 @@ func readMM2Positions(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm
 			return nil
 		}
 		if value == nil {
-			delete(out, tp)
+			delete(out[connector], tp)
 			return nil
 		}
 		var v struct {
@@ -91,13 +100,29 @@ func readMM2Positions(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm
 		if err := json.Unmarshal(value, &v); err != nil || v.Offset == nil || *v.Offset < 0 {
 			return fmt.Errorf("key %s: value %q is not {\"offset\":N} with N >= 0", key, value)
 		}
-		out[tp] = *v.Offset + 1
+		if out[connector] == nil {
+			out[connector] = make(map[topicPartition]int64)
+		}
+		out[connector][tp] = *v.Offset + 1
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// others names the connectors other than connector that hold a position
+// for tp, sorted.
+func (ps mm2Positions) others(connector string, tp topicPartition) []string {
+	var out []string
+	for name, next := range ps {
+		if _, ok := next[tp]; ok && name != connector {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // mm2TopicExists reports whether one of MM2's topics (what it is, for
@@ -118,7 +143,9 @@ func mm2TopicExists(ctx context.Context, adm *kadm.Client, topic, what string) (
 // adoption is what a mirror with mm2.adopt decided, per partition, about
 // MM2's positions. Guarded by Mirror.mu.
 type adoption struct {
-	// mm2Next is what MM2's offsets topic said (nil until read).
+	// mm2 is what MM2's offsets topic said (nil until read), mm2Next
+	// the positions of the configured source connector in it.
+	mm2     mm2Positions
 	mm2Next map[topicPartition]int64
 	// decided: the floor a partition's copy starts from (source offset
 	// src is target offset dst), or nil: from the source's start. A
@@ -159,20 +186,21 @@ func (m *Mirror) adoptionCandidates(tl targetListing) map[string][]topicPartitio
 func (m *Mirror) decideAdoption(ctx context.Context, c *clients, tl targetListing) error {
 	m.mu.Lock()
 	cands := m.adoptionCandidates(tl)
-	need := m.adopt.mm2Next == nil
+	need := m.adopt.mm2 == nil
 	m.mu.Unlock()
 	if len(cands) == 0 {
 		return nil
 	}
 	err := func() error {
 		if need {
-			next, err := readMM2Positions(ctx, m.log, m.cfg.TargetOpts, c.dstAdm, m.cfg.MM2.OffsetsTopic, m.cfg.MM2.SourceAlias)
+			all, err := readMM2Positions(ctx, m.log, m.cfg.TargetOpts, c.dstAdm, m.cfg.MM2.OffsetsTopic, m.cfg.MM2.SourceAlias)
 			if err != nil {
 				return m.dstErr(err)
 			}
-			m.log.Info("read MirrorMaker 2's positions", "offsets_topic", m.cfg.MM2.OffsetsTopic, "source_alias", m.cfg.MM2.SourceAlias, "partitions", len(next))
+			next := all[m.cfg.MM2.SourceConnector]
+			m.log.Info("read MirrorMaker 2's positions", "offsets_topic", m.cfg.MM2.OffsetsTopic, "source_alias", m.cfg.MM2.SourceAlias, "source_connector", m.cfg.MM2.SourceConnector, "partitions", len(next))
 			m.mu.Lock()
-			m.adopt.mm2Next = next
+			m.adopt.mm2, m.adopt.mm2Next = all, next
 			m.mu.Unlock()
 		}
 		targets := make([]string, 0, len(cands))
@@ -189,14 +217,27 @@ func (m *Mirror) decideAdoption(ctx context.Context, c *clients, tl targetListin
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		sort.Strings(targets)
+		foreign := make(map[string]bool) // connectors holding positions of partitions left waiting
+		var waiting []topicPartition
 		for _, target := range targets {
 			var adopted, fresh int
 			for _, tp := range cands[target] {
 				next, ok := m.adopt.mm2Next[tp]
+				var others []string
+				if !ok {
+					others = m.adopt.mm2.others(m.cfg.MM2.SourceConnector, tp)
+				}
 				end, listed := ends.Lookup(target, tp.partition)
 				switch {
 				case !listed:
 					continue // undecided: the next pass looks again
+				case len(others) > 0:
+					// MM2 copied it under another connector name:
+					// starting it over would copy it all again.
+					for _, name := range others {
+						foreign[name] = true
+					}
+					waiting = append(waiting, tp)
 				case !ok:
 					m.adopt.decided[tp] = nil // MM2 never copied it
 					fresh++
@@ -219,6 +260,9 @@ func (m *Mirror) decideAdoption(ctx context.Context, c *clients, tl targetListin
 				m.log.Info("MirrorMaker 2 has no position for these partitions; copying them from their start", "topic", cands[target][0].topic, "target_topic", target, "partitions", fresh)
 			}
 		}
+		if len(waiting) > 0 {
+			return foreignConnectorErr(m.cfg.MM2, foreign, waiting)
+		}
 		return nil
 	}()
 	if err == nil {
@@ -234,6 +278,19 @@ func (m *Mirror) decideAdoption(ctx context.Context, c *clients, tl targetListin
 		}
 	}
 	return err
+}
+
+// foreignConnectorErr says that partitions wait because MM2's offsets topic
+// holds their positions only under other source connector names than the
+// configured one (an MM2 run under another name), and which key to set.
+func foreignConnectorErr(mc *MM2Config, foreign map[string]bool, waiting []topicPartition) error {
+	names := make([]string, 0, len(foreign))
+	for name := range foreign {
+		names = append(names, strconv.Quote(name))
+	}
+	sort.Strings(names)
+	return fmt.Errorf("MirrorMaker 2's offsets topic %s holds the positions of %d partitions (%s/%d first) under the source connector name %s, not %q: set mirrors[].mm2.source_connector to the name MM2's source connector ran under (or mirrors[].mm2.adopt: false to copy these topics from their start)",
+		mc.OffsetsTopic, len(waiting), waiting[0].topic, waiting[0].partition, strings.Join(names, ", "), mc.SourceConnector)
 }
 
 // adoptedStart is where tp starts when it has no stored position: wait

@@ -42,24 +42,27 @@ func TestMM2Encodings(t *testing.T) {
 
 func TestParseMM2OffsetKey(t *testing.T) {
 	for _, c := range []struct {
-		key     string
-		cluster string
-		tp      topicPartition
-		ok      bool
-		err     bool
+		key       string
+		connector string
+		cluster   string
+		tp        topicPartition
+		ok        bool
+		err       bool
 	}{
-		{key: `["MirrorSourceConnector",{"cluster":"A","partition":3,"topic":"orders"}]`, cluster: "A", tp: topicPartition{"orders", 3}, ok: true},
+		{key: `["MirrorSourceConnector",{"cluster":"A","partition":3,"topic":"orders"}]`, connector: "MirrorSourceConnector", cluster: "A", tp: topicPartition{"orders", 3}, ok: true},
 		// Field order is Connect's JSON converter's business.
-		{key: `["MirrorSourceConnector",{"topic":"orders","cluster":"A","partition":0}]`, cluster: "A", tp: topicPartition{"orders", 0}, ok: true},
-		{key: `["MirrorCheckpointConnector",{"group":"g","topic":"t","partition":0}]`},
-		{key: `["MirrorHeartbeatConnector",{"sourceClusterAlias":"A","targetClusterAlias":"B"}]`},
+		{key: `["MirrorSourceConnector",{"topic":"orders","cluster":"A","partition":0}]`, connector: "MirrorSourceConnector", cluster: "A", tp: topicPartition{"orders", 0}, ok: true},
+		// A source connector under another name (Connect's name=).
+		{key: `["mm2-a-to-b",{"cluster":"A","partition":1,"topic":"orders"}]`, connector: "mm2-a-to-b", cluster: "A", tp: topicPartition{"orders", 1}, ok: true},
+		{key: `["MirrorCheckpointConnector",{"group":"g","topic":"t","partition":0}]`, connector: "MirrorCheckpointConnector"},
+		{key: `["MirrorHeartbeatConnector",{"sourceClusterAlias":"A","targetClusterAlias":"B"}]`, connector: "MirrorHeartbeatConnector"},
 		{key: `not json`, err: true},
 		{key: `["MirrorSourceConnector",{"cluster":"A","topic":"orders"}]`, err: true},
 		{key: `["MirrorSourceConnector"]`, err: true},
 	} {
-		cluster, tp, ok, err := parseMM2OffsetKey([]byte(c.key))
-		if (err != nil) != c.err || ok != c.ok || cluster != c.cluster || tp != c.tp {
-			t.Errorf("%s: got %q %v %v %v", c.key, cluster, tp, ok, err)
+		connector, cluster, tp, ok, err := parseMM2OffsetKey([]byte(c.key))
+		if (err != nil) != c.err || ok != c.ok || connector != c.connector || cluster != c.cluster || tp != c.tp {
+			t.Errorf("%s: got %q %q %v %v %v", c.key, connector, cluster, tp, ok, err)
 		}
 	}
 }
@@ -107,6 +110,7 @@ func TestReadMM2Positions(t *testing.T) {
 		&kgo.Record{Key: mm2Key("B", "orders", 0), Value: offsetValue(7)},   // another flow's
 		&kgo.Record{Key: mm2Key("A", "orders", 1), Value: nil},              // deleted
 		&kgo.Record{Key: mm2Key("A", "orders", 0), Value: offsetValue(149)}, // the last wins
+		&kgo.Record{Key: []byte(`["mm2-a-to-b",{"cluster":"A","partition":2,"topic":"orders"}]`), Value: offsetValue(3)},
 	)
 	adm := kadm.NewClient(newClient(t, dst))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -115,8 +119,14 @@ func TestReadMM2Positions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || got[topicPartition{"orders", 0}] != 150 {
+	if len(got) != 2 || len(got[mm2SourceConnector]) != 1 || got[mm2SourceConnector][topicPartition{"orders", 0}] != 150 {
 		t.Fatalf("positions %v, want orders/0 at 150 (MM2's last copied offset 149, plus one)", got)
+	}
+	if len(got["mm2-a-to-b"]) != 1 || got["mm2-a-to-b"][topicPartition{"orders", 2}] != 4 {
+		t.Fatalf("positions %v, want mm2-a-to-b's orders/2 at 4 (a source connector under another name)", got)
+	}
+	if others := got.others(mm2SourceConnector, topicPartition{"orders", 2}); fmt.Sprint(others) != "[mm2-a-to-b]" {
+		t.Fatalf("connectors other than %s holding orders/2: %v", mm2SourceConnector, others)
 	}
 
 	// A value that is not {"offset":N} is an error naming the key.
@@ -325,6 +335,57 @@ func TestAdoptionFaults(t *testing.T) {
 	}
 	if st := h.m.Status(); st.Topics[0].Error != "" {
 		t.Fatalf("the adoption error is still shown: %s", st.Topics[0].Error)
+	}
+}
+
+// TestAdoptionForeignConnector: MM2's offsets topic holding the positions
+// of partitions to adopt only under another source connector name (an MM2
+// run under a Connect name= of its own) does not make them "never copied":
+// they wait, the pass fails naming the connector found and the setting,
+// status shows it and the mirror is not ready; with
+// mirrors[].mm2.source_connector set to that name they start at its
+// positions.
+func TestAdoptionForeignConnector(t *testing.T) {
+	src, dst := testClusters(t)
+	mm2Setup(t, src, dst)
+	const offsets = "mm2-offsets.src.internal"
+	writeMM2Offsets(t, dst, offsets,
+		&kgo.Record{Key: []byte(`["mm2-src-to-dst",{"cluster":"src","partition":0,"topic":"orders"}]`), Value: offsetValue(6)},
+		&kgo.Record{Key: []byte(`["MirrorCheckpointConnector",{"group":"g","partition":0,"topic":"orders"}]`), Value: offsetValue(5)},
+	)
+	p0, p1 := topicPartition{"orders", 0}, topicPartition{"orders", 1}
+
+	h := newPassHarnessFor(t, src, dst, adoptConfig())
+	err := h.pass(t)
+	for _, want := range []string{offsets, `"mm2-src-to-dst"`, `"MirrorSourceConnector"`, "mirrors[].mm2.source_connector"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("pass with MM2's positions under another connector name: %v; want it to name %s", err, want)
+		}
+	}
+	if ps := h.cp.partition(p0); ps != nil {
+		t.Fatalf("partition 0 started (at %d) although MM2 copied it under another connector name", ps.acked)
+	}
+	st := h.m.Status()
+	if len(st.Topics) != 1 || !strings.Contains(st.Topics[0].Error, "mm2-src-to-dst") || st.Ready {
+		t.Fatalf("status %+v (ready %v) does not show the refusal", st.Topics, st.Ready)
+	}
+
+	cfg := adoptConfig()
+	cfg.MM2.SourceConnector = "mm2-src-to-dst"
+	h = newPassHarnessFor(t, src, dst, cfg)
+	h.mustPass(t)
+	ps := h.cp.partition(p0)
+	if ps == nil {
+		t.Fatal("partition 0 not started with source_connector set")
+	}
+	ps.mu.Lock()
+	acked := ps.acked
+	ps.mu.Unlock()
+	if acked != 7 {
+		t.Fatalf("partition 0 starts at %d, want MM2's position 7", acked)
+	}
+	if ps := h.cp.partition(p1); ps == nil || ps.acked != -1 {
+		t.Fatalf("partition 1 (never copied by MM2) should start from the beginning: %+v", ps)
 	}
 }
 

@@ -405,6 +405,7 @@ func mm2Config(m *config.MM2) *connector.MM2Config {
 		SourceAlias:         m.SourceAlias,
 		Adopt:               m.Adopt,
 		OffsetsTopic:        m.OffsetsTopic,
+		SourceConnector:     m.SourceConnector,
 		OffsetSyncsTopic:    m.OffsetSyncsTopic,
 		OffsetSyncsOnTarget: m.OffsetSyncsLocation == "target",
 		Heartbeats:          m.Heartbeats,
