@@ -29,7 +29,7 @@ var (
 		"transaction.boundary":                    "kmirror commits its transactions every cluster.commit_interval",
 		"exactly.once.support":                    "kmirror's exactly_once follows the target's exactly.once.source.support",
 		"heartbeats.replication.enabled":          "kmirror's topic patterns decide",
-		"name":                                    "set by MM2 for each connector",
+		"name":                                    "MM2's dedicated mode names each connector by its class, whatever name= says (its positions are keyed by MirrorSourceConnector: mm2.source_connector)",
 		"connector.class":                         "set by MM2 for each connector",
 		"source.cluster.alias":                    "set by MM2 for each flow",
 		"target.cluster.alias":                    "set by MM2 for each flow",

@@ -70,6 +70,7 @@ const (
 	mm2ReplicationFactor  = 2
 	mm2HeartbeatsInterval = time.Second
 	mm2CheckpointInterval = 60 * time.Second
+	mm2SourceConnector    = "MirrorSourceConnector" // the herder's name for it (MirrorMaker.java: the class's simple name)
 	defaultPolicyClass    = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
 	identityPolicyClass   = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 )

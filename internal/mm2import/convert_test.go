@@ -97,6 +97,23 @@ func TestConvertDefaults(t *testing.T) {
 	if mm == nil || !mm.Adopt || mm.SourceAlias != "A" || mm.OffsetsTopic != "mm2-offsets.A.internal" || mm.OffsetSyncsLocation != "source" || mm.OffsetSyncsTopic != "mm2-offset-syncs.B.internal" || !mm.Heartbeats || !mm.Checkpoints {
 		t.Errorf("mm2 block %+v: want adopt, alias A, offsets in mm2-offsets.A.internal, heartbeats and checkpoints", mm)
 	}
+	if mm.SourceConnector != "MirrorSourceConnector" || !strings.Contains(string(res.YAML), "source_connector: MirrorSourceConnector") {
+		t.Errorf("source_connector %q, want MM2's dedicated mode's MirrorSourceConnector written out:\n%s", mm.SourceConnector, res.YAML)
+	}
+}
+
+// TestConvertConnectorName: a name= given to MM2's dedicated mode does not
+// rename its connectors (the herder names each by its class), so the
+// positions stay keyed by MirrorSourceConnector; the note says where the
+// name goes when it matters.
+func TestConvertConnectorName(t *testing.T) {
+	res := convert(t, base+"A->B.name = mm2-a-to-b\n")
+	if got := load(t, res).Mirror("A-to-B").MM2.SourceConnector; got != "MirrorSourceConnector" {
+		t.Errorf("source_connector %q, want MirrorSourceConnector", got)
+	}
+	if r := reasons(res.Ignored, "A->B.name"); !strings.Contains(r, "mm2.source_connector") {
+		t.Errorf("A->B.name: %q, want a note naming mm2.source_connector", r)
+	}
 }
 
 func TestConvertFlowSettings(t *testing.T) {

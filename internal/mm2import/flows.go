@@ -110,6 +110,9 @@ func (c *converter) mirror(f flow) *yaml.Node {
 		pair{key: "source_alias", value: str(f.source)},
 		pair{key: "adopt", value: boolean(true)},
 		pair{key: "offsets_topic", value: offsetsTopic},
+		// The herder names each connector by its class whatever name= says,
+		// and Connect keys the positions by that name.
+		pair{key: "source_connector", value: withComment(str(mm2SourceConnector), "MM2's dedicated mode names its source connector so; under Connect it is the connector's name")},
 		pair{key: "offset_syncs_location", value: syncsLocation},
 		pair{key: "heartbeats", value: boolean(heartbeats)},
 		pair{key: "heartbeats_interval", value: heartbeatsInterval},
