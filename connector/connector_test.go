@@ -192,7 +192,11 @@ type passHarness struct {
 }
 
 func discardLogger() *slog.Logger {
-	if os.Getenv("KMIRROR_TEST_LOG") != "" {
+	switch os.Getenv("KMIRROR_TEST_LOG") {
+	case "":
+	case "debug":
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	default:
 		return slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -189,6 +189,10 @@ type ptQueue struct {
 	// settling is set while one goroutine does (drainSettled).
 	settled  []ptSettle
 	settling bool
+	// retired is set once the partition started over with a new state
+	// (retire): the send loop no longer sees q, and its batches in
+	// flight settle into the state they came from.
+	retired bool
 }
 
 type ptUnit struct {
@@ -639,9 +643,24 @@ func (p *passthrough) enqueue(ps *partitionState, u *ptUnit) {
 		}
 	}
 	q := p.queues[ps.tp]
+	var retired *ptQueue
+	if q != nil && q.ps != ps {
+		// The partition started over with a new state (its target
+		// topic was recreated, its state dropped): the old state's
+		// batches, failure and sequences are not the new one's.
+		retired = q
+		p.retireLocked(ps.tp, q)
+		// Its own producer ID: the old batches may still be in flight
+		// under the old sequences.
+		q = &ptQueue{ps: ps, pid: -2}
+		p.queues[ps.tp] = q
+	}
 	if q == nil {
 		q = &ptQueue{ps: ps, pid: -1}
 		p.queues[ps.tp] = q
+	}
+	if retired != nil {
+		defer p.drainSettled(retired)
 	}
 	if err := q.failed; err != nil {
 		q.settled = append(q.settled, ptSettle{u, -1, err})
@@ -957,6 +976,12 @@ func (p *passthrough) lane(i int32) *kgo.Client {
 func (p *passthrough) result(tp topicPartition, q *ptQueue, u *ptUnit, base int64, err error) {
 	p.mu.Lock()
 	u.answered, u.base, u.err = true, base, err
+	if q.retired {
+		p.settleRetiredLocked(q)
+		p.mu.Unlock()
+		p.drainSettled(q)
+		return
+	}
 	acked := 0
 	for acked < q.sent && q.units[acked].answered && q.units[acked].err == nil {
 		acked++
@@ -1075,6 +1100,47 @@ func (p *passthrough) retryLaterLocked(q *ptQueue) {
 	q.sent = 0
 	q.backoff = min(max(2*q.backoff, 50*time.Millisecond), time.Second)
 	q.retryAt = time.Now().Add(q.backoff)
+}
+
+// errStartedOver fails the batches of a retired queue not sent yet.
+var errStartedOver = errors.New("the partition started over: batches of its earlier copy are dropped")
+
+// retireLocked takes q, the queue of a partition state that is gone, out
+// of the send loop: its batches not sent yet fail (into that state, which
+// nothing reads any more), those in flight settle into it when answered
+// (result). Without this, the new state's batches met the old one's
+// failure (the cancelled context of its dropped records) and settled into
+// the old state: the partition stalled with every record "in flight", and
+// a shutdown reported them abandoned. The caller holds p.mu and drains
+// q.settled after unlocking it.
+func (p *passthrough) retireLocked(tp topicPartition, q *ptQueue) {
+	q.retired = true
+	for _, u := range q.units[q.sent:] {
+		p.release(u)
+		q.settled = append(q.settled, ptSettle{u, -1, errStartedOver})
+	}
+	q.units = q.units[:q.sent]
+	if p.queued[tp] == q {
+		delete(p.queued, tp)
+	}
+}
+
+// settleRetiredLocked settles a retired queue's batches once every one in
+// flight is answered, each with its own answer: nothing of it is sent
+// again. The caller holds p.mu and drains q.settled after unlocking it.
+func (p *passthrough) settleRetiredLocked(q *ptQueue) {
+	if waiting, _ := q.answers(); waiting > 0 {
+		return
+	}
+	for _, u := range q.units {
+		p.release(u)
+		if u.err != nil {
+			q.settled = append(q.settled, ptSettle{u, -1, u.err})
+		} else {
+			q.settled = append(q.settled, ptSettle{u, u.base, nil})
+		}
+	}
+	q.units, q.sent = nil, 0
 }
 
 // failQueueLocked fails q's batches: the partition fails (the copier
