@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -321,5 +322,60 @@ func TestClusterCommitsWithoutAborts(t *testing.T) {
 		if commits < 10 || aborts != 0 {
 			t.Fatalf("%.0f commits and %.0f aborts copying a stream with nothing going wrong: want many commits and no abort", commits, aborts)
 		}
+	})
+}
+
+// TestClusterProgressPastOpenTransaction: a transaction left open in the
+// progress topic (a paused worker's, or any producer's) must not hide the
+// progress committed after it. A worker commits its progress behind such
+// a transaction and is killed; the next one must resume from there, not
+// from the last progress before the open transaction (which would copy
+// the records in between a second time).
+func TestClusterProgressPastOpenTransaction(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b Backend) {
+		e := newEnv(t, b, ClusterSpec{Brokers: 1})
+		topic := e.topic("orders")
+		const partitions = 4
+		createTopic(t, e.srcCl, topic, partitions, nil)
+		recs, want := seqRecords(topic, "a", partitions, 200)
+		produce(t, e.srcCl, recs...)
+		cfg := e.defaultConfig()
+		path := e.writeExtConfig("", cfg, extConfig{MirrorRaw: "    cluster: {slots: 2, session_timeout: 6s, commit_interval: 50ms}"})
+		w := e.startWorker(path)
+		e.waitTargetValues(60*time.Second, "src."+topic, want)
+
+		// A transaction opened in every partition of the progress topic
+		// and left open.
+		progress := "kmirror." + cfg.Name + ".progress.internal"
+		ctx := ctxTimeout(t, 3*time.Minute)
+		n, err := partitionCount(ctx, e.dstCl, progress)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zombie := newClient(t, e.dst.Addrs(), kgo.TransactionalID("e2e-zombie-"+cfg.Name), kgo.TransactionTimeout(3*time.Minute),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		if err := zombie.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for p := range int32(n) {
+			key := fmt.Sprintf(`{"topic":"zombie-%s","partition":%d}`, e.id, p)
+			if err := zombie.ProduceSync(ctx, &kgo.Record{Topic: progress, Partition: p, Key: []byte(key), Value: []byte(`{"next_offset":1}`)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Cleanup(func() { _ = zombie.EndTransaction(context.Background(), kgo.TryAbort) })
+
+		more, wantMore := seqRecords(topic, "b", partitions, 100)
+		produce(t, e.srcCl, more...)
+		want = appendWant(want, wantMore)
+		e.waitTargetValues(60*time.Second, "src."+topic, want)
+		// Seen read_committed: the progress saying so committed with them.
+		w.kill(t)
+
+		last, wantLast := seqRecords(topic, "c", partitions, 50)
+		produce(t, e.srcCl, last...)
+		e.startWorker(path)
+		e.waitTargetValues(60*time.Second, "src."+topic, appendWant(want, wantLast))
 	})
 }
