@@ -2,11 +2,16 @@ package slots_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/connector/slots"
 	"github.com/kmirror/kmirror/e2e/kafkatest"
@@ -140,4 +145,61 @@ func members(cms []*churnMember) []*member {
 		ms[i] = &member{name: cm.name, m: cm.m, dialer: cm.dialer}
 	}
 	return ms
+}
+
+// TestSettlingReportsStuckJoin: a member whose JoinGroup the coordinator
+// keeps refusing says so through Settling (since when, what it waits for,
+// the error), and Settling clears once the group settles.
+func TestSettlingReportsStuckJoin(t *testing.T) {
+	c := newKfake(t)
+	h := newHarness(t, c.ListenAddrs(), "kmirror.stuck", "kmirror.stuck.slots.internal")
+	a := h.join("a", 4)
+	h.settle("a alone", a)
+	if s, ok := a.m.Settling(); ok {
+		t.Fatalf("a settled member reports a rebalance: %+v", s)
+	}
+
+	// a's JoinGroup is refused while refusing is set; a second member
+	// makes the coordinator start a rebalance, which a must rejoin.
+	var refusing atomic.Bool
+	refusing.Store(true)
+	aID := a.m.ID()
+	c.ControlKey(int16(kmsg.JoinGroup), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kreq.(*kmsg.JoinGroupRequest)
+		if !refusing.Load() || req.MemberID != aID {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil, true
+	})
+	begin := time.Now()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	bDone := make(chan *slots.Member, 1)
+	go func() {
+		m, _ := h.joinWith(ctx, "b", 4, &faultDialer{})
+		bDone <- m
+	}()
+	waitFor(t, 30*time.Second, "a to report the refused JoinGroup", func() (bool, string) {
+		s, ok := a.m.Settling()
+		return ok && s.Waiting == "JoinGroup" && errors.Is(s.Err, kerr.GroupAuthorizationFailed), fmt.Sprintf("%+v, %v", s, ok)
+	})
+	s, _ := a.m.Settling()
+	if s.Since.Before(begin) || time.Since(s.Since) > 30*time.Second {
+		t.Errorf("Settling.Since %v: want the start of the rebalance, after %v", s.Since, begin)
+	}
+
+	refusing.Store(false)
+	bm := <-bDone
+	if bm == nil {
+		t.Fatal("b did not join once JoinGroup was allowed")
+	}
+	b := &member{name: "b", m: bm}
+	defer bm.Close()
+	h.settle("a and b", a, b)
+	if s, ok := a.m.Settling(); ok {
+		t.Errorf("a still reports a rebalance after the group settled: %+v", s)
+	}
 }
