@@ -42,3 +42,7 @@ require (
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )
+
+// kfake's group coordinator, patched to expire dead members under churn as
+// Kafka does: third_party/kfake/PATCHES.md.
+replace github.com/twmb/franz-go/pkg/kfake => ./third_party/kfake

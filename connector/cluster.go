@@ -40,6 +40,10 @@ type ClusterConfig struct {
 	SessionTimeout time.Duration
 	// CommitInterval is how often each slot commits.
 	CommitInterval time.Duration
+	// RebalanceTimeout bounds a rebalance (slots.Config); zero means
+	// slots.DefaultRebalanceTimeout. Not in the YAML config: tests
+	// shorten it.
+	RebalanceTimeout time.Duration
 }
 
 // controlSlot is the slot whose owner runs the control plane.
@@ -107,6 +111,7 @@ func (p *slotPlane) join(ctx context.Context) error {
 		Slots:             cc.Slots,
 		ReplicationFactor: p.m.cfg.ReplicationFactor,
 		SessionTimeout:    cc.SessionTimeout,
+		RebalanceTimeout:  cc.RebalanceTimeout,
 		ClientOpts:        p.m.cfg.TargetOpts,
 		Logger:            p.m.log,
 		OnAssigned:        p.onAssigned,
@@ -641,8 +646,9 @@ func (v storedView) partition(tp topicPartition) *partitionState {
 	return &partitionState{tp: tp, acked: pos.next, persisted: pos.next, committed: pos.next, index: ix, end: -1}
 }
 
-// refreshMembers describes the group, for status; an error keeps the
-// previous list.
+// refreshMembers describes the group, for status and the slots without an
+// owner; an error keeps the previous list. It also reports a group that
+// does not settle (watchSettling).
 func (p *slotPlane) refreshMembers(ctx context.Context) {
 	p.mu.Lock()
 	member := p.member
@@ -650,6 +656,7 @@ func (p *slotPlane) refreshMembers(ctx context.Context) {
 	if member == nil {
 		return
 	}
+	p.watchSettling(member)
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	ms, err := member.Members(ctx)
@@ -658,7 +665,63 @@ func (p *slotPlane) refreshMembers(ctx context.Context) {
 	p.membersErr = err
 	if err == nil {
 		p.members = ms
+		p.m.metrics.setSlotsUnowned(len(unownedSlots(p.n, ms)))
 	}
+}
+
+// unownedSlots are the slots of n that no member of the described group is
+// assigned, sorted.
+func unownedSlots(n int32, ms []slots.MemberInfo) []int32 {
+	owned := make(map[int32]bool)
+	for _, mi := range ms {
+		for _, s := range mi.Slots {
+			owned[s] = true
+		}
+	}
+	var out []int32
+	for s := range n {
+		if !owned[s] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// watchSettling exports how long this worker has been in a rebalance and,
+// past the time a healthy group needs (slots.Member.SettleBound), says so
+// in a warning a minute: the group's coordinator does not complete the
+// rebalance, and slots may stay without an owner meanwhile.
+func (p *slotPlane) watchSettling(member *slots.Member) {
+	s, ok := member.Settling()
+	if !ok {
+		p.m.metrics.setRebalanceSeconds(0)
+		p.m.logEvery.forget(logKeyUnsettled)
+		return
+	}
+	took := time.Since(s.Since)
+	p.m.metrics.setRebalanceSeconds(took.Seconds())
+	if took <= member.SettleBound() {
+		return
+	}
+	args := []any{"group", member.Group(), "waiting_for", waitingFor(s), "since", s.Since.Format(time.RFC3339), "for", took.Round(time.Second), "bound", member.SettleBound()}
+	if s.Err != nil {
+		args = append(args, "last_error", s.Err)
+	}
+	p.m.logEvery.warn(p.m.log, logKeyUnsettled, "the slots group does not settle: this worker is still in a rebalance after the session timeout plus the rebalance timeout; slots may have no owner until it completes", args...)
+}
+
+// logKeyUnsettled is the logLimiter key of watchSettling's warning.
+const logKeyUnsettled = "cluster-unsettled"
+
+// waitingFor says what a worker in a rebalance waits for.
+func waitingFor(s slots.Settling) string {
+	switch s.Waiting {
+	case "JoinGroup":
+		return "JoinGroup: the coordinator to complete the rebalance (every member to rejoin)"
+	case "SyncGroup":
+		return "SyncGroup: the group leader's assignment"
+	}
+	return "joining the group"
 }
 
 // status is this worker's part of the cluster, and the group as last
@@ -679,8 +742,20 @@ func (p *slotPlane) status() *ClusterStatus {
 	if p.membersErr != nil {
 		st.WorkersError = p.membersErr.Error()
 	}
+	if p.members != nil {
+		st.Unowned = unownedSlots(p.n, p.members)
+	}
+	member := p.member
 	workers := slices.Collect(maps.Values(p.owned))
 	p.mu.Unlock()
+	if member != nil {
+		if s, ok := member.Settling(); ok {
+			st.Rebalance = &RebalanceStatus{Since: s.Since, WaitingFor: waitingFor(s), NotSettling: time.Since(s.Since) > member.SettleBound()}
+			if s.Err != nil {
+				st.Rebalance.Error = s.Err.Error()
+			}
+		}
+	}
 	for _, w := range workers {
 		var lagSum int64
 		for _, ps := range w.cp.snapshot() {

@@ -3,12 +3,19 @@ package connector
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/filters"
 )
@@ -206,4 +213,93 @@ func TestClusterPlan(t *testing.T) {
 	if len(plan.Create) != 1 || plan.Create[0].TargetTopic != "src.orders" || plan.Create[0].Partitions != 3 {
 		t.Fatalf("plan creates %+v, want src.orders with 3 partitions", plan.Create)
 	}
+}
+
+// TestClusterStatusShowsUnownedAndUnsettled: the status and the metrics
+// show at once the slots the group's description gives no owner, and a
+// worker whose group does not settle says so (status, readiness, metric,
+// a warning) instead of waiting silently.
+func TestClusterStatusShowsUnownedAndUnsettled(t *testing.T) {
+	t.Parallel()
+	src, dst := testClusters(t)
+	if _, err := kadm.NewClient(newClient(t, src)).CreateTopic(context.Background(), 4, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	metrics := NewMetrics(reg)
+	logs := &lockedBuffer{}
+	w := startClusterWorker(t, src, dst, 4, func(c *Config) {
+		c.Metrics = metrics
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		c.Cluster.RebalanceTimeout = 2 * time.Second
+	})
+	waitFor(t, func() bool { return len(w.owned()) == 4 && w.m.Status().Ready }, "the worker to own every slot and be ready")
+	unowned := metrics.slotsUnowned.WithLabelValues("m")
+	rebalancing := metrics.rebalanceSecs.WithLabelValues("m")
+	waitFor(t, func() bool { st := w.m.Status().Cluster; return len(st.Workers) == 1 && st.Rebalance == nil }, "the group described")
+	if st := w.m.Status().Cluster; len(st.Unowned) != 0 || testutil.ToFloat64(unowned) != 0 || testutil.ToFloat64(rebalancing) != 0 {
+		t.Fatalf("settled group: unowned %v, metric %v, rebalance %v s", st.Unowned, testutil.ToFloat64(unowned), testutil.ToFloat64(rebalancing))
+	}
+
+	// The coordinator describes a stable group in which the worker is
+	// assigned slots 0 and 1 only: 2 and 3 have no owner.
+	memberID := w.m.Status().Cluster.Member
+	dst.ControlKey(int16(kmsg.DescribeGroups), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		dst.KeepControl()
+		req := kreq.(*kmsg.DescribeGroupsRequest)
+		resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
+		for _, g := range req.Groups {
+			dg := kmsg.NewDescribeGroupsResponseGroup()
+			dg.Group, dg.State, dg.ProtocolType, dg.Protocol = g, "Stable", "consumer", "cooperative-sticky"
+			a := kmsg.ConsumerMemberAssignment{Topics: []kmsg.ConsumerMemberAssignmentTopic{{Topic: "kmirror.m.slots.internal", Partitions: []int32{0, 1}}}}
+			dm := kmsg.NewDescribeGroupsResponseGroupMember()
+			dm.MemberID, dm.ClientID, dm.ClientHost, dm.MemberAssignment = memberID, "kmirror", "/127.0.0.1", a.AppendTo(nil)
+			dg.Members = append(dg.Members, dm)
+			resp.Groups = append(resp.Groups, dg)
+		}
+		return resp, nil, true
+	})
+	waitFor(t, func() bool { return fmt.Sprint(w.m.Status().Cluster.Unowned) == "[2 3]" }, "the status to show slots 2 and 3 without an owner")
+	waitFor(t, func() bool { return testutil.ToFloat64(unowned) == 2 }, "kmirror_cluster_slots_unowned to be 2")
+	dst.DropControl()
+
+	// The coordinator refuses the worker's JoinGroup; another member
+	// joining makes the group rebalance, which the worker never completes.
+	refusing := true
+	var mu sync.Mutex
+	dst.ControlKey(int16(kmsg.JoinGroup), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		dst.KeepControl()
+		req := kreq.(*kmsg.JoinGroupRequest)
+		mu.Lock()
+		defer mu.Unlock()
+		if !refusing || req.MemberID != memberID {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+		return resp, nil, true
+	})
+	other := newClient(t, dst, kgo.ConsumerGroup("kmirror.m"), kgo.ConsumeTopics("kmirror.m.slots.internal"),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.SessionTimeout(6*time.Second))
+	go other.PollFetches(t.Context()) // joins the group
+	waitFor(t, func() bool {
+		r := w.m.Status().Cluster.Rebalance
+		return r != nil && r.NotSettling && strings.HasPrefix(r.WaitingFor, "JoinGroup") && !w.m.Status().Ready
+	}, "the status to show a rebalance that does not settle, and the worker not ready")
+	waitFor(t, func() bool { return testutil.ToFloat64(rebalancing) > 8 }, "kmirror_cluster_rebalance_seconds past the session + rebalance timeout")
+	waitFor(t, func() bool { return strings.Contains(logs.String(), "the slots group does not settle") }, "a warning")
+	if n := logs.count("the slots group does not settle"); n != 1 {
+		t.Errorf("%d warnings within a minute, want 1 (rate-limited)", n)
+	}
+	for _, want := range []string{"waiting_for=\"JoinGroup", "since=", "last_error="} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the warning lacks %s:\n%s", want, logs.String())
+		}
+	}
+
+	mu.Lock()
+	refusing = false
+	mu.Unlock()
+	waitFor(t, func() bool { return w.m.Status().Cluster.Rebalance == nil && w.m.Status().Ready }, "the worker to settle and be ready again")
+	waitFor(t, func() bool { return testutil.ToFloat64(rebalancing) == 0 }, "kmirror_cluster_rebalance_seconds back to 0")
 }

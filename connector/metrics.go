@@ -38,6 +38,8 @@ type Metrics struct {
 	slotsTaken      *prometheus.CounterVec
 	controlPlane    *prometheus.GaugeVec
 	slotsTotal      *prometheus.GaugeVec
+	slotsUnowned    *prometheus.GaugeVec
+	rebalanceSecs   *prometheus.GaugeVec
 	txns            *prometheus.CounterVec
 	commitLatency   *prometheus.HistogramVec
 	indexBytes      *prometheus.GaugeVec
@@ -182,6 +184,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "kmirror_cluster_slots",
 			Help: "The mirror's slot count: the partitions of its control topic (cluster mode).",
 		}, []string{"mirror"}),
+		slotsUnowned: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kmirror_cluster_slots_unowned",
+			Help: "Slots no worker is assigned, as the group's coordinator last described the group (refreshed every control pass; kept while the group rebalances) (cluster mode).",
+		}, []string{"mirror"}),
+		rebalanceSecs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kmirror_cluster_rebalance_seconds",
+			Help: "How long this worker has been in a rebalance of the mirror's group (its JoinGroup or SyncGroup not yet answered, or failing), 0 when settled; refreshed every control pass (cluster mode).",
+		}, []string{"mirror"}),
 		txns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kmirror_transactions_total",
 			Help: "Slot transactions ended, by result: commit, abort, unknown (a commit whose answer was lost; the slot is taken over again to learn its outcome) (cluster mode).",
@@ -231,7 +241,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.records, m.bytes, m.latency, m.lag, m.topics, m.createErrors,
 		m.produceErrors, m.recreations, m.configChanges, m.configSyncErrs, m.aclsCreated, m.groupOffsets, m.groupSyncErrs, m.setChanges, m.filterErrors, m.passes, m.passErrors, m.lastPassSuccess,
 		m.internalWrites, m.adminErrors, m.untranslatable, m.failedParts, m.deadLetters,
-		m.slotsOwned, m.slotsTaken, m.controlPlane, m.slotsTotal, m.txns, m.commitLatency, m.batches, m.fallbacks,
+		m.slotsOwned, m.slotsTaken, m.controlPlane, m.slotsTotal, m.slotsUnowned, m.rebalanceSecs, m.txns, m.commitLatency, m.batches, m.fallbacks,
 		m.indexBytes, m.indexEvictions, m.mm2Adopted, m.mm2AdoptErrors, m.mm2Heartbeats, m.mm2Checkpoints)
 	m.detail = newDetailCollector()
 	reg.MustRegister(m.detail)
@@ -252,7 +262,7 @@ type mirrorMetrics struct {
 	internalWrites, adminErrors                                                  *prometheus.CounterVec
 	untranslatable, failedParts                                                  prometheus.Gauge
 	deadLetters                                                                  prometheus.Counter
-	slotsOwned, controlPlane, slotsTotal                                         prometheus.Gauge
+	slotsOwned, controlPlane, slotsTotal, slotsUnowned, rebalanceSecs            prometheus.Gauge
 	slotsTaken, txns                                                             *prometheus.CounterVec
 	commitLatency                                                                prometheus.Observer
 	indexBytes                                                                   prometheus.Gauge
@@ -290,6 +300,8 @@ func (m *Metrics) forMirror(name string) *mirrorMetrics {
 		controlPlane:       m.controlPlane.WithLabelValues(name),
 		slotsTaken:         m.slotsTaken.MustCurryWith(prometheus.Labels{"mirror": name}),
 		slotsTotal:         m.slotsTotal.WithLabelValues(name),
+		slotsUnowned:       m.slotsUnowned.WithLabelValues(name),
+		rebalanceSecs:      m.rebalanceSecs.WithLabelValues(name),
 		txns:               m.txns.MustCurryWith(prometheus.Labels{"mirror": name}),
 		commitLatency:      m.commitLatency.WithLabelValues(name),
 		indexBytes:         m.indexBytes.WithLabelValues(name),
@@ -453,6 +465,18 @@ func (mm *mirrorMetrics) slotOwned(slot int32, owned bool, kind string) {
 func (mm *mirrorMetrics) setSlots(n int32) {
 	if mm != nil {
 		mm.slotsTotal.Set(float64(n))
+	}
+}
+
+func (mm *mirrorMetrics) setSlotsUnowned(n int) {
+	if mm != nil {
+		mm.slotsUnowned.Set(float64(n))
+	}
+}
+
+func (mm *mirrorMetrics) setRebalanceSeconds(secs float64) {
+	if mm != nil {
+		mm.rebalanceSecs.Set(secs)
 	}
 }
 

@@ -70,6 +70,24 @@ type ClusterStatus struct {
 	// failed (the list is then the previous one).
 	Workers      []WorkerStatus `json:"workers"`
 	WorkersError string         `json:"workers_error,omitempty"`
+	// Unowned are the slots no worker is assigned in that description:
+	// their partitions are not copied.
+	Unowned []int32 `json:"unowned"`
+	// Rebalance is set while this worker is in a rebalance of the group.
+	Rebalance *RebalanceStatus `json:"rebalance,omitempty"`
+}
+
+// RebalanceStatus is a rebalance of the group a worker is in.
+type RebalanceStatus struct {
+	Since      time.Time `json:"since"`
+	WaitingFor string    `json:"waiting_for"`
+	// Error is the last error that broke the worker's group session
+	// since the rebalance began.
+	Error string `json:"error,omitempty"`
+	// NotSettling is true once the rebalance lasted longer than the
+	// session timeout plus the rebalance timeout: the worker is then not
+	// ready.
+	NotSettling bool `json:"not_settling"`
 }
 
 // WorkerStatus is one worker of a mirror in cluster mode.
@@ -852,8 +870,8 @@ func (m *Mirror) Status() Status {
 	sort.Slice(st.Topics, func(i, j int) bool { return st.Topics[i].SourceTopic < st.Topics[j].SourceTopic })
 	if m.slots != nil {
 		st.Cluster = m.slots.status()
-		if st.Cluster.Member == "" {
-			ready = false // not in the group yet
+		if st.Cluster.Member == "" || (st.Cluster.Rebalance != nil && st.Cluster.Rebalance.NotSettling) {
+			ready = false // not in the group yet, or its group does not settle
 		}
 	}
 	st.Ready = ready

@@ -55,6 +55,8 @@ var knownMetrics = []string{
 	"kmirror_dead_letter_records_total",
 	"kmirror_cluster_slots",
 	"kmirror_cluster_slots_owned",
+	"kmirror_cluster_slots_unowned",
+	"kmirror_cluster_rebalance_seconds",
 	"kmirror_cluster_slot_changes_total",
 	"kmirror_cluster_control_plane",
 	"kmirror_transactions_total",
@@ -155,7 +157,7 @@ func TestRulesContent(t *testing.T) {
 	want := []string{"KmirrorReplicatedSetChanged", "KmirrorTopicFailed", "KmirrorReplicationLagHigh",
 		"KmirrorControlLoopStale", "KmirrorListenerFailing", "KmirrorPluginRestarting",
 		"KmirrorPartitionFailed", "KmirrorInternalWritesFailing", "KmirrorGroupOffsetsUntranslatable",
-		"KmirrorClusterSlotsUnowned", "KmirrorClusterRebalancing"}
+		"KmirrorClusterSlotsUnowned", "KmirrorClusterGroupNotSettling", "KmirrorClusterRebalancing"}
 	var got []string
 	for _, r := range rules {
 		got = append(got, r.name)
@@ -173,7 +175,7 @@ func TestRulesContent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range []string{"KmirrorTopicFailed", "KmirrorListenerFailing", "KmirrorPartitionFailed", "KmirrorClusterSlotsUnowned"} {
+	for _, a := range []string{"KmirrorTopicFailed", "KmirrorListenerFailing", "KmirrorPartitionFailed", "KmirrorClusterSlotsUnowned", "KmirrorClusterGroupNotSettling"} {
 		if !strings.Contains(string(tests), "alertname: "+a) {
 			t.Errorf("%s has no unit test in %s", a, rulesTestFile)
 		}

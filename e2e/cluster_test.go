@@ -16,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/connector/slots"
 	"github.com/kmirror/kmirror/e2e/kafkatest"
 )
 
@@ -125,11 +126,53 @@ func statusShowsWorkers(t *testing.T, addr, mirror string, n int) (bool, string)
 	return false, "no cluster status for mirror " + mirror
 }
 
+// churnKills is how many kills TestClusterExactlyOnceUnderKills's churn
+// has; slotsRebalanceTimeout is the workers' rebalance timeout.
+const (
+	churnKills            = 8
+	slotsRebalanceTimeout = slots.DefaultRebalanceTimeout
+)
+
+// groupSettled reports whether every worker's status shows the group as
+// described with no slot without an owner, and no rebalance under way.
+func groupSettled(addrs []string, mirror string) (bool, string) {
+	for _, addr := range addrs {
+		code, body, err := httpGet(addr, "/api/v1/status")
+		if err != nil || code != 200 {
+			return false, fmt.Sprintf("%s: %d %v", addr, code, err)
+		}
+		var doc struct {
+			Mirrors []struct {
+				Name    string `json:"name"`
+				Cluster *struct {
+					Unowned   []int32         `json:"unowned"`
+					Rebalance json.RawMessage `json:"rebalance"`
+					Workers   []any           `json:"workers"`
+				} `json:"cluster"`
+			} `json:"mirrors"`
+		}
+		if err := json.Unmarshal([]byte(body), &doc); err != nil {
+			return false, err.Error()
+		}
+		for _, m := range doc.Mirrors {
+			if m.Name != mirror || m.Cluster == nil {
+				continue
+			}
+			if c := m.Cluster; len(c.Workers) != 3 || len(c.Unowned) > 0 || c.Rebalance != nil {
+				return false, fmt.Sprintf("%s: %d workers described, unowned %v, rebalance %s", addr, len(c.Workers), c.Unowned, c.Rebalance)
+			}
+		}
+	}
+	return true, ""
+}
+
 // TestClusterExactlyOnceUnderKills: three workers share a mirror of a
 // 16-partition topic while records are produced; a random worker is killed
-// with SIGKILL (and started again) several times, and one is paused
-// (SIGSTOP) for longer than the session timeout and resumed; on real Kafka
-// the target broker is also stopped and started again halfway. The live
+// with SIGKILL (and started again) several times, then eight times in
+// quick succession (churn: the group must settle within the session +
+// rebalance timeout after it), and one is paused (SIGSTOP) for longer than
+// the session timeout and resumed; on real Kafka the target broker is also
+// stopped and started again halfway through the first kills. The live
 // workers always take the slots over, and at the end the target, read with
 // read_committed, holds every source record exactly once, in order per
 // partition: nothing lost, nothing duplicated, and the paused worker wrote
@@ -207,6 +250,31 @@ func TestClusterExactlyOnceUnderKills(t *testing.T) {
 				covered("the workers to own every slot again after the target restart", 90*time.Second)
 			}
 		}
+
+		// Churn (issue 24, item 6): eight kills, each worker restarted at
+		// once and the next kill 2.5 to 5 s later, without waiting for
+		// the group in between, so that rebalances overlap and members
+		// die while joining. Once it stops, the group must settle as
+		// Kafka's coordinator bounds it: the last dead member's session
+		// timeout plus a rebalance timeout (plus a worker's start and
+		// takeover), with no slot left without an owner.
+		var lastKill time.Time
+		for k := range churnKills {
+			time.Sleep(time.Duration(2500+rng.IntN(2500)) * time.Millisecond)
+			i := rng.IntN(len(ws))
+			ws[i].kill(t)
+			lastKill = time.Now()
+			start(i)
+			t.Logf("churn: kill -9 #%d of worker %d, restarted", k+1, i)
+		}
+		settled := session + slotsRebalanceTimeout + 15*time.Second
+		e.waitFor(settled-time.Since(lastKill), "every slot owned once after the churn, within the session + rebalance timeout", func() (bool, string) {
+			return slotsCovered(ws, addrs, cfg.Name, slots)
+		})
+		t.Logf("churn: every slot owned %v after the last kill (bound %v)", time.Since(lastKill).Round(100*time.Millisecond), settled)
+		e.waitFor(30*time.Second, "the workers' status to show no slot without an owner and no rebalance", func() (bool, string) {
+			return groupSettled(addrs, cfg.Name)
+		})
 
 		// A paused worker loses its slots and, resumed, writes nothing.
 		i := rng.IntN(len(ws))

@@ -236,8 +236,18 @@ func printCluster(w io.Writer, c *connector.ClusterStatus) {
 		control = "yes"
 	}
 	fmt.Fprintf(w, "  CLUSTER: %d slots; this worker %s owns %s, control plane: %s\n", c.Slots, c.Member, formatSlots(c.Owned), control)
+	if r := c.Rebalance; r != nil && r.NotSettling {
+		fmt.Fprintf(w, "  GROUP NOT SETTLING: in a rebalance since %s, waiting for %s", r.Since.Format(time.RFC3339), r.WaitingFor)
+		if r.Error != "" {
+			fmt.Fprintf(w, "; last error: %s", r.Error)
+		}
+		fmt.Fprintln(w)
+	}
 	if c.WorkersError != "" {
 		fmt.Fprintf(w, "  workers as last described (describing the group failed: %s)\n", c.WorkersError)
+	}
+	if len(c.Unowned) > 0 {
+		fmt.Fprintf(w, "  SLOTS WITHOUT AN OWNER: %s (not copied)\n", formatSlots(c.Unowned))
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  WORKER\tCLIENT ID\tHOST\tSLOTS\tCONTROL PLANE")

@@ -238,3 +238,26 @@ func TestStatusFailingBroker(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusTableGroupNotSettling: slots without an owner and a group that
+// does not settle are shown, not only the workers as last described.
+func TestStatusTableGroupNotSettling(t *testing.T) {
+	src := slices.Clone(clusterStatus)
+	c := *src[0].Cluster
+	c.Unowned = []int32{4, 5, 7}
+	since := time.Date(2026, 12, 2, 13, 16, 15, 0, time.UTC)
+	c.Rebalance = &connector.RebalanceStatus{Since: since, WaitingFor: "JoinGroup: the coordinator to complete the rebalance (every member to rejoin)", Error: "i/o timeout", NotSettling: true}
+	src[0].Cluster = &c
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"status", "--url", statusServer(t, src)}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	for _, want := range []string{
+		"GROUP NOT SETTLING: in a rebalance since 2026-12-02T13:16:15Z, waiting for JoinGroup: the coordinator to complete the rebalance (every member to rejoin); last error: i/o timeout",
+		"SLOTS WITHOUT AN OWNER: [4-5 7] (not copied)",
+	} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout.String())
+		}
+	}
+}

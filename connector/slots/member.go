@@ -182,6 +182,24 @@ type Member struct {
 	mu      sync.Mutex
 	owned   map[int32]bool
 	lastErr error // the last error that broke a group session
+	// settling is the rebalance under way as this member sees it; its
+	// Since is zero once the group gave this member an assignment.
+	settling Settling
+}
+
+// Settling is a rebalance this member is in: since when, what it waits
+// for, and the last error that broke its group session meanwhile.
+type Settling struct {
+	// Since is when the rebalance began for this member: Join, or the
+	// first JoinGroup or group error after its last assignment.
+	Since time.Time
+	// Waiting is the request it last sent to complete it: "JoinGroup"
+	// (the coordinator waits for every member to rejoin) or "SyncGroup"
+	// (the leader's assignment); empty before the first is sent.
+	Waiting string
+	// Err is the last error that broke the group session since then
+	// (a JoinGroup timed out, the coordinator moved), nil if none.
+	Err error
 }
 
 // Join ensures the control topic exists (creating it with cfg.Slots
@@ -217,6 +235,7 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 		owned:      make(map[int32]bool),
 	}
 	m.cbCtx, m.cbCancel = context.WithCancel(context.Background())
+	m.settling.Since = time.Now()
 
 	opts := append(slices.Clip(cfg.ClientOpts),
 		kgo.ConsumerGroup(cfg.Group),
@@ -237,7 +256,7 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 		kgo.OnPartitionsAssigned(m.assigned),
 		kgo.OnPartitionsRevoked(m.revoked),
 		kgo.OnPartitionsLost(m.lost),
-		kgo.WithHooks(groupErrHook{m}),
+		kgo.WithHooks(groupErrHook{m}, rebalanceHook{m}),
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -412,12 +431,19 @@ var _ kgo.HookGroupManageError = groupErrHook{}
 
 func (h groupErrHook) OnGroupManageError(err error) {
 	m := h.m
-	m.mu.Lock()
-	m.lastErr = err
-	m.mu.Unlock()
 	if errors.Is(err, context.Canceled) {
+		m.mu.Lock()
+		m.lastErr = err
+		m.mu.Unlock()
 		return // leaving
 	}
+	m.mu.Lock()
+	m.lastErr = err
+	if m.settling.Since.IsZero() {
+		m.settling.Since = time.Now()
+	}
+	m.settling.Err = err
+	m.mu.Unlock()
 	m.log.Warn("group session failed; rejoining", "err", err)
 	// Before the first assignment, an error the group would only repeat
 	// fails Join at once instead of at its deadline.
@@ -443,9 +469,39 @@ func (h groupErrHook) OnGroupManageError(err error) {
 	}
 }
 
+// rebalanceHook follows the group requests this member sends, for
+// Settling: a JoinGroup begins a rebalance (the coordinator asked for it,
+// or the member is new or was removed), a SyncGroup is its second half.
+type rebalanceHook struct{ m *Member }
+
+var _ kgo.HookBrokerWrite = rebalanceHook{}
+
+func (h rebalanceHook) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, _ error) {
+	var req string
+	switch kmsg.Key(key) {
+	case kmsg.JoinGroup:
+		req = "JoinGroup"
+	case kmsg.SyncGroup:
+		req = "SyncGroup"
+	default:
+		return
+	}
+	m := h.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.settling.Since.IsZero() {
+		m.settling = Settling{Since: time.Now()}
+	}
+	m.settling.Waiting = req
+}
+
 func (m *Member) assigned(_ context.Context, _ *kgo.Client, tps map[string][]int32) {
 	// franz-go calls this after every group sync, with the slots added
-	// (all of them for an eager group), possibly none.
+	// (all of them for an eager group), possibly none: the rebalance is
+	// over for this member.
+	m.mu.Lock()
+	m.settling = Settling{}
+	m.mu.Unlock()
 	add := m.update(tps[m.cfg.Topic], true)
 	if len(add) > 0 {
 		m.log.Info("slots assigned", "slots", add, "owned", m.Owned())
@@ -496,9 +552,29 @@ func (m *Member) update(slots []int32, own bool) []int32 {
 	return changed
 }
 
+// Settling returns the rebalance this member is in, and false when it is
+// in none: the group gave it an assignment since the last JoinGroup it
+// sent. A rebalance that lasts longer than the session timeout plus the
+// rebalance timeout (Kafka's own bound: a dead member's removal, then a
+// rebalance waiting for members that do not rejoin) is not settling.
+func (m *Member) Settling() (Settling, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.settling, !m.settling.Since.IsZero()
+}
+
+// SettleBound is how long a rebalance may take in a healthy group: the
+// session timeout plus the rebalance timeout (see Settling).
+func (m *Member) SettleBound() time.Duration {
+	return m.cfg.SessionTimeout + m.cfg.RebalanceTimeout
+}
+
 // Slots returns the slot count: the control topic's partition count when
 // Join found or created it. Use it, not Config.Slots, with SlotOf.
 func (m *Member) Slots() int32 { return m.slots }
+
+// Group returns the group's name.
+func (m *Member) Group() string { return m.cfg.Group }
 
 // ID returns this member's ID in the group, as Members reports it.
 func (m *Member) ID() string {

@@ -304,8 +304,20 @@ func (h *harness) join(name string, nslots int32) *member {
 	d := &faultDialer{}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	m, err := h.joinWith(ctx, name, nslots, d)
+	if err != nil {
+		h.t.Fatalf("join %s: %v", name, err)
+	}
+	mem := &member{name: name, m: m, dialer: d}
+	h.all = append(h.all, mem)
+	return mem
+}
+
+// joinWith joins a member named name that dials through d; the ledger
+// follows its callbacks. It is safe to call from any goroutine.
+func (h *harness) joinWith(ctx context.Context, name string, nslots int32, d *faultDialer) (*slots.Member, error) {
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("member", name)
-	m, err := slots.Join(ctx, slots.Config{
+	return slots.Join(ctx, slots.Config{
 		Group:            h.group,
 		Topic:            h.topic,
 		Slots:            nslots,
@@ -322,12 +334,6 @@ func (h *harness) join(name string, nslots int32) *member {
 		OnRevoked:  func(_ context.Context, s []int32) { h.ledger.revoked(name, s) },
 		OnLost:     func(_ context.Context, s []int32) { h.ledger.lost(name, s) },
 	})
-	if err != nil {
-		h.t.Fatalf("join %s: %v", name, err)
-	}
-	mem := &member{name: name, m: m, dialer: d}
-	h.all = append(h.all, mem)
-	return mem
 }
 
 // settle waits until the live members share every slot, each slot owned by
@@ -335,8 +341,14 @@ func (h *harness) join(name string, nslots int32) *member {
 // group's coordinator reports the same assignment.
 func (h *harness) settle(desc string, live ...*member) {
 	h.t.Helper()
+	h.settleWithin(60*time.Second, desc, live...)
+}
+
+// settleWithin is settle with a bound of its own.
+func (h *harness) settleWithin(timeout time.Duration, desc string, live ...*member) {
+	h.t.Helper()
 	n := live[0].m.Slots()
-	waitFor(h.t, 60*time.Second, desc+": every slot owned once, evenly, as the coordinator says", func() (bool, string) {
+	waitFor(h.t, timeout, desc+": every slot owned once, evenly, as the coordinator says", func() (bool, string) {
 		owner := map[int32]string{}
 		lo, hi := int(n), 0
 		for _, mem := range live {
