@@ -326,19 +326,33 @@ func (p *slotPlane) newSlotWorker(slot int32, dst *kgo.Client, ld loaded) *slotW
 // this one stopped. Lost (the session expired): nothing more is written;
 // the next owner's fence aborts what is open.
 func (p *slotPlane) release(ctx context.Context, ss []int32, commit bool) {
+	var ws []*slotWorker
+	p.mu.Lock()
 	for _, slot := range ss {
-		p.mu.Lock()
-		w := p.owned[slot]
+		if w := p.owned[slot]; w != nil {
+			ws = append(ws, w)
+		}
 		delete(p.owned, slot)
 		delete(p.assigned, slot)
-		p.mu.Unlock()
-		if w == nil {
-			continue
-		}
-		p.stopSlot(ctx, w, commit)
-		p.m.metrics.slotOwned(slot, false, map[bool]string{true: "revoked", false: "lost"}[commit])
-		p.m.log.Info("slot released", "slot", slot, "committed", commit)
 	}
+	p.mu.Unlock()
+	p.stopSlots(ctx, ws, commit)
+	for _, w := range ws {
+		p.m.metrics.slotOwned(w.slot, false, map[bool]string{true: "revoked", false: "lost"}[commit])
+		p.m.log.Info("slot released", "slot", w.slot, "committed", commit)
+	}
+}
+
+// stopSlots stops slots side by side, so that stopping several takes one
+// shutdown timeout, not one each. It returns each slot's error.
+func (p *slotPlane) stopSlots(ctx context.Context, ws []*slotWorker, commit bool) []error {
+	errs := make([]error, len(ws))
+	var wg sync.WaitGroup
+	for i, w := range ws {
+		wg.Go(func() { errs[i] = p.stopSlot(ctx, w, commit) })
+	}
+	wg.Wait()
+	return errs
 }
 
 // stopSlot ends a slot's copier: its poll loop, then (commit) its last
@@ -590,12 +604,14 @@ func (p *slotPlane) shutdown(ctx context.Context) error {
 	p.mu.Lock()
 	p.closing = true
 	p.mu.Unlock()
+	var ws []*slotWorker
+	p.each(func(w *slotWorker) { ws = append(ws, w) })
 	var errs []error
-	p.each(func(w *slotWorker) {
-		if err := p.stopSlot(ctx, w, true); err != nil {
-			errs = append(errs, fmt.Errorf("slot %d: last transaction not committed (%w); the next owner copies its records again", w.slot, err))
+	for i, err := range p.stopSlots(ctx, ws, true) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("slot %d: last transaction not committed (%w); the next owner copies its records again", ws[i].slot, err))
 		}
-	})
+	}
 	p.mu.Lock()
 	clear(p.owned)
 	member := p.member

@@ -447,3 +447,46 @@ func TestClusterProgressPastOpenTransaction(t *testing.T) {
 		e.waitTargetValues(60*time.Second, "src."+topic, appendWant(want, wantLast))
 	})
 }
+
+// TestClusterShutdownBoundedWhileTargetRefuses: a cluster-mode worker
+// whose target refuses every write (NOT_ENOUGH_REPLICAS, which the
+// producer retries) exits within shutdown_timeout on SIGTERM: a slot's
+// poll loop blocked in a flush or a produce must not hold it. Its open
+// transaction is left to the next owner, which copies every record once.
+func TestClusterShutdownBoundedWhileTargetRefuses(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b Backend) {
+		e := newEnv(t, b, ClusterSpec{Brokers: 1})
+		topic := e.topic("orders")
+		const partitions = 2
+		createTopic(t, e.srcCl, topic, partitions, nil)
+		recs, want := seqRecords(topic, "a", partitions, 100)
+		produce(t, e.srcCl, recs...)
+		e.proxyTarget() // the worker reaches the target through it
+		const timeout = 3 * time.Second
+		cfg := e.defaultConfig()
+		path := e.writeExtConfig("", cfg, extConfig{
+			TopRaw:    fmt.Sprintf("shutdown_timeout: %v", timeout),
+			MirrorRaw: "    cluster: {slots: 2, session_timeout: 6s, commit_interval: 100ms}",
+		})
+		w := e.startWorker(path)
+		e.waitTargetValues(60*time.Second, "src."+topic, want)
+
+		refused, recover := e.refuseWrites()
+		more, wantMore := seqRecords(topic, "b", partitions, 2000)
+		produce(t, e.srcCl, more...)
+		e.waitFor(45*time.Second, "a write of src."+topic+" refused by the target", func() (bool, string) {
+			n := refused("src." + topic)
+			return n > 0, fmt.Sprintf("%d refused", n)
+		})
+		code, took := w.stop(t, syscall.SIGTERM)
+		t.Logf("SIGTERM: exit %d after %v", code, took.Round(time.Millisecond))
+		if took > timeout+5*time.Second {
+			t.Errorf("kmirror took %v to exit with shutdown_timeout %v", took, timeout)
+		}
+
+		recover()
+		e.startWorker(path)
+		e.waitTargetValues(90*time.Second, "src."+topic, appendWant(want, wantMore))
+	})
+}
