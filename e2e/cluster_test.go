@@ -25,10 +25,13 @@ import (
 
 // clusterView is a worker's cluster part of /api/v1/status.
 type clusterView struct {
-	Member       string  `json:"member"`
-	Slots        int32   `json:"slots"`
-	Owned        []int32 `json:"owned"`
-	ControlPlane bool    `json:"control_plane"`
+	Member       string          `json:"member"`
+	Slots        int32           `json:"slots"`
+	Owned        []int32         `json:"owned"`
+	ControlPlane bool            `json:"control_plane"`
+	Unowned      []int32         `json:"unowned"`
+	Rebalance    json.RawMessage `json:"rebalance"`
+	Workers      []any           `json:"workers"`
 }
 
 func workerCluster(addr, mirror string) (clusterView, error) {
@@ -137,30 +140,12 @@ const (
 // described with no slot without an owner, and no rebalance under way.
 func groupSettled(addrs []string, mirror string) (bool, string) {
 	for _, addr := range addrs {
-		code, body, err := httpGet(addr, "/api/v1/status")
-		if err != nil || code != 200 {
-			return false, fmt.Sprintf("%s: %d %v", addr, code, err)
+		c, err := workerCluster(addr, mirror)
+		if err != nil {
+			return false, fmt.Sprintf("%s: %v", addr, err)
 		}
-		var doc struct {
-			Mirrors []struct {
-				Name    string `json:"name"`
-				Cluster *struct {
-					Unowned   []int32         `json:"unowned"`
-					Rebalance json.RawMessage `json:"rebalance"`
-					Workers   []any           `json:"workers"`
-				} `json:"cluster"`
-			} `json:"mirrors"`
-		}
-		if err := json.Unmarshal([]byte(body), &doc); err != nil {
-			return false, err.Error()
-		}
-		for _, m := range doc.Mirrors {
-			if m.Name != mirror || m.Cluster == nil {
-				continue
-			}
-			if c := m.Cluster; len(c.Workers) != 3 || len(c.Unowned) > 0 || c.Rebalance != nil {
-				return false, fmt.Sprintf("%s: %d workers described, unowned %v, rebalance %s", addr, len(c.Workers), c.Unowned, c.Rebalance)
-			}
+		if len(c.Workers) != 3 || len(c.Unowned) > 0 || c.Rebalance != nil {
+			return false, fmt.Sprintf("%s: %d workers described, unowned %v, rebalance %s", addr, len(c.Workers), c.Unowned, c.Rebalance)
 		}
 	}
 	return true, ""
