@@ -184,3 +184,13 @@ func TestStalls(t *testing.T) {
 		t.Errorf("takeovers %v, longest %v, pending %v", all, longest, pending)
 	}
 }
+
+// Skipped kinds are never drawn.
+func TestScheduleSkip(t *testing.T) {
+	p := params(7, 30*time.Minute)
+	p.Skip = []Kind{AddPartitions, Kill}
+	s := New(p)
+	if c := s.Count(); c[AddPartitions] != 0 || c[Kill] != 0 || c[CreateTopic] == 0 {
+		t.Errorf("skipping add-partitions and kill: %v", c)
+	}
+}
