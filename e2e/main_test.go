@@ -26,6 +26,9 @@
 //	KMIRROR_E2E_SHOWLOGS=1 log worker stderr for passing tests too
 //	KMIRROR_E2E_MEASURE=1 run the measurements among the tests (they skip
 //	                      otherwise): TestListenerSlowThroughput
+//	KMIRROR_CHAOS_SEED, KMIRROR_CHAOS_DURATION, KMIRROR_CHAOS_SKIP,
+//	KMIRROR_CHAOS_REPORT  TestChaos's seed (default random), duration (2m),
+//	                      fault kinds left out and report file (make chaos)
 package e2e
 
 import (
