@@ -232,6 +232,12 @@ func (c *copier) txnAbort(ctx context.Context, written []partitionWrites, why er
 	}
 	t.retryAt = time.Now().Add(t.backoff)
 	c.log.Warn("transaction aborted: partitions go back to their committed positions", "retry_in", t.backoff, "err", why)
+	// Many aborts come from stale metadata: a slot's producer is not the
+	// control plane's, so it never learns grown partition counts
+	// (awaitProducerPartitions) and fails every record for a new
+	// partition at once. Refresh before the retry, as the plain copier
+	// does after a refusal.
+	c.dst.ForceMetadataRefresh()
 	for _, pw := range written {
 		for _, cw := range pw.writes {
 			pw.ps.unwrite(cw)
