@@ -24,9 +24,10 @@ test-unit:
 ## test-e2e: builds kmirror and runs it as a subprocess against both backends: kfake and real
 ## Apache Kafka (KRaft brokers from Maven jars, fetched once into ~/.cache/kmirror; needs Java 17
 ## and Maven, else the real-Kafka tests skip, or fail with CI=true). KMIRROR_E2E_BACKENDS=kfake: kfake only.
+## Includes a 2-minute chaos soak per backend (TestChaos, not parallel: about 5 minutes of the timeout).
 KMIRROR_E2E_BACKENDS ?= all
 test-e2e:
-	KMIRROR_E2E_BACKENDS=$(KMIRROR_E2E_BACKENDS) $(GO) test -tags e2e -count=1 -timeout 20m -parallel 4 -v ./e2e/
+	KMIRROR_E2E_BACKENDS=$(KMIRROR_E2E_BACKENDS) $(GO) test -tags e2e -count=1 -timeout 30m -parallel 4 -v ./e2e/
 
 ## chaos: the randomized fault soak (TestChaos, e2e/chaos_test.go; issue 24): three exactly-once
 ## cluster-mode workers under a fault schedule drawn from SEED (kill -9, SIGSTOP, broker restarts,
