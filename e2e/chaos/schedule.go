@@ -167,7 +167,15 @@ const (
 	maxTotalPartitions     = 64
 	warmup                 = 5 * time.Second // the workers settle first
 	brokerRestartAllowance = 20 * time.Second
+	// settleMargin is what a membership fault holds past the session
+	// timeout: the takeover after it (the dead member's expiry, two
+	// cooperative rebalances, fencing and loading the slots' progress)
+	// ends before the next one begins.
+	settleMargin = 10 * time.Second
 )
+
+// Settle is how long after a membership fault ends the next one may begin.
+func (p Params) Settle() time.Duration { return p.Session + settleMargin }
 
 // Schedule is the fault plan of one soak.
 type Schedule struct {
@@ -195,9 +203,10 @@ var weights = []kindWeight{
 // pause, reload), a worker's proxy to a cluster (cut, topic errors,
 // refusals), the brokers (a broker restart, and the admin requests of
 // topic changes and group commits, which need them up), and membership
-// (one member out of the group at a time, and the session timeout after
-// it for the group to settle: the stall bound is the session timeout +
-// 10 s, which a chain of takeovers could not meet). A fault whose
+// (one member out of the group at a time, and Settle after it: the stall
+// bound is the session timeout + 10 s, which a chain of takeovers could
+// not meet: a worker killed, and the one taking its slots over paused
+// before it was done, stalls them twice the session timeout). A fault whose
 // resources are busy starts when they are free; one that would not end
 // before p.Duration is dropped.
 func New(p Params) Schedule {
@@ -244,16 +253,16 @@ func New(p Params) Schedule {
 		switch kind {
 		case Kill:
 			f.Dur = tenths(0, 3*time.Second)
-			res, hold = []string{worker, "membership"}, p.Session
+			res, hold = []string{worker, "membership"}, p.Settle()
 		case Pause:
 			f.Dur = tenths(time.Second, p.Session+4*time.Second)
-			res, hold = []string{worker, "membership"}, p.Session
+			res, hold = []string{worker, "membership"}, p.Settle()
 		case Cut:
 			f.Cluster = []Cluster{Source, Target}[rng.IntN(2)]
 			f.Dur = tenths(time.Second, p.Session+4*time.Second)
 			res = []string{proxy(f.Cluster)}
 			if f.Cluster == Target {
-				res, hold = append(res, "membership"), p.Session
+				res, hold = append(res, "membership"), p.Settle()
 			}
 		case BrokerRestart:
 			f.Cluster = []Cluster{Source, Target}[rng.IntN(2)]
@@ -264,7 +273,7 @@ func New(p Params) Schedule {
 			}
 			if f.Cluster == Target {
 				res = append(res, "membership")
-				hold += p.Session
+				hold = max(hold, p.Settle())
 			}
 		case TopicError:
 			f.Cluster = []Cluster{Source, Target}[rng.IntN(2)]
