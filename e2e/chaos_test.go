@@ -165,7 +165,6 @@ type soak struct {
 	groupLines        []string
 	shutdownLines     []string
 	produced          int
-	killedPids        []int
 
 	stalls    *chaos.Stalls
 	takeovers chaos.Takeovers
