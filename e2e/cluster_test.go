@@ -10,14 +10,18 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/connector/slots"
 	"github.com/kmirror/kmirror/e2e/kafkatest"
+	"github.com/kmirror/kmirror/e2e/kafkatest/faultproxy"
 )
 
 // Issue 12: several workers share a mirror (cluster mode), survive kill -9
@@ -473,5 +477,44 @@ func TestClusterShutdownBoundedWhileTargetRefuses(t *testing.T) {
 		recover()
 		e.startWorker(path)
 		e.waitTargetValues(90*time.Second, "src."+topic, appendWant(want, wantMore))
+	})
+}
+
+// TestClusterCommitAnswerLost: the coordinator commits a slot's
+// transaction, but its answer does not reach the worker (here replaced by
+// UNKNOWN_SERVER_ERROR, as a dropped connection or a timeout leaves it not
+// knowing). The records committed: the worker must not copy them again.
+// It takes the slot over again and reads the outcome in its progress.
+func TestClusterCommitAnswerLost(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b Backend) {
+		e := newEnv(t, b, ClusterSpec{Brokers: 1})
+		topic := e.topic("orders")
+		const partitions = 2
+		createTopic(t, e.srcCl, topic, partitions, nil)
+		recs, want := seqRecords(topic, "a", partitions, 100)
+		produce(t, e.srcCl, recs...)
+		p := e.proxyTarget() // the worker reaches the target through it
+		cfg := e.defaultConfig()
+		path := e.writeExtConfig("", cfg, extConfig{MirrorRaw: "    cluster: {slots: 1, session_timeout: 6s, commit_interval: 100ms}"})
+		w := e.startWorker(path)
+		e.waitTargetValues(60*time.Second, "src."+topic, want)
+
+		var lost atomic.Int32
+		p.SetHook(kmsg.EndTxn, func(req kmsg.Request, resp kmsg.Response) faultproxy.Action {
+			if req.(*kmsg.EndTxnRequest).Commit && resp.(*kmsg.EndTxnResponse).ErrorCode == 0 && lost.CompareAndSwap(0, 1) {
+				resp.(*kmsg.EndTxnResponse).ErrorCode = kerr.UnknownServerError.Code
+			}
+			return faultproxy.Pass
+		})
+		more, wantMore := seqRecords(topic, "b", partitions, 100)
+		produce(t, e.srcCl, more...)
+		e.waitFor(60*time.Second, "a commit whose answer is lost", func() (bool, string) { return lost.Load() == 1, "not yet" })
+		last, wantLast := seqRecords(topic, "c", partitions, 100)
+		produce(t, e.srcCl, last...)
+		e.waitTargetValues(60*time.Second, "src."+topic, appendWant(appendWant(want, wantMore), wantLast))
+		if ls := w.logLines("outcome of a commit is unknown"); len(ls) == 0 {
+			t.Error("the worker did not log the commit whose outcome was unknown")
+		}
 	})
 }
