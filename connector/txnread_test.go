@@ -86,3 +86,33 @@ func TestLoadProgressPastOpenTransaction(t *testing.T) {
 		t.Fatalf("orders/1: next %d, want 3 (the later plain write)", pos.next)
 	}
 }
+
+// TestStateTopicRolls: a state topic kmirror creates rolls its segments
+// every few minutes, so that the broker compacts it (it compacts closed
+// segments only); with the broker's 1 GiB default a busy progress topic
+// went uncompacted for hours and every takeover read all of it.
+func TestStateTopicRolls(t *testing.T) {
+	_, dst := testClusters(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(newClient(t, dst))
+	const topic = "kmirror.m.progress.internal"
+	if _, err := ensureCompactedTopic(ctx, adm, topic, 2, 1); err != nil {
+		t.Fatal(err)
+	}
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, c := range rc.Configs {
+		got[c.Key] = c.MaybeValue()
+	}
+	if got["cleanup.policy"] != "compact" || got["segment.ms"] != "300000" {
+		t.Fatalf("state topic configs: cleanup.policy=%q segment.ms=%q, want compact and 300000", got["cleanup.policy"], got["segment.ms"])
+	}
+}
