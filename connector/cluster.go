@@ -77,6 +77,9 @@ type slotPlane struct {
 	// is installed after that.
 	ctx     context.Context
 	closing bool
+	// progress is this worker's copy of the progress topic, kept current
+	// by each takeover and group-sync pass (progressLog).
+	progress *progressLog
 }
 
 // slotWorker is one owned slot: its transactional copier and what it found
@@ -94,7 +97,8 @@ type slotWorker struct {
 }
 
 func newSlotPlane(m *Mirror) *slotPlane {
-	return &slotPlane{m: m, owned: make(map[int32]*slotWorker), assigned: make(map[int32]bool)}
+	return &slotPlane{m: m, owned: make(map[int32]*slotWorker), assigned: make(map[int32]bool),
+		progress: newProgressLog(m.log, m.cfg.TargetOpts, m.progressTopic)}
 }
 
 func (p *slotPlane) transactionalID(slot int32) string {
@@ -219,7 +223,11 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 		any = cl
 		break
 	}
-	ld, err := loadProgress(ctx, p.m.log, p.m.cfg.TargetOpts, kadm.NewClient(any), p.m.progressTopic)
+	// Only the fenced slots' partitions: the progress log holds them all.
+	ld, err := p.progress.current(ctx, kadm.NewClient(any), func(tp topicPartition) bool {
+		_, ok := fenced[p.slotOf(tp)]
+		return ok
+	})
 	if err != nil {
 		p.m.log.Error("cannot read the slots' progress; they stay without a copier until the next rebalance", "slots", ss, "progress_topic", p.m.progressTopic, "err", err)
 		for _, cl := range fenced {
@@ -633,7 +641,8 @@ func (m *Mirror) translationView(ctx context.Context, c *clients, dp dataPlane) 
 	if m.slots == nil {
 		return dp, nil
 	}
-	ld, err := loadProgress(ctx, m.log, m.cfg.TargetOpts, c.dstAdm, m.progressTopic)
+	// The partitions copied here answer from their live state.
+	ld, err := m.slots.progress.current(ctx, c.dstAdm, func(tp topicPartition) bool { return dp.partition(tp) == nil })
 	if err != nil {
 		return nil, fmt.Errorf("read the committed offset indexes in %s: %w", m.progressTopic, m.dstErr(err))
 	}

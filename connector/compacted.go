@@ -2,6 +2,7 @@ package connector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -134,6 +135,40 @@ const stateReportEvery = 5 * time.Second
 // (committedFold): a transaction's records count once its commit marker is
 // read, in their place in the log; an aborted or still open one's never do.
 func readCompacted(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm *kadm.Client, topic string, only int32, fn func(key, value []byte) error) error {
+	r := newCompactedReader(topic, fn)
+	if err := r.readToEnd(ctx, log, opts, adm, only); err != nil {
+		return err
+	}
+	return r.finish()
+}
+
+// compactedReader reads a state topic in steps: each readToEnd continues
+// where the previous one stopped, so a reader kept between reads (the
+// progress log of a member, progressLog) reads only what was written
+// since. Each partition's committedFold lives as long as the reader: a
+// transaction still open at the end of one read is decided by a marker a
+// later read finds.
+type compactedReader struct {
+	topic string
+	fn    func(key, value []byte) error
+	next  map[int32]int64 // first offset not read yet, per partition
+	folds map[int32]*committedFold
+	read  int64 // records read, markers included, over every readToEnd
+}
+
+func newCompactedReader(topic string, fn func(key, value []byte) error) *compactedReader {
+	return &compactedReader{topic: topic, fn: fn, next: make(map[int32]int64), folds: make(map[int32]*committedFold)}
+}
+
+// errStateShrank is a state topic that ends before what was read from it:
+// deleted and created again. What was read from it is void.
+var errStateShrank = errors.New("the topic was deleted and created again")
+
+// readToEnd reads from where the last read stopped to the end offsets the
+// topic has when the call starts (only, when 0 or more, reads that
+// partition alone), handing the committed records to fn in their order.
+func (cr *compactedReader) readToEnd(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm *kadm.Client, only int32) error {
+	topic := cr.topic
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
 		return fmt.Errorf("list end offsets of %s: %w", topic, err)
@@ -143,14 +178,26 @@ func readCompacted(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm *k
 	}
 	want := make(map[int32]int64)
 	start := make(map[int32]kgo.Offset)
-	folds := make(map[int32]*committedFold)
+	var shrank error
 	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 && (only < 0 || o.Partition == only) {
+		if only >= 0 && o.Partition != only {
+			return
+		}
+		from := cr.next[o.Partition]
+		switch {
+		case o.Offset < from:
+			shrank = fmt.Errorf("read %s partition %d: ends at %d, read to %d: %w", topic, o.Partition, o.Offset, from, errStateShrank)
+		case o.Offset > from:
 			want[o.Partition] = o.Offset
-			start[o.Partition] = kgo.NewOffset().AtStart()
-			folds[o.Partition] = newCommittedFold(fn)
+			start[o.Partition] = kgo.NewOffset().At(from)
+			if cr.folds[o.Partition] == nil {
+				cr.folds[o.Partition] = newCommittedFold(cr.fn)
+			}
 		}
 	})
+	if shrank != nil {
+		return shrank
+	}
 	if len(want) == 0 {
 		return nil
 	}
@@ -177,6 +224,7 @@ func readCompacted(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm *k
 			return fmt.Errorf("read %s: no record for %v (%d records read, %d partitions not read to the end)", topic, stateStall, read, len(want))
 		}
 		read += int64(fetches.NumRecords())
+		cr.read += int64(fetches.NumRecords())
 		if log != nil && time.Since(reported) >= stateReportEvery {
 			reported = time.Now()
 			log.Info("loading state", "topic", topic, "records", read, "partitions_left", len(want), "took", time.Since(begin).Round(time.Second))
@@ -195,17 +243,46 @@ func readCompacted(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm *k
 			if !ok || firstErr != nil {
 				return // read to its end already: later records are not ours to see
 			}
-			if err := folds[r.Partition].add(r); err != nil {
+			if err := cr.folds[r.Partition].add(r); err != nil {
 				firstErr = fmt.Errorf("%s partition %d offset %d: %w", topic, r.Partition, r.Offset, err)
 				return
 			}
+			cr.next[r.Partition] = r.Offset + 1
 			if r.Offset+1 >= end {
 				delete(want, r.Partition)
-				firstErr = folds[r.Partition].finish()
 			}
 		})
 		if firstErr != nil {
 			return firstErr
+		}
+	}
+	return nil
+}
+
+// finish ends a one-off read: records of transactions still open are not
+// committed (committedFold.finish).
+func (cr *compactedReader) finish() error {
+	for _, f := range cr.folds {
+		if err := f.finish(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// heldBack calls fn, in log order per partition, for the committed
+// records a read could not hand on yet because they follow a transaction
+// still open: what a one-off read ending now would count (finish), without
+// consuming them, for they stay in their place should that transaction
+// commit later.
+func (cr *compactedReader) heldBack(fn func(key, value []byte) error) error {
+	for _, f := range cr.folds {
+		for _, e := range f.queue {
+			if e.decided && e.r != nil {
+				if err := fn(e.r.Key, e.r.Value); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	return nil

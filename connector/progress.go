@@ -3,9 +3,12 @@ package connector
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -124,49 +127,89 @@ type loaded struct {
 // would restart that partition from the beginning (duplicates) or skip
 // records.
 func loadProgress(ctx context.Context, log *slog.Logger, targetOpts []kgo.Opt, adm *kadm.Client, topic string) (loaded, error) {
-	out := loaded{positions: make(map[topicPartition]position)}
-	chunks := make(map[topicPartition]map[int64][]offsetRun)
-	err := readCompacted(ctx, log, targetOpts, adm, topic, -1, func(key, value []byte) error {
-		var k progressKey
-		if err := json.Unmarshal(key, &k); err != nil {
-			return fmt.Errorf("progress key %q: %w", key, err)
-		}
-		tp := topicPartition{k.Topic, k.Partition}
-		if k.Chunk != nil && value == nil {
-			delete(chunks[tp], *k.Chunk)
-			return nil
-		}
-		if value == nil {
-			delete(out.positions, tp)
-			return nil
-		}
-		payload, _, err := offsets.Decode(value)
-		if err != nil {
-			return fmt.Errorf("key %s: %w", key, err)
-		}
-		if k.Chunk == nil {
-			_, pos, err := decodeProgress(key, payload)
-			if err != nil {
-				return err
-			}
-			out.positions[tp] = pos
-			return nil
-		}
-		runs, err := decodeIndexChunk(payload)
-		if err != nil {
-			return fmt.Errorf("key %s: %w", key, err)
-		}
-		if chunks[tp] == nil {
-			chunks[tp] = make(map[int64][]offsetRun)
-		}
-		chunks[tp][*k.Chunk] = runs
-		return nil
-	})
-	if err != nil {
+	st := newProgressState()
+	if err := readCompacted(ctx, log, targetOpts, adm, topic, -1, st.apply); err != nil {
 		return loaded{}, err
 	}
-	out.indexes = make(map[topicPartition]*partitionIndex, len(chunks))
-	for tp, cs := range chunks {
+	return st.loaded(), nil
+}
+
+// progressState is the progress topic folded: the last position and the
+// index chunks of every source partition.
+type progressState struct {
+	positions map[topicPartition]position
+	chunks    map[topicPartition]map[int64][]offsetRun
+	keep      func(topicPartition) bool // nil: every partition
+}
+
+func newProgressState() *progressState {
+	return &progressState{positions: make(map[topicPartition]position), chunks: make(map[topicPartition]map[int64][]offsetRun)}
+}
+
+// apply folds the progress topic's next committed record in.
+func (st *progressState) apply(key, value []byte) error {
+	var k progressKey
+	if err := json.Unmarshal(key, &k); err != nil {
+		return fmt.Errorf("progress key %q: %w", key, err)
+	}
+	tp := topicPartition{k.Topic, k.Partition}
+	if st.keep != nil && !st.keep(tp) {
+		return nil
+	}
+	if k.Chunk != nil && value == nil {
+		delete(st.chunks[tp], *k.Chunk)
+		return nil
+	}
+	if value == nil {
+		delete(st.positions, tp)
+		return nil
+	}
+	payload, _, err := offsets.Decode(value)
+	if err != nil {
+		return fmt.Errorf("key %s: %w", key, err)
+	}
+	if k.Chunk == nil {
+		_, pos, err := decodeProgress(key, payload)
+		if err != nil {
+			return err
+		}
+		st.positions[tp] = pos
+		return nil
+	}
+	runs, err := decodeIndexChunk(payload)
+	if err != nil {
+		return fmt.Errorf("key %s: %w", key, err)
+	}
+	if st.chunks[tp] == nil {
+		st.chunks[tp] = make(map[int64][]offsetRun)
+	}
+	st.chunks[tp][*k.Chunk] = runs
+	return nil
+}
+
+// copyOf is a copy of the partitions keep selects (nil: all), whose
+// records apply folds in only for those partitions. The chunks' runs are
+// shared: nothing changes a decoded chunk.
+func (st *progressState) copyOf(keep func(topicPartition) bool) *progressState {
+	out := newProgressState()
+	out.keep = keep
+	for tp, pos := range st.positions {
+		if keep == nil || keep(tp) {
+			out.positions[tp] = pos
+		}
+	}
+	for tp, cs := range st.chunks {
+		if keep == nil || keep(tp) {
+			out.chunks[tp] = maps.Clone(cs)
+		}
+	}
+	return out
+}
+
+// loaded assembles the indexes: what a slot or a worker starts from.
+func (st *progressState) loaded() loaded {
+	out := loaded{positions: st.positions, indexes: make(map[topicPartition]*partitionIndex, len(st.chunks))}
+	for tp, cs := range st.chunks {
 		if len(cs) > 0 { // every chunk deleted: nothing to keep
 			out.indexes[tp] = assembleIndex(cs)
 		}
@@ -180,7 +223,91 @@ func loadProgress(ctx context.Context, log *slog.Logger, targetOpts []kgo.Opt, a
 		}
 		out.indexes[tp].floor = pos.floor
 	}
-	return out, nil
+	return out
+}
+
+// topicID asks a client of its own for the topic's ID: a client keeps the
+// ID it first saw for a topic's name, and one deleted and created again
+// would look the same to it.
+func (l *progressLog) topicID(ctx context.Context) (kadm.TopicID, error) {
+	cl, err := kgo.NewClient(l.opts...)
+	if err != nil {
+		return kadm.TopicID{}, err
+	}
+	defer cl.Close()
+	tds, err := kadm.NewClient(cl).ListTopics(ctx, l.topic)
+	if err == nil {
+		err = tds.Error()
+	}
+	if err != nil {
+		return kadm.TopicID{}, fmt.Errorf("describe %s: %w", l.topic, err)
+	}
+	return tds[l.topic].ID, nil
+}
+
+// progressLog is a member's copy of its mirror's progress topic, read
+// from the start once and then kept current: each read continues where
+// the last one stopped. A slot takeover and the group sync's translation
+// need every slot's committed progress and index; reading the whole topic
+// each time made a takeover take as long as the topic is long (20 s after
+// 30 minutes of the chaos soak, bench/results/chaos.md).
+type progressLog struct {
+	topic string
+	opts  []kgo.Opt
+	log   *slog.Logger
+
+	mu     sync.Mutex // one read at a time; guards what follows
+	state  *progressState
+	reader *compactedReader
+	id     kadm.TopicID // the topic's ID when it was first read
+}
+
+func newProgressLog(log *slog.Logger, opts []kgo.Opt, topic string) *progressLog {
+	l := &progressLog{topic: topic, opts: opts, log: log}
+	l.reset()
+	return l
+}
+
+func (l *progressLog) reset() {
+	l.state = newProgressState()
+	l.reader = newCompactedReader(l.topic, l.state.apply)
+}
+
+// current reads what was committed since the last read (everything, the
+// first time) and returns the progress of the partitions keep selects
+// (nil: all) as of the topic's end when the call started: what a one-off
+// loadProgress would return. A topic that was created again is read again
+// from its start. A failed read keeps what was read; the next continues
+// from there.
+func (l *progressLog) current(ctx context.Context, adm *kadm.Client, keep func(topicPartition) bool) (loaded, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	id, err := l.topicID(ctx)
+	if err != nil {
+		return loaded{}, err
+	}
+	if l.id != (kadm.TopicID{}) && id != l.id {
+		err = fmt.Errorf("its topic ID changed from %s to %s: %w", l.id, id, errStateShrank)
+	} else {
+		err = l.reader.readToEnd(ctx, l.log, l.opts, adm, -1)
+	}
+	if errors.Is(err, errStateShrank) {
+		l.log.Warn("the progress topic was created again: reading it from its start", "progress_topic", l.topic, "err", err)
+		l.reset()
+		err = l.reader.readToEnd(ctx, l.log, l.opts, adm, -1)
+	}
+	l.id = id
+	if err != nil {
+		return loaded{}, err
+	}
+	// What follows a transaction still open counts as a one-off read
+	// would count it: the open transaction's records do not (its owner's
+	// successor aborts it), the committed ones behind it do.
+	view := l.state.copyOf(keep)
+	if err := l.reader.heldBack(view.apply); err != nil {
+		return loaded{}, err
+	}
+	return view.loaded(), nil
 }
 
 // assembleIndex rebuilds an index from its stored chunks. Only the newest
