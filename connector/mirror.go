@@ -783,9 +783,19 @@ func (m *Mirror) pingSource(ctx context.Context, c *clients) error {
 // load reads the progress and metadata topics.
 func (m *Mirror) load(ctx context.Context, dstAdm *kadm.Client) error {
 	ld := loaded{positions: make(map[topicPartition]position), indexes: make(map[topicPartition]*partitionIndex)}
-	if m.slots == nil { // in cluster mode each slot reads its own when taken over
+	if m.slots == nil {
 		var err error
 		if ld, err = loadProgress(ctx, m.log, m.cfg.TargetOpts, dstAdm, m.progressTopic); err != nil {
+			return err
+		}
+	} else {
+		// Each slot takes its own when taken over, from the worker's
+		// progress log: read to its end now, before the worker joins,
+		// so that a takeover reads only what was written since and
+		// the slots a joining worker is given do not wait for the
+		// whole topic.
+		none := func(topicPartition) bool { return false }
+		if _, err := m.slots.progress.current(ctx, dstAdm, none); err != nil {
 			return err
 		}
 	}
