@@ -382,6 +382,65 @@ func TestClusterCommitsWithoutAborts(t *testing.T) {
 	})
 }
 
+// clusterRun is a one-broker pair with a topic already copied by one
+// cluster-mode worker: the start the cluster fault tests share.
+type clusterRun struct {
+	e     *env
+	topic string
+	cfg   mirrorConfig
+	path  string
+	w     *worker
+	want  map[int32][]string // what the target holds of topic
+	proxy *faultproxy.Proxy  // between the worker and the target, when asked for
+}
+
+// clusterRunSpec says what startClusterRun sets up.
+type clusterRunSpec struct {
+	partitions, records int    // the topic's partitions and the records of each copied at start
+	cluster             string // the mirror's cluster settings (YAML flow mapping)
+	topRaw              string // top-level config lines
+	proxyTarget         bool   // the worker reaches the target through a fault proxy
+}
+
+// startClusterRun creates the topic, produces the records, starts the
+// worker and waits until the target holds them.
+func startClusterRun(t *testing.T, b Backend, spec clusterRunSpec) *clusterRun {
+	t.Helper()
+	e := newEnv(t, b, ClusterSpec{Brokers: 1})
+	r := &clusterRun{e: e, topic: e.topic("orders")}
+	createTopic(t, e.srcCl, r.topic, spec.partitions, nil)
+	recs, want := seqRecords(r.topic, "a", spec.partitions, spec.records)
+	produce(t, e.srcCl, recs...)
+	if spec.proxyTarget {
+		r.proxy = e.proxyTarget()
+	}
+	r.cfg = e.defaultConfig() // after the proxy: it names the target's address
+	r.path = e.writeExtConfig("", r.cfg, extConfig{TopRaw: spec.topRaw, MirrorRaw: "    cluster: " + spec.cluster})
+	r.w = e.startWorker(r.path)
+	r.want = want
+	r.waitCopied(60*time.Second, nil)
+	return r
+}
+
+// waitCopied adds more (nil: nothing) to what the target must hold of the
+// topic and waits until it holds all of it.
+func (r *clusterRun) waitCopied(within time.Duration, more map[int32][]string) {
+	r.e.t.Helper()
+	if more != nil {
+		r.want = appendWant(r.want, more)
+	}
+	r.e.waitTargetValues(within, "src."+r.topic, r.want)
+}
+
+// produce writes n more records to each partition (values prefixed
+// prefix) and returns what the target must hold of them.
+func (r *clusterRun) produce(prefix string, partitions, n int) map[int32][]string {
+	r.e.t.Helper()
+	recs, want := seqRecords(r.topic, prefix, partitions, n)
+	produce(r.e.t, r.e.srcCl, recs...)
+	return want
+}
+
 // TestClusterProgressPastOpenTransaction: a transaction left open in the
 // progress topic (a paused worker's, or any producer's) must not hide the
 // progress committed after it. A worker commits its progress behind such
@@ -391,16 +450,9 @@ func TestClusterCommitsWithoutAborts(t *testing.T) {
 func TestClusterProgressPastOpenTransaction(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b Backend) {
-		e := newEnv(t, b, ClusterSpec{Brokers: 1})
-		topic := e.topic("orders")
 		const partitions = 4
-		createTopic(t, e.srcCl, topic, partitions, nil)
-		recs, want := seqRecords(topic, "a", partitions, 200)
-		produce(t, e.srcCl, recs...)
-		cfg := e.defaultConfig()
-		path := e.writeExtConfig("", cfg, extConfig{MirrorRaw: "    cluster: {slots: 2, session_timeout: 6s, commit_interval: 50ms}"})
-		w := e.startWorker(path)
-		e.waitTargetValues(60*time.Second, "src."+topic, want)
+		r := startClusterRun(t, b, clusterRunSpec{partitions: partitions, records: 200, cluster: "{slots: 2, session_timeout: 6s, commit_interval: 50ms}"})
+		e, cfg := r.e, r.cfg
 
 		// A transaction opened in every partition of the progress topic
 		// and left open.
@@ -423,17 +475,13 @@ func TestClusterProgressPastOpenTransaction(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = zombie.EndTransaction(context.Background(), kgo.TryAbort) })
 
-		more, wantMore := seqRecords(topic, "b", partitions, 100)
-		produce(t, e.srcCl, more...)
-		want = appendWant(want, wantMore)
-		e.waitTargetValues(60*time.Second, "src."+topic, want)
+		r.waitCopied(60*time.Second, r.produce("b", partitions, 100))
 		// Seen read_committed: the progress saying so committed with them.
-		w.kill(t)
+		r.w.kill(t)
 
-		last, wantLast := seqRecords(topic, "c", partitions, 50)
-		produce(t, e.srcCl, last...)
-		e.startWorker(path)
-		e.waitTargetValues(60*time.Second, "src."+topic, appendWant(want, wantLast))
+		last := r.produce("c", partitions, 50)
+		e.startWorker(r.path)
+		r.waitCopied(60*time.Second, last)
 	})
 }
 
@@ -445,38 +493,27 @@ func TestClusterProgressPastOpenTransaction(t *testing.T) {
 func TestClusterShutdownBoundedWhileTargetRefuses(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b Backend) {
-		e := newEnv(t, b, ClusterSpec{Brokers: 1})
-		topic := e.topic("orders")
 		const partitions = 2
-		createTopic(t, e.srcCl, topic, partitions, nil)
-		recs, want := seqRecords(topic, "a", partitions, 100)
-		produce(t, e.srcCl, recs...)
-		e.proxyTarget() // the worker reaches the target through it
 		const timeout = 3 * time.Second
-		cfg := e.defaultConfig()
-		path := e.writeExtConfig("", cfg, extConfig{
-			TopRaw:    fmt.Sprintf("shutdown_timeout: %v", timeout),
-			MirrorRaw: "    cluster: {slots: 2, session_timeout: 6s, commit_interval: 100ms}",
-		})
-		w := e.startWorker(path)
-		e.waitTargetValues(60*time.Second, "src."+topic, want)
+		r := startClusterRun(t, b, clusterRunSpec{partitions: partitions, records: 100, proxyTarget: true,
+			cluster: "{slots: 2, session_timeout: 6s, commit_interval: 100ms}", topRaw: fmt.Sprintf("shutdown_timeout: %v", timeout)})
+		e := r.e
 
 		refused, recover := e.refuseWrites()
-		more, wantMore := seqRecords(topic, "b", partitions, 2000)
-		produce(t, e.srcCl, more...)
-		e.waitFor(45*time.Second, "a write of src."+topic+" refused by the target", func() (bool, string) {
-			n := refused("src." + topic)
+		more := r.produce("b", partitions, 2000)
+		e.waitFor(45*time.Second, "a write of src."+r.topic+" refused by the target", func() (bool, string) {
+			n := refused("src." + r.topic)
 			return n > 0, fmt.Sprintf("%d refused", n)
 		})
-		code, took := w.stop(t, syscall.SIGTERM)
+		code, took := r.w.stop(t, syscall.SIGTERM)
 		t.Logf("SIGTERM: exit %d after %v", code, took.Round(time.Millisecond))
 		if took > timeout+5*time.Second {
 			t.Errorf("kmirror took %v to exit with shutdown_timeout %v", took, timeout)
 		}
 
 		recover()
-		e.startWorker(path)
-		e.waitTargetValues(90*time.Second, "src."+topic, appendWant(want, wantMore))
+		e.startWorker(r.path)
+		r.waitCopied(90*time.Second, more)
 	})
 }
 
@@ -488,32 +525,22 @@ func TestClusterShutdownBoundedWhileTargetRefuses(t *testing.T) {
 func TestClusterCommitAnswerLost(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b Backend) {
-		e := newEnv(t, b, ClusterSpec{Brokers: 1})
-		topic := e.topic("orders")
 		const partitions = 2
-		createTopic(t, e.srcCl, topic, partitions, nil)
-		recs, want := seqRecords(topic, "a", partitions, 100)
-		produce(t, e.srcCl, recs...)
-		p := e.proxyTarget() // the worker reaches the target through it
-		cfg := e.defaultConfig()
-		path := e.writeExtConfig("", cfg, extConfig{MirrorRaw: "    cluster: {slots: 1, session_timeout: 6s, commit_interval: 100ms}"})
-		w := e.startWorker(path)
-		e.waitTargetValues(60*time.Second, "src."+topic, want)
+		r := startClusterRun(t, b, clusterRunSpec{partitions: partitions, records: 100, proxyTarget: true,
+			cluster: "{slots: 1, session_timeout: 6s, commit_interval: 100ms}"})
+		e := r.e
 
 		var lost atomic.Int32
-		p.SetHook(kmsg.EndTxn, func(req kmsg.Request, resp kmsg.Response) faultproxy.Action {
+		r.proxy.SetHook(kmsg.EndTxn, func(req kmsg.Request, resp kmsg.Response) faultproxy.Action {
 			if req.(*kmsg.EndTxnRequest).Commit && resp.(*kmsg.EndTxnResponse).ErrorCode == 0 && lost.CompareAndSwap(0, 1) {
 				resp.(*kmsg.EndTxnResponse).ErrorCode = kerr.UnknownServerError.Code
 			}
 			return faultproxy.Pass
 		})
-		more, wantMore := seqRecords(topic, "b", partitions, 100)
-		produce(t, e.srcCl, more...)
+		more := r.produce("b", partitions, 100)
 		e.waitFor(60*time.Second, "a commit whose answer is lost", func() (bool, string) { return lost.Load() == 1, "not yet" })
-		last, wantLast := seqRecords(topic, "c", partitions, 100)
-		produce(t, e.srcCl, last...)
-		e.waitTargetValues(60*time.Second, "src."+topic, appendWant(appendWant(want, wantMore), wantLast))
-		if ls := w.logLines("outcome of a commit is unknown"); len(ls) == 0 {
+		r.waitCopied(60*time.Second, appendWant(more, r.produce("c", partitions, 100)))
+		if ls := r.w.logLines("outcome of a commit is unknown"); len(ls) == 0 {
 			t.Error("the worker did not log the commit whose outcome was unknown")
 		}
 	})
