@@ -124,9 +124,12 @@ func TestStaleFetchNotGivenToRestartedPartition(t *testing.T) {
 			acked, _, _ := ps.status()
 			t.Fatalf("acked = %d after 10s, want 10", acked)
 		}
-		f, gen := pollSome()
+		// Polled until acknowledged: all ten may be fetched before
+		// their acknowledgements arrive.
+		pctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		f, gen := cp.poll(pctx, cp.source())
+		cancel()
 		f.EachPartition(func(fp kgo.FetchTopicPartition) { cp.producePartition(fp, gen) })
-		time.Sleep(50 * time.Millisecond)
 	}
 	if copied, _ := ps.copyStats(); copied != 10 {
 		t.Fatalf("%d records copied, want the 10 from the source's start", copied)
