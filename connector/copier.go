@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -41,6 +42,35 @@ type copier struct {
 	srcOpts []kgo.Opt // under srcMu
 	src     atomic.Pointer[kgo.Client]
 	dst     *kgo.Client // producer, shared with the control plane
+
+	// A partition unassigned and assigned again (its target topic
+	// deleted: the copy starts over with a new state) must never be
+	// given records the poll loop fetched for its earlier assignment:
+	// producePartition looks partitions up by name, and a new state
+	// takes the first record it is given as its start, so such a
+	// stale fetch (offsets 2500-2999 where the copy starts over at 0)
+	// made it skip everything below, and the copy never completed,
+	// silently. So:
+	//   - consumerMu serializes the poll (PollFetches, then reading
+	//     assignGen) with unassign's removal of partitions from the
+	//     consumer: a poll takes its records wholly before a removal
+	//     or wholly after it (franz-go drops what was buffered for a
+	//     removed partition).
+	//   - assignGen counts assignments; each state records its own
+	//     (gen) before its partition is added to the consumer. A poll
+	//     that read assignGen below a state's gen took its records
+	//     before that state's partition was added: none of them are
+	//     that state's, and producePartition drops them.
+	//   - purgeTargets are target topics unassign purged from the
+	//     producer, purged again by the poll loop before its next poll:
+	//     records of an old state the poll loop was producing while the
+	//     pass unassigned it can reach the producer after the first
+	//     purge, and must not sit ahead of the new state's records
+	//     (franz-go fails a partition's whole buffer with its first
+	//     record's error: the old state's cancelled context).
+	consumerMu   sync.Mutex
+	assignGen    atomic.Uint64
+	purgeTargets map[string]bool // under consumerMu
 
 	// produceCtx is cancelled only when a shutdown has given up waiting,
 	// to unblock a Produce stuck on a full buffer.
@@ -122,6 +152,9 @@ type partitionState struct {
 	topicID string // the source topic's ID, stored with the progress
 
 	mu sync.Mutex
+	// gen is the copier's assignGen when this state was last assigned
+	// (see copier.consumerMu).
+	gen uint64
 	// index maps every acknowledged source offset to its target offset.
 	index *partitionIndex
 	// inflight holds the source offsets produced and not yet acked, in
@@ -395,6 +428,7 @@ func newCopier(log *slog.Logger, m *mirrorMetrics, dst *kgo.Client, produceCtx c
 		parts:           make(map[topicPartition]*partitionState),
 		parked:          make(map[topicPartition]*partitionState),
 		fetchErrLogged:  make(map[topicPartition]time.Time),
+		purgeTargets:    make(map[string]bool),
 	}
 	c.wakeFn = c.wake
 	if opts.passthrough {
@@ -452,6 +486,7 @@ func (c *copier) assign(as []assignment, srcOpts []kgo.Opt) (started bool, err e
 		delete(c.parked, a.tp)
 		c.parts[a.tp] = ps
 		ps.mu.Lock()
+		ps.gen = c.assignGen.Add(1) // before the partition is added to the consumer (consume, below)
 		pass := ps.passthrough
 		ps.mu.Unlock()
 		if pass {
@@ -607,8 +642,14 @@ func (c *copier) unassign(tps []topicPartition) {
 	}
 	c.mu.Unlock()
 	if src := c.source(); src != nil {
+		c.wakePoll() // the poll in progress holds consumerMu
+		c.consumerMu.Lock()
 		src.RemoveConsumePartitions(rm)
 		src.PurgeTopicsFromConsuming(gone...)
+		for _, t := range goneTargets {
+			c.purgeTargets[t] = true
+		}
+		c.consumerMu.Unlock()
 	}
 	c.dst.PurgeTopicsFromProducing(goneTargets...)
 	if c.pt != nil {
@@ -713,8 +754,9 @@ func (c *copier) run(ctx context.Context) {
 			cancel() // woken between polls: do not wait
 		}
 		var fetches kgo.Fetches
+		var gen uint64
 		if src := c.source(); src != nil {
-			fetches = src.PollFetches(pollCtx)
+			fetches, gen = c.poll(pollCtx, src)
 		} else {
 			<-pollCtx.Done() // the batch path's fetches wake it
 		}
@@ -744,7 +786,7 @@ func (c *copier) run(ctx context.Context) {
 			case <-time.After(fetchErrBackoff):
 			}
 		}
-		fetches.EachPartition(c.producePartition)
+		fetches.EachPartition(func(fp kgo.FetchTopicPartition) { c.producePartition(fp, gen) })
 		if c.pt != nil {
 			for _, f := range c.pt.take() {
 				c.producePassthrough(f)
@@ -767,9 +809,26 @@ func (c *copier) run(ctx context.Context) {
 	}
 }
 
-// producePartition produces one fetched batch. Records of a failed
-// partition are dropped here: the rewind reads them again.
-func (c *copier) producePartition(fp kgo.FetchTopicPartition) {
+// poll polls the record path's consumer and returns the fetches with the
+// assignGen they were taken at (see copier.consumerMu). Target topics
+// unassigned since the last poll are purged from the producer first:
+// whatever the previous poll's records of their old states put there
+// goes before a new state's first record can.
+func (c *copier) poll(ctx context.Context, src *kgo.Client) (kgo.Fetches, uint64) {
+	c.consumerMu.Lock()
+	defer c.consumerMu.Unlock()
+	if len(c.purgeTargets) > 0 {
+		c.dst.PurgeTopicsFromProducing(slices.Collect(maps.Keys(c.purgeTargets))...)
+		clear(c.purgeTargets)
+	}
+	fetches := src.PollFetches(ctx)
+	return fetches, c.assignGen.Load()
+}
+
+// producePartition produces one fetched batch, taken by a poll at assignGen
+// gen. Records of a failed partition are dropped here: the rewind reads
+// them again.
+func (c *copier) producePartition(fp kgo.FetchTopicPartition, gen uint64) {
 	if len(fp.Records) == 0 {
 		return
 	}
@@ -778,6 +837,14 @@ func (c *copier) producePartition(fp kgo.FetchTopicPartition) {
 		return // unassigned while the fetch was buffered
 	}
 	ps.mu.Lock()
+	if ps.gen > gen {
+		// Fetched for the partition's earlier assignment (the pass
+		// unassigned it and assigned it again since the poll): not
+		// this state's records. Its own are read from where it was
+		// assigned to start.
+		ps.mu.Unlock()
+		return
+	}
 	if ps.failed != nil {
 		ps.mu.Unlock()
 		return

@@ -2,9 +2,12 @@ package connector
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -50,5 +53,85 @@ func TestCopierSourceCreatedOnce(t *testing.T) {
 	}
 	if n != 1 {
 		t.Fatalf("%d consumers created, want 1", n)
+	}
+}
+
+// TestStaleFetchNotGivenToRestartedPartition: records the poll loop fetched
+// for a partition before the control pass unassigned it and assigned it
+// again with a new state (its target topic deleted: the copy starts over
+// from the source's start) are not that state's. Given to it, the new
+// state took the first of them as its start and skipped everything below:
+// the copy never completed, and nothing said so (the record path's case
+// of TestShutdownAfterTargetTopicRecopied, one run in a few under -race).
+func TestStaleFetchNotGivenToRestartedPartition(t *testing.T) {
+	t.Parallel()
+	src, dst := testClusters(t)
+	ctx := context.Background()
+	srcCl := newClient(t, src)
+	if _, err := kadm.NewClient(srcCl).CreateTopic(ctx, 1, 1, nil, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kadm.NewClient(newClient(t, dst)).CreateTopic(ctx, 1, 1, nil, "src.c"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if err := srcCl.ProduceSync(ctx, &kgo.Record{Topic: "c", Value: fmt.Appendf(nil, "v-%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cp := newCopier(discardLogger(), nil, newClient(t, dst, kgo.RecordPartitioner(kgo.ManualPartitioner())), ctx, copierOpts{})
+	t.Cleanup(cp.close)
+	srcOpts := []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)}
+	tp := topicPartition{"c", 0}
+	if _, err := cp.assign([]assignment{{tp: tp, target: "src.c", next: 5}}, srcOpts); err != nil {
+		t.Fatal(err)
+	}
+	// The poll loop takes offsets 5-9 for the first assignment...
+	pollSome := func() (kgo.Fetches, uint64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			pctx, cancel := context.WithTimeout(ctx, time.Second)
+			f, gen := cp.poll(pctx, cp.source())
+			cancel()
+			if f.NumRecords() > 0 {
+				return f, gen
+			}
+		}
+		t.Fatal("no records fetched in 10s")
+		return nil, 0
+	}
+	stale, gen := pollSome()
+	// ... the pass starts the partition over meanwhile ...
+	cp.unassign([]topicPartition{tp})
+	cp.dropParked([]topicPartition{tp})
+	if _, err := cp.assign([]assignment{{tp: tp, target: "src.c", next: -1}}, srcOpts); err != nil {
+		t.Fatal(err)
+	}
+	// ... and the poll loop goes on producing what it took.
+	stale.EachPartition(func(fp kgo.FetchTopicPartition) { cp.producePartition(fp, gen) })
+	ps := cp.partition(tp)
+	if acked, _, _ := ps.status(); acked != -1 {
+		t.Fatalf("the new state starts at offset %d, want the source's start (-1 until read): it was given the old assignment's records", acked)
+	}
+	// Its own records come from offset 0, and all of them are copied.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if acked, _, _ := ps.status(); acked == 10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			acked, _, _ := ps.status()
+			t.Fatalf("acked = %d after 10s, want 10", acked)
+		}
+		// Polled until acknowledged: all ten may be fetched before
+		// their acknowledgements arrive.
+		pctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		f, gen := cp.poll(pctx, cp.source())
+		cancel()
+		f.EachPartition(func(fp kgo.FetchTopicPartition) { cp.producePartition(fp, gen) })
+	}
+	if copied, _ := ps.copyStats(); copied != 10 {
+		t.Fatalf("%d records copied, want the 10 from the source's start", copied)
 	}
 }
