@@ -153,8 +153,9 @@ type partitionState struct {
 
 	mu sync.Mutex
 	// gen is the copier's assignGen when this state was last assigned
-	// (see copier.consumerMu).
-	gen uint64
+	// (see copier.consumerMu); ptGen the batch path's first gen for it
+	// (passthrough.add).
+	gen, ptGen uint64
 	// index maps every acknowledged source offset to its target offset.
 	index *partitionIndex
 	// inflight holds the source offsets produced and not yet acked, in
@@ -461,7 +462,12 @@ func (c *copier) assign(as []assignment, srcOpts []kgo.Opt) (started bool, err e
 	c.srcOpts = srcOpts
 	c.srcMu.Unlock()
 	offsets := make(map[string]map[int32]kgo.Offset)
-	var batchPath []assignment
+	type ptStart struct {
+		tp   topicPartition
+		next int64
+		gen  uint64
+	}
+	var batchPath []ptStart
 	c.mu.Lock()
 	for _, a := range as {
 		if _, ok := c.parts[a.tp]; ok {
@@ -488,10 +494,13 @@ func (c *copier) assign(as []assignment, srcOpts []kgo.Opt) (started bool, err e
 		ps.mu.Lock()
 		ps.gen = c.assignGen.Add(1) // before the partition is added to the consumer (consume, below)
 		pass := ps.passthrough
+		if pass {
+			// Before a fetch can find the state (passthrough.add).
+			ps.ptGen = c.pt.newGen()
+			batchPath = append(batchPath, ptStart{a.tp, ps.acked, ps.ptGen})
+		}
 		ps.mu.Unlock()
 		if pass {
-			a.next = ps.acked
-			batchPath = append(batchPath, a)
 			continue
 		}
 		o := kgo.NewOffset().AtStart()
@@ -514,7 +523,7 @@ func (c *copier) assign(as []assignment, srcOpts []kgo.Opt) (started bool, err e
 		}
 		started = ptStarted
 		for _, a := range batchPath {
-			c.pt.add(a.tp, a.next)
+			c.pt.add(a.tp, a.next, a.gen)
 		}
 	}
 	if len(offsets) == 0 {
@@ -1032,8 +1041,10 @@ func (c *copier) rewindFailed() {
 				ps.mu.Lock()
 				ps.passthrough = true
 				ps.failed = errors.New("no source consumer for the record path")
+				ps.ptGen = c.pt.newGen()
+				gen := ps.ptGen
 				ps.mu.Unlock()
-				c.pt.add(ps.tp, ps.acked)
+				c.pt.add(ps.tp, ps.acked, gen)
 				c.pt.pause(ps.tp)
 			}
 			c.attention.Store(true)

@@ -135,3 +135,69 @@ func TestStaleFetchNotGivenToRestartedPartition(t *testing.T) {
 		t.Fatalf("%d records copied, want the 10 from the source's start", copied)
 	}
 }
+
+// TestStaleBatchFetchNotGivenToRestartedPartition: the batch path's form of
+// TestStaleFetchNotGivenToRestartedPartition. The poll loop checks that a
+// fetch is current, then finds the partition's state by name; the pass may
+// unassign the partition and assign it again between the two (its target
+// topic deleted: the copy starts over). The new state must not be given
+// the old assignment's batches.
+func TestStaleBatchFetchNotGivenToRestartedPartition(t *testing.T) {
+	t.Parallel()
+	src, dst := testClusters(t)
+	ctx := context.Background()
+	srcCl := newClient(t, src)
+	if _, err := kadm.NewClient(srcCl).CreateTopic(ctx, 1, 1, nil, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kadm.NewClient(newClient(t, dst)).CreateTopic(ctx, 1, 1, nil, "src.c"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if err := srcCl.ProduceSync(ctx, &kgo.Record{Topic: "c", Value: fmt.Appendf(nil, "v-%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dstOpts := []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}
+	cp := newCopier(discardLogger(), nil, newClient(t, dst), ctx, copierOpts{passthrough: true, dstOpts: dstOpts})
+	t.Cleanup(cp.close)
+	srcOpts := []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)}
+	tp := topicPartition{"c", 0}
+	if _, err := cp.assign([]assignment{{tp: tp, target: "src.c", next: 5}}, srcOpts); err != nil {
+		t.Fatal(err)
+	}
+	// The poll loop takes offsets 5-9 for the first assignment...
+	var stale ptFetch
+	for deadline := time.Now().Add(10 * time.Second); len(stale.batches) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("no batch fetched in 10s")
+		}
+		for _, f := range cp.pt.take() {
+			if f.tp == tp && len(f.batches) > 0 {
+				stale = f
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// ... the pass starts the partition over meanwhile ...
+	cp.unassign([]topicPartition{tp})
+	cp.dropParked([]topicPartition{tp})
+	if _, err := cp.assign([]assignment{{tp: tp, target: "src.c", next: -1}}, srcOpts); err != nil {
+		t.Fatal(err)
+	}
+	// ... and the poll loop, past its check, found the new state.
+	ps := cp.partition(tp)
+	cp.produceFetch(ps, stale)
+	cp.pt.mu.Lock()
+	queued := 0
+	if q := cp.pt.queues[tp]; q != nil {
+		queued = len(q.units)
+	}
+	cp.pt.mu.Unlock()
+	ps.mu.Lock()
+	inflight := len(ps.inflight)
+	ps.mu.Unlock()
+	if queued > 0 || inflight > 0 {
+		t.Fatalf("the new state was given the old assignment's batches (offsets %d on): %d queued, %d records in flight", stale.from, queued, inflight)
+	}
+}

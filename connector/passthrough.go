@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -110,7 +111,7 @@ type passthrough struct {
 	// up again (ptmeta.go).
 	srcMeta, dstMeta ptMeta
 	kickFetch        chan struct{}
-	gens             uint64 // source of ptPart.gen, unique across re-adds
+	gens             atomic.Uint64 // source of ptPart.gen, unique across re-adds (newGen)
 
 	// Producer side.
 	queues map[topicPartition]*ptQueue // every partition's, kept when empty: it holds the producer ID and sequence
@@ -313,13 +314,20 @@ func kick(ch chan struct{}) {
 }
 
 // add starts fetching tp from next (the log start when next < 0).
-func (p *passthrough) add(tp topicPartition, next int64) {
+// newGen is a gen no fetch has yet: every later one is greater.
+func (p *passthrough) newGen() uint64 { return p.gens.Add(1) }
+
+// add fetches tp from next, as gen (newGen). The copier gives the
+// partition's state the same gen before it is published (ptGen): a fetch
+// taken for an earlier state of the partition (unassigned and assigned
+// again since) has an older gen, and producePassthrough drops it even when
+// it finds the new state by the partition's name.
+func (p *passthrough) add(tp topicPartition, next int64, gen uint64) {
 	p.mu.Lock()
 	if old := p.parts[tp]; old != nil {
 		p.leaveSession(tp, old)
 	}
-	p.gens++
-	p.parts[tp] = &ptPart{pos: next, gen: p.gens, sessLeader: -1}
+	p.parts[tp] = &ptPart{pos: next, gen: gen, sessLeader: -1}
 	p.toPlace[tp] = struct{}{}
 	if q := p.queues[tp]; q != nil {
 		q.failed = nil
@@ -356,8 +364,7 @@ func (p *passthrough) pause(tp topicPartition) {
 		p.leaveSession(tp, pp)
 		delete(p.toPlace, tp)
 		pp.paused = true
-		p.gens++
-		pp.gen = p.gens
+		pp.gen = p.newGen()
 	}
 	p.mu.Unlock()
 }
@@ -371,8 +378,7 @@ func (p *passthrough) rewind(tp topicPartition, pos int64) {
 	if pp := p.parts[tp]; pp != nil {
 		p.leaveSession(tp, pp)
 		pp.pos, pp.paused, pp.taken = pos, false, false
-		p.gens++
-		pp.gen = p.gens
+		pp.gen = p.newGen()
 		p.markPending(tp, pp)
 	}
 	p.mu.Unlock()
@@ -421,14 +427,20 @@ func (p *passthrough) current(f ptFetch) bool {
 // where every batch is safe, else its records decoded and re-encoded.
 // Called on the poll loop's goroutine, like producePartition.
 func (c *copier) producePassthrough(f ptFetch) {
-	p := c.pt
-	if !p.current(f) {
+	if !c.pt.current(f) {
 		return // rewound or paused since: read again
 	}
-	ps := c.partition(f.tp)
-	if ps == nil {
-		return
+	// The pass may unassign the partition and assign it again between
+	// these two lines: the state found here is then a new one, and
+	// produceFetch drops the fetch by its gen.
+	if ps := c.partition(f.tp); ps != nil {
+		c.produceFetch(ps, f)
 	}
+}
+
+// produceFetch hands f to the partition's state ps.
+func (c *copier) produceFetch(ps *partitionState, f ptFetch) {
+	p := c.pt
 	rp := &f.rp
 	batches, hs, splitErr := f.batches, f.hs, f.splitErr
 	aborted := make(map[int64]bool, len(rp.AbortedTransactions))
@@ -449,7 +461,9 @@ func (c *copier) producePassthrough(f ptFetch) {
 	}
 
 	ps.mu.Lock()
-	if ps.failed != nil || !ps.passthrough {
+	// f.gen below the state's first gen: fetched for an earlier state
+	// of the partition (passthrough.add).
+	if ps.failed != nil || !ps.passthrough || f.gen < ps.ptGen {
 		ps.mu.Unlock()
 		return
 	}

@@ -79,7 +79,7 @@ func TestPassthroughKeepsTopicID(t *testing.T) {
 func TestPassthroughIdleFetchNotHandedOver(t *testing.T) {
 	p := newPassthrough(&copier{}, nil)
 	tp := topicPartition{"idle", 0}
-	p.add(tp, 5)
+	p.add(tp, 5, p.newGen())
 	empty := func(hw, lso int64) kmsg.FetchResponseTopicPartition {
 		rp := kmsg.NewFetchResponseTopicPartition()
 		rp.HighWatermark, rp.LastStableOffset = hw, lso

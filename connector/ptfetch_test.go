@@ -245,7 +245,7 @@ func TestFetchJoinsBounded(t *testing.T) {
 	var joins []ptWant
 	for i := range ptMaxJoins + 5000 {
 		tp := topicPartition{fmt.Sprintf("t%d", i/10), int32(i % 10)}
-		p.add(tp, 0)
+		p.add(tp, 0, p.newGen())
 		joins = append(joins, ptWant{tp, 0, p.parts[tp].gen})
 	}
 	named := func(req *kmsg.FetchRequest) (n int) {
@@ -286,7 +286,7 @@ func TestFetchRoomBounded(t *testing.T) {
 	if got := p.room(); got != 0 {
 		t.Fatalf("room with %d batches in flight = %d, want 0", p.readyBatches+p.bufferedBatches, got)
 	}
-	p.add(topicPartition{"t", 0}, 0)
+	p.add(topicPartition{"t", 0}, 0, p.newGen())
 	<-p.kickFetch
 	joins, _, full := p.place(context.Background())
 	if joins != nil || !full || len(p.toPlace) != 1 {
@@ -331,7 +331,7 @@ func TestPlaceUnfetchedFirst(t *testing.T) {
 	now := time.Now()
 	for i := range 2 * n {
 		tp := topicPartition{fmt.Sprintf("t%d", i), 0}
-		p.add(tp, 5)
+		p.add(tp, 5, p.newGen())
 		p.srcMeta.leaders[tp.topic] = []int32{1}
 		p.srcMeta.at[tp.topic] = now
 		if i%2 == 1 {
