@@ -208,6 +208,15 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 	// sees everything the previous owners committed.
 	fenced := make(map[int32]*kgo.Client, len(ss))
 	for _, slot := range ss {
+		// Revoked while earlier slots were fenced: fencing it now would
+		// fence its new owner's producer (which then takes it over
+		// again, a stall for nothing).
+		p.mu.Lock()
+		still := p.assigned[slot] && !p.closing
+		p.mu.Unlock()
+		if !still {
+			continue
+		}
 		dst, err := p.fenceSlot(ctx, slot)
 		if err != nil {
 			p.m.log.Error("cannot take the slot over; it stays without a copier until the next rebalance", "slot", slot, "err", err)

@@ -368,8 +368,21 @@ type progressWriter struct {
 	// acknowledge; the write is retried on the next tick.
 	failed func(kind string, tp topicPartition, err error)
 	// failures counts the writes the target refused, so writeSync can
-	// tell a flushed write from an acknowledged one.
-	failures atomic.Int64
+	// tell a flushed write from an acknowledged one; firstFailure is the
+	// first refusal since takeFailures.
+	failures     atomic.Int64
+	failureMu    sync.Mutex
+	firstFailure error
+}
+
+// takeFailures returns the refusals since its last call and the first of
+// them, and starts counting again.
+func (w *progressWriter) takeFailures() (int64, error) {
+	w.failureMu.Lock()
+	defer w.failureMu.Unlock()
+	first := w.firstFailure
+	w.firstFailure = nil
+	return w.failures.Swap(0), first
 }
 
 // newProgressWriter writes the progress and index of cp's partitions
@@ -384,7 +397,12 @@ func (w *progressWriter) partition(tp topicPartition) int32 {
 }
 
 func (w *progressWriter) fail(kind string, tp topicPartition, err error) {
+	w.failureMu.Lock()
+	if w.firstFailure == nil {
+		w.firstFailure = fmt.Errorf("%s of %s/%d: %w", kind, tp.topic, tp.partition, err)
+	}
 	w.failures.Add(1)
+	w.failureMu.Unlock()
 	w.c.changes.Add(1) // written again on the next tick
 	if w.failed != nil {
 		w.failed(kind, tp, err)

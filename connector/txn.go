@@ -90,9 +90,22 @@ func (c *copier) txnStep(ctx context.Context) bool {
 	}
 	if !t.open && !time.Now().Before(t.retryAt) {
 		if err := c.dst.BeginTransaction(); err != nil {
-			c.log.Error("cannot begin a transaction", "err", err)
-			t.retryAt = time.Now().Add(minRetryBackoff)
-			return true
+			// franz-go refuses to begin only when the producer ID has
+			// a fatal error, which no retry clears: fenced (another
+			// worker took the slot over, even one that then gave it
+			// up), or in a state this producer cannot leave. Either
+			// way this copier stops, and the slot is taken over again
+			// with a new producer if it is still assigned here.
+			// Retrying here kept a slot stalled until its worker died
+			// (the chaos soak, seed 7021084470302495820).
+			if isFenced(err) {
+				t.fenced = err
+				c.log.Warn("fenced: another worker took the slot over; this one writes nothing more", "err", err)
+			} else {
+				t.unknown = err
+				c.log.Warn("cannot begin a transaction: the slot is taken over again", "err", err)
+			}
+			return false
 		}
 		t.open, t.began, t.produced = true, time.Now(), false
 	}
@@ -163,9 +176,11 @@ func (c *copier) failedSinceCommit() error {
 	if err := c.failedPartition(); err != nil {
 		return err
 	}
-	if err := c.txn.writer.failures.Load(); err > 0 {
-		c.txn.writer.failures.Store(0)
-		return fmt.Errorf("%d progress or index writes refused", err)
+	if n, first := c.txn.writer.takeFailures(); n > 0 {
+		// The first refusal is wrapped: a fenced one stops the copier
+		// (txnAbort), where aborting and beginning again would fail
+		// for good.
+		return fmt.Errorf("%d progress or index writes refused, the first: %w", n, first)
 	}
 	return nil
 }

@@ -194,3 +194,57 @@ func TestTxnTooLargeBatchIsolated(t *testing.T) {
 		t.Fatalf("committed %d, want 10: nothing past the refused record", n)
 	}
 }
+
+// TestTxnFencedProgressWriteStops: a slot's producer is fenced while its
+// transaction holds only progress and index writes (no record yet: a
+// takeover another worker began and then gave up, say). The refused writes
+// abort the transaction; the copier must see that it was fenced and stop,
+// so that the slot is taken over again. Before, the abort went through,
+// and every BeginTransaction after it failed with the fatal
+// PRODUCER_FENCED, twice a second, until the worker died (the chaos soak,
+// seed 7021084470302495820: slot 4 stalled 15 s).
+func TestTxnFencedProgressWriteStops(t *testing.T) {
+	t.Parallel()
+	_, dst := testClusters(t)
+	ctx := context.Background()
+	const progress = "kmirror.m.progress.internal"
+	if _, err := ensureCompactedTopic(ctx, kadm.NewClient(newClient(t, dst)), progress, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	slot := func() *kgo.Client {
+		// As a slot's producer: classic transactions (fenceSlot).
+		cl := newClient(t, dst, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID("kmirror.m.slot-4"),
+			kgo.TransactionTimeout(10*time.Second), kgo.MaxVersions(classicTransactions()))
+		if err := fence(ctx, cl); err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	dstCl := slot()
+	cp := newCopier(discardLogger(), nil, dstCl, ctx, copierOpts{})
+	t.Cleanup(cp.close)
+	cp.txn = &txnCycle{every: time.Hour, writer: &progressWriter{topic: progress, partitions: 1, dst: dstCl, c: cp, sealer: sealer{}}}
+	if !cp.txnStep(ctx) {
+		t.Fatal("the first transaction did not begin")
+	}
+	slot() // another worker fences the slot, and leaves
+
+	// The transaction's progress write is refused as fenced.
+	tp := topicPartition{"orders", 0}
+	k, v := encodeProgress(tp, position{next: 10})
+	err := dstCl.ProduceSync(ctx, &kgo.Record{Topic: progress, Key: k, Value: sealer{}.seal(v)}).FirstErr()
+	if err == nil {
+		t.Fatal("a fenced producer's write was acknowledged")
+	}
+	cp.txn.writer.fail("progress", tp, err)
+	cp.txn.produced = true
+	cp.txnEnd(ctx)
+	for range 3 {
+		if cp.txnStep(ctx) {
+			t.Fatalf("the copier goes on after its producer was fenced (fenced %v, unknown %v)", cp.txn.fenced, cp.txn.unknown)
+		}
+	}
+	if cp.txn.fenced == nil {
+		t.Fatalf("the copier stopped, but not as fenced (unknown %v)", cp.txn.unknown)
+	}
+}
