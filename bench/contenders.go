@@ -140,8 +140,8 @@ func startKmirror(ctx context.Context, cs *kfakeproc.Pair, topic string, partiti
 	return startConnector(ctx, cs, topic, nil)
 }
 
-// benchCluster is cluster mode with its defaults (docs/cluster.md).
-var benchCluster = connector.ClusterConfig{Slots: 16, SessionTimeout: 10 * time.Second, CommitInterval: 100 * time.Millisecond}
+// benchCluster is exactly_once with the cluster defaults (docs/cluster.md).
+var benchCluster = connector.ClusterConfig{ExactlyOnce: true, Slots: 16, SessionTimeout: 10 * time.Second, CommitInterval: 100 * time.Millisecond}
 
 func startKmirrorEOS(ctx context.Context, cs *kfakeproc.Pair, topic string, partitions int) (copying, error) {
 	cluster := benchCluster

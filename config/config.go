@@ -269,15 +269,16 @@ type Mirror struct {
 	// accept (too large, invalid, refused by a policy) so that their
 	// partition moves on; without it such a partition stops, failed.
 	DeadLetter *DeadLetter `yaml:"dead_letter,omitempty"`
-	// Cluster, when set, lets several kmirror processes with this config
-	// share the mirror (docs/cluster.md): they join one group on the
-	// target cluster, which hands out task slots; each slot writes through
-	// a transactional producer that fences its previous owner, and
-	// commits its records, progress and offset index together.
+	// Cluster is how the kmirror processes that run this mirror share it
+	// (docs/cluster.md): every worker joins one group on the target
+	// cluster, which hands out task slots, a single worker taking them
+	// all. Its defaults when not set.
 	Cluster *MirrorCluster `yaml:"cluster,omitempty"`
-	// ExactlyOnce turns cluster mode on (with its defaults when cluster is
-	// not set): every source record reaches a read_committed consumer of
-	// the target exactly once, across crashes and takeovers.
+	// ExactlyOnce makes each slot write through a transactional producer
+	// that fences its previous owner and commits its records, progress
+	// and offset index together: every source record reaches a
+	// read_committed consumer of the target exactly once, across crashes
+	// and takeovers. Without it, at least once.
 	ExactlyOnce bool `yaml:"exactly_once"`
 	// Sync keeps topic configs and ACLs of mirrored topics in step.
 	Sync Sync `yaml:"sync"`
@@ -517,7 +518,7 @@ type Producer struct {
 	DeliveryTimeout Duration `yaml:"delivery_timeout"`
 }
 
-// MirrorCluster configures a mirror shared by several workers.
+// MirrorCluster configures how the workers of a mirror share it.
 type MirrorCluster struct {
 	// Slots is the number of task slots, the partitions of the control
 	// topic kmirror.<mirror>.slots.internal. Fixed when the topic is

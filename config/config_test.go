@@ -63,6 +63,9 @@ var defaultSync = config.Sync{
 	GroupOffsets: config.GroupOffsetSync{Enabled: true, Interval: ms(5000), FollowSourceRewinds: true},
 }
 
+// defaultCluster is the cluster block a mirror gets when its config has none.
+var defaultCluster = &config.MirrorCluster{Slots: 16, SessionTimeout: ms(10_000), CommitInterval: ms(100)}
+
 func TestLoadFileGood(t *testing.T) {
 	t.Parallel()
 	got := mustLoadFile(t, "testdata/good.yaml")
@@ -100,6 +103,7 @@ func TestLoadFileGood(t *testing.T) {
 				ReplicationFactor: 3,
 				Producer:          config.Producer{Linger: ms(10), BatchMaxBytes: 4 << 20, Compression: "zstd"},
 				ProgressInterval:  ms(500),
+				Cluster:           defaultCluster,
 				Sync: config.Sync{
 					TopicConfigs: config.TopicConfigSync{
 						Enabled: true, Interval: ms(60_000), Include: []string{".*"},
@@ -132,6 +136,7 @@ func TestLoadFileGood(t *testing.T) {
 				ReplicationFactor: -1,
 				Producer:          config.Producer{Linger: 0, BatchMaxBytes: 1 << 20, Compression: "none"},
 				ProgressInterval:  ms(2000),
+				Cluster:           defaultCluster,
 				Sync:              defaultSync,
 			},
 		},
@@ -165,6 +170,7 @@ func TestLoadMinimalGetsDefaults(t *testing.T) {
 			ReplicationFactor: -1,
 			Producer:          config.Producer{Linger: ms(5), BatchMaxBytes: 1048576, Compression: "source"},
 			ProgressInterval:  ms(1000),
+			Cluster:           defaultCluster,
 			Sync:              defaultSync,
 		}},
 		HTTP:            config.HTTP{Listen: "127.0.0.1:9644", MetricsDetail: "topic"},

@@ -332,19 +332,19 @@ func (v *validator) mirror(m *Mirror, path string, clusters map[string]*Cluster,
 	}
 
 	v.positive(path+".progress_interval", m.ProgressInterval)
-	if m.ExactlyOnce && m.Cluster == nil {
+	if m.Cluster == nil {
 		m.Cluster = &MirrorCluster{}
 		m.Cluster.setDefaults()
 	}
-	if cl := m.Cluster; cl != nil {
-		cp := path + ".cluster"
+	{
+		cl, cp := m.Cluster, path+".cluster"
 		if cl.Slots < 1 || cl.Slots > maxSlots {
 			v.errorf(cp+".slots", "must be from 1 to %d, got %d", maxSlots, cl.Slots)
 		}
 		v.positive(cp+".session_timeout", cl.SessionTimeout)
 		v.positive(cp+".commit_interval", cl.CommitInterval)
-		if m.DeadLetter != nil {
-			v.errorf(path+".dead_letter", "not supported with cluster mode (cluster or exactly_once) yet: a record the target refuses for good stops its slot, failed")
+		if m.DeadLetter != nil && m.ExactlyOnce {
+			v.errorf(path+".dead_letter", "not supported with exactly_once yet: a record the target refuses for good stops its slot, failed")
 		}
 	}
 	if dl := m.DeadLetter; dl != nil {

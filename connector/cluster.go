@@ -32,8 +32,15 @@ import (
 // listeners); every worker discovers and selects, so each knows what to
 // copy.
 
-// ClusterConfig is a mirror's cluster mode.
+// ClusterConfig is how the workers of a mirror share it: its slots and
+// whether they write exactly once.
 type ClusterConfig struct {
+	// ExactlyOnce makes each slot write through a transactional producer
+	// that fences the slot's previous owner, committing records, progress
+	// and index together (txn.go). Without it a slot writes through an
+	// idempotent producer and persists its progress every
+	// ProgressInterval: at least once.
+	ExactlyOnce bool
 	// Slots is the slot count when the control topic is created.
 	Slots int32
 	// SessionTimeout is the group session timeout.
@@ -46,10 +53,17 @@ type ClusterConfig struct {
 	RebalanceTimeout time.Duration
 }
 
+// DefaultClusterConfig is the slot plane of a mirror whose config says
+// nothing (as config.MirrorCluster's defaults).
+func DefaultClusterConfig() *ClusterConfig {
+	return &ClusterConfig{Slots: 16, SessionTimeout: 10 * time.Second, CommitInterval: defaultCommitInterval}
+}
+
 // controlSlot is the slot whose owner runs the control plane.
 const controlSlot = 0
 
-// slotPlane is the data plane of a worker in cluster mode.
+// slotPlane is a worker's data plane: a copier for each slot the mirror's
+// group gave it.
 type slotPlane struct {
 	m *Mirror
 
@@ -82,17 +96,24 @@ type slotPlane struct {
 	progress *progressLog
 }
 
-// slotWorker is one owned slot: its transactional copier and what it found
-// in the progress topic when it took the slot over.
+// slotWorker is one owned slot: its copier and what it found in the
+// progress topic when it took the slot over.
 type slotWorker struct {
-	slot   int32
-	cp     *copier
-	dst    *kgo.Client // transactional (kmirror.<mirror>.slot-<n>)
-	loaded loaded      // committed progress and indexes of the slot's partitions
+	slot int32
+	cp   *copier
+	// dst is the slot's producer: transactional (kmirror.<mirror>.slot-<n>)
+	// with exactly_once, else idempotent.
+	dst    *kgo.Client
+	loaded loaded // committed progress and indexes of the slot's partitions
+	// writer persists the progress every progress_interval (at least
+	// once); nil with exactly_once, where progress commits with the
+	// records (cp.txn).
+	writer *progressWriter
 
-	stop          context.CancelFunc // ends the poll loop
+	stop          context.CancelFunc // ends the poll loop and the writer's ticks
+	produceCtx    context.Context    // of the slot's records and progress writes
 	cancelProduce context.CancelFunc
-	done          chan struct{}
+	done          chan struct{} // closed when the poll loop and the writer's ticks ended
 	running       bool
 }
 
@@ -186,11 +207,11 @@ func (p *slotPlane) ownsControl() bool {
 	return ok
 }
 
-// takeOver starts the slots the group handed this worker: for each, fence
-// the previous owner (InitProducerID with the slot's transactional ID),
-// then read the slot's committed progress, then copy its partitions from
-// there. A slot that cannot start is logged and retried on the next
-// assignment or pass.
+// takeOver starts the slots the group handed this worker: for each, create
+// its producer (with exactly_once, fencing the previous owner:
+// InitProducerID with the slot's transactional ID), then read the slot's
+// committed progress, then copy its partitions from there. A slot that
+// cannot start is logged and retried on the next assignment or pass.
 func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 	p.takeMu.Lock()
 	defer p.takeMu.Unlock()
@@ -205,7 +226,9 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 	defer cancel()
 	// Fence every slot first, then read the progress once for all of
 	// them: it holds every slot's positions, and a read after the fences
-	// sees everything the previous owners committed.
+	// sees everything the previous owners committed. (Without
+	// exactly_once a revoked owner persisted its progress before the
+	// group moved the slot; a lost one, what it last wrote.)
 	fenced := make(map[int32]*kgo.Client, len(ss))
 	for _, slot := range ss {
 		// Revoked while earlier slots were fenced: fencing it now would
@@ -217,7 +240,7 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 		if !still {
 			continue
 		}
-		dst, err := p.fenceSlot(ctx, slot)
+		dst, err := p.slotProducer(ctx, slot)
 		if err != nil {
 			p.m.log.Error("cannot take the slot over; it stays without a copier until the next rebalance", "slot", slot, "err", err)
 			continue
@@ -284,10 +307,14 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 	p.assignKnown(ss)
 }
 
-// fenceSlot creates the slot's transactional producer and takes the
-// transactional ID over.
-func (p *slotPlane) fenceSlot(ctx context.Context, slot int32) (*kgo.Client, error) {
+// slotProducer creates the slot's producer: with exactly_once a
+// transactional one that has taken the transactional ID over, else an
+// idempotent one.
+func (p *slotPlane) slotProducer(ctx context.Context, slot int32) (*kgo.Client, error) {
 	cfg := p.m.cfg
+	if !cfg.Cluster.ExactlyOnce {
+		return kgo.NewClient(append(p.m.producerOpts(), p.m.metadataMinAge())...)
+	}
 	opts := append(p.m.producerOpts(),
 		p.m.metadataMinAge(),
 		kgo.TransactionalID(p.transactionalID(slot)),
@@ -329,13 +356,20 @@ func classicTransactions() *kversion.Versions {
 	return v
 }
 
-// newSlotWorker is a slot's copier over its fenced producer.
+// newSlotWorker is a slot's copier over its producer.
 func (p *slotPlane) newSlotWorker(slot int32, dst *kgo.Client, ld loaded) *slotWorker {
 	cfg := p.m.cfg
 	produceCtx, cancelProduce := context.WithCancel(context.Background())
-	cp := newCopier(p.m.log.With("slot", slot), p.m.metrics, dst, produceCtx, copierOpts{deliveryTimeout: cfg.DeliveryTimeout})
-	cp.txn = &txnCycle{every: cfg.Cluster.CommitInterval, writer: p.m.newProgressWriter(dst, cp)}
-	return &slotWorker{slot: slot, cp: cp, dst: dst, loaded: ld, cancelProduce: cancelProduce, done: make(chan struct{})}
+	log := p.m.log.With("slot", slot)
+	w := &slotWorker{slot: slot, dst: dst, loaded: ld, produceCtx: produceCtx, cancelProduce: cancelProduce, done: make(chan struct{})}
+	if cfg.Cluster.ExactlyOnce {
+		w.cp = newCopier(log, p.m.metrics, dst, produceCtx, copierOpts{deliveryTimeout: cfg.DeliveryTimeout})
+		w.cp.txn = &txnCycle{every: cfg.Cluster.CommitInterval, writer: p.m.newProgressWriter(dst, w.cp)}
+		return w
+	}
+	w.cp = newCopier(log, p.m.metrics, dst, produceCtx, copierOpts{deadLetter: cfg.DeadLetterTopic, deliveryTimeout: cfg.DeliveryTimeout, passthrough: cfg.SourceCompression, dstOpts: cfg.TargetOpts})
+	w.writer = p.m.newProgressWriter(dst, w.cp)
+	return w
 }
 
 // release stops slots that leave this worker. Revoked (a rebalance): the
@@ -373,10 +407,12 @@ func (p *slotPlane) stopSlots(ctx context.Context, ws []*slotWorker, commit bool
 }
 
 // stopSlot ends a slot's copier: its poll loop, then (commit) its last
-// transaction, all within the shutdown timeout. The loop may be blocked in
-// a flush or a produce that the target keeps refusing: once the timeout
+// transaction, or without exactly_once its records in flight and its last
+// progress, all within the shutdown timeout. The loop may be blocked in a
+// flush or a produce that the target keeps refusing: once the timeout
 // passes, the produce context is cancelled, which ends both; the open
-// transaction is then left to the next owner's fence (it aborts it).
+// transaction is then left to the next owner's fence (it aborts it), and
+// records not acknowledged are copied again by the next owner.
 func (p *slotPlane) stopSlot(ctx context.Context, w *slotWorker, commit bool) error {
 	p.mu.Lock()
 	stop, running := w.stop, w.running
@@ -389,10 +425,22 @@ func (p *slotPlane) stopSlot(ctx context.Context, w *slotWorker, commit bool) er
 	stopUnblocking := context.AfterFunc(cctx, w.cancelProduce)
 	defer stopUnblocking()
 	var err error
-	if running && !p.waitLoop(w, cctx) {
+	stopped := !running || p.waitLoop(w, cctx)
+	switch {
+	case !commit:
+		// Lost: another worker may own the slot already. Progress
+		// written now could move it back behind what that one wrote.
+	case w.writer != nil:
+		// At least once: what was acknowledged is worth persisting
+		// even after a loop that did not stop in time.
+		err = p.m.drain(cctx, w.dst, w.cp, w.writer, w.cancelProduce, w.cp.log)
+	case !stopped:
 		err = fmt.Errorf("the poll loop did not stop within the shutdown timeout %v", p.m.cfg.ShutdownTimeout)
-	} else if commit && cctx.Err() == nil {
+	case cctx.Err() == nil:
 		err = w.cp.txnEnd(cctx)
+	}
+	if !stopped && err == nil {
+		err = fmt.Errorf("the poll loop did not stop within the shutdown timeout %v", p.m.cfg.ShutdownTimeout)
 	}
 	w.cancelProduce()
 	w.cp.close()
@@ -470,7 +518,7 @@ func (p *slotPlane) assign(as []assignment, srcOpts []kgo.Opt) (bool, error) {
 		}
 		// The slot's committed position, read when it was taken over,
 		// is where the partition resumes (the control plane has no
-		// positions in cluster mode); one of an earlier topic of the
+		// positions of its own); one of an earlier topic of the
 		// same name, or an index without a position, starts over.
 		pos, ok := w.loaded.positions[a.tp]
 		switch ix := w.loaded.indexes[a.tp]; {
@@ -508,19 +556,33 @@ func (p *slotPlane) slotOfLocked(tp topicPartition) int32 {
 	return slots.SlotOf(tp.topic, tp.partition, p.n)
 }
 
-// run starts a slot's poll loop.
+// run starts a slot's poll loop, and without exactly_once its progress
+// writer's ticks.
 func (p *slotPlane) run(w *slotWorker) {
 	ctx, stop := context.WithCancel(context.Background())
 	p.mu.Lock()
 	w.stop, w.running = stop, true
 	p.mu.Unlock()
 	p.m.log.Debug("slot copying", "slot", w.slot)
+	var ticks sync.WaitGroup
+	if w.writer != nil {
+		ticks.Go(func() {
+			var gate persistGate
+			every(ctx, progressTick(p.m.cfg.ProgressInterval), func() {
+				if gate.due(w.cp.changes.Load(), time.Now()) {
+					w.writer.writeAsync(w.produceCtx)
+				}
+			})
+		})
+	}
 	go func() {
 		defer close(w.done)
+		defer ticks.Wait()
 		w.cp.run(ctx)
 		if !w.cp.txnStopped() {
 			return
 		}
+		stop() // the writer's ticks too (none with a transaction)
 		// Fenced while the group still gives it to this worker (the
 		// group moved it away and back, or a stale takeover raced), or
 		// a commit's outcome unknown: drop the copier and take the
@@ -615,8 +677,8 @@ func (p *slotPlane) inFlight() int {
 
 // shutdown commits and stops every slot, then leaves the group so that the
 // others take the slots over at once. It returns an error when a slot's
-// last transaction did not commit (its records are copied again by the
-// next owner).
+// last transaction did not commit, or (at least once) records were not
+// acknowledged in time: the next owner copies them again.
 func (p *slotPlane) shutdown(ctx context.Context) error {
 	p.mu.Lock()
 	p.closing = true
@@ -626,7 +688,10 @@ func (p *slotPlane) shutdown(ctx context.Context) error {
 	var errs []error
 	for i, err := range p.stopSlots(ctx, ws, true) {
 		if err != nil {
-			errs = append(errs, fmt.Errorf("slot %d: last transaction not committed (%w); the next owner copies its records again", ws[i].slot, err))
+			if w := ws[i]; w.writer == nil {
+				err = fmt.Errorf("last transaction not committed (%w); the next owner copies its records again", err)
+			}
+			errs = append(errs, fmt.Errorf("slot %d: %w", ws[i].slot, err))
 		}
 	}
 	p.mu.Lock()
@@ -641,15 +706,11 @@ func (p *slotPlane) shutdown(ctx context.Context) error {
 
 var _ dataPlane = (*slotPlane)(nil)
 
-// translationView is what the group sync translates through. A single
-// worker has every partition's index in memory; in cluster mode the
-// control plane reads the committed indexes of the partitions whose slots
+// translationView is what the group sync translates through: the control
+// plane reads the committed indexes of the partitions whose slots
 // other workers own from the progress topic (committed records only), and uses its
 // own slots' live ones.
 func (m *Mirror) translationView(ctx context.Context, c *clients, dp dataPlane) (dataPlane, error) {
-	if m.slots == nil {
-		return dp, nil
-	}
 	// The partitions copied here answer from their live state.
 	ld, err := m.slots.progress.current(ctx, c.dstAdm, func(tp topicPartition) bool { return dp.partition(tp) == nil })
 	if err != nil {

@@ -39,7 +39,7 @@ func startClusterWorker(t *testing.T, src, dst *kfake.Cluster, slots int32, tune
 		Filters:          []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll("orders")}},
 		RefreshInterval:  200 * time.Millisecond,
 		ShutdownTimeout:  10 * time.Second,
-		Cluster:          &ClusterConfig{Slots: slots, SessionTimeout: 6 * time.Second, CommitInterval: 50 * time.Millisecond},
+		Cluster:          &ClusterConfig{ExactlyOnce: true, Slots: slots, SessionTimeout: 6 * time.Second, CommitInterval: 50 * time.Millisecond},
 		Logger:           discardLogger(),
 		ProgressInterval: 100 * time.Millisecond,
 	}
@@ -103,9 +103,22 @@ func readCommitted(t *testing.T, c *kfake.Cluster, topic string, p int32) []stri
 // TestClusterWorkersShareAndHandOver: two workers share a mirror's slots;
 // together they copy every record exactly once (read_committed). When one
 // stops, the other takes its slots over and goes on from the committed
-// progress: still exactly once.
+// progress: still exactly once. Without exactly_once too, where nothing
+// fails: a second worker takes half the slots instead of copying
+// everything again, and a stopped one hands its slots over with its
+// progress persisted.
 func TestClusterWorkersShareAndHandOver(t *testing.T) {
 	t.Parallel()
+	for _, eos := range []bool{true, false} {
+		t.Run(fmt.Sprintf("exactly_once=%v", eos), func(t *testing.T) {
+			t.Parallel()
+			testWorkersShareAndHandOver(t, eos)
+		})
+	}
+}
+
+func testWorkersShareAndHandOver(t *testing.T, eos bool) {
+	mode := func(c *Config) { c.Cluster.ExactlyOnce = eos }
 	src, dst := testClusters(t)
 	ctx := context.Background()
 	srcCl := newClient(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -155,8 +168,8 @@ func TestClusterWorkersShareAndHandOver(t *testing.T) {
 	}
 
 	produce("a", 100)
-	w1 := startClusterWorker(t, src, dst, 4)
-	w2 := startClusterWorker(t, src, dst, 4)
+	w1 := startClusterWorker(t, src, dst, 4, mode)
+	w2 := startClusterWorker(t, src, dst, 4, mode)
 	waitFor(t, func() bool { return len(w1.owned()) > 0 && len(w2.owned()) > 0 && len(w1.owned())+len(w2.owned()) == 4 }, "the two workers to share the 4 slots")
 	exactly("two workers", want(part{"a", 100}))
 	// Each worker's status lists the whole group: two workers, every
@@ -198,7 +211,7 @@ func TestClusterPlan(t *testing.T) {
 		SourceOpts: []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)},
 		TargetOpts: []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)},
 		Filters:    []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll("orders")}},
-		Cluster:    &ClusterConfig{Slots: 4, SessionTimeout: 6 * time.Second, CommitInterval: 50 * time.Millisecond},
+		Cluster:    &ClusterConfig{ExactlyOnce: true, Slots: 4, SessionTimeout: 6 * time.Second, CommitInterval: 50 * time.Millisecond},
 		Logger:     discardLogger(),
 	})
 	if err != nil {

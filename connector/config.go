@@ -140,7 +140,7 @@ type Config struct {
 	// SourceCompression (producer.compression: source) forwards source
 	// batches to the target as they are, compressed with their source
 	// codec, wherever that is safe (passthrough.go); the record path
-	// (fallbacks, cluster mode) then produces uncompressed.
+	// (fallbacks, exactly_once) then produces uncompressed.
 	SourceCompression bool
 
 	// OffsetCodec compresses the progress and offset index records (the
@@ -160,8 +160,10 @@ type Config struct {
 	// DeadLetterTopic, when set, receives the records the target will
 	// never accept, so that their partition moves on.
 	DeadLetterTopic string
-	// Cluster, when set, shares the mirror among the workers that run it
-	// (cluster.go); nil: this worker copies everything.
+	// Cluster is how the workers of the mirror share it (cluster.go):
+	// every worker is a member of the mirror's group on the target, a
+	// single one a group of one. Nil takes the defaults
+	// (DefaultClusterConfig).
 	Cluster *ClusterConfig
 	// MM2, when set, ties the mirror to the MirrorMaker 2 flow it replaces
 	// (mm2.go): adopting MM2's positions, writing MM2's heartbeats and

@@ -245,6 +245,7 @@ func newPassHarnessFor(t *testing.T, src, dst *kfake.Cluster, cfg Config, opts .
 	h.cp = newCopier(m.log, nil, dstCl, context.Background(), copierOpts{})
 	t.Cleanup(h.cp.close)
 	m.copier = h.cp
+	m.controlWithoutGroup = true
 	m.started = true
 	return h
 }
@@ -653,4 +654,13 @@ func TestEndsDue(t *testing.T) {
 			}
 		}
 	}
+}
+
+// slotCopier is the copier of the slot that copies tp on m's worker, nil
+// before the slot is taken over.
+func slotCopier(m *Mirror, tp topicPartition) *copier {
+	if w := m.slots.worker(tp); w != nil {
+		return w.cp
+	}
+	return nil
 }

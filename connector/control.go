@@ -45,8 +45,8 @@ func (m *Mirror) pass(ctx context.Context, c *clients, cp dataPlane) (bool, erro
 func (m *Mirror) dryRun() bool { return m.plan != nil }
 
 func (m *Mirror) doPass(ctx context.Context, c *clients, cp dataPlane) (bool, error) {
-	// 0. In cluster mode, take over the slots whose takeover failed.
-	if m.slots != nil && !m.dryRun() {
+	// 0. Take over the slots whose takeover failed.
+	if !m.dryRun() {
 		m.slots.takeOverMissing(ctx)
 		m.slots.refreshMembers(ctx)
 	}
@@ -72,7 +72,7 @@ func (m *Mirror) doPass(ctx context.Context, c *clients, cp dataPlane) (bool, er
 		m.applyUnassigns(c.dst, cp, rec)
 	}
 	// 5. Create missing topics (batched, as large as the controller takes) and grow partitions:
-	// in cluster mode only the control plane's worker does.
+	// only the control plane's worker (slot 0's owner) does.
 	var passErrs []error
 	if !m.ownsControl() {
 		rec.creates, rec.grows = nil, nil

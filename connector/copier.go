@@ -109,7 +109,7 @@ type copier struct {
 	deliveryTimeout time.Duration
 	expiredAt       time.Time // when expireDeliveries last ran
 	logEvery        *logLimiter
-	// txn, when set, makes the copier transactional (cluster mode; see
+	// txn, when set, makes the copier transactional (exactly_once; see
 	// txn.go): the producer has a transactional ID, and records,
 	// progress and index commit together.
 	txn *txnCycle
@@ -410,7 +410,7 @@ type copierOpts struct {
 	deadLetter      string        // Config.DeadLetterTopic
 	deliveryTimeout time.Duration // Config.DeliveryTimeout
 	// passthrough forwards source batches as they are where safe
-	// (producer.compression: source, outside cluster mode).
+	// (producer.compression: source, without exactly_once).
 	passthrough bool
 	// dstOpts build the batch path's connections to the target (its
 	// lanes, see passthrough).

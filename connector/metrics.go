@@ -174,31 +174,31 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"mirror"}),
 		slotsOwned: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kmirror_cluster_slots_owned",
-			Help: "Task slots this worker owns (cluster mode).",
+			Help: "Task slots this worker owns.",
 		}, []string{"mirror"}),
 		slotsTaken: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kmirror_cluster_slot_changes_total",
-			Help: "Slots this worker took over (kind=assigned) or gave up (revoked, lost) in rebalances (cluster mode).",
+			Help: "Slots this worker took over (kind=assigned) or gave up (revoked, lost) in rebalances.",
 		}, []string{"mirror", "kind"}),
 		slotsTotal: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kmirror_cluster_slots",
-			Help: "The mirror's slot count: the partitions of its control topic (cluster mode).",
+			Help: "The mirror's slot count: the partitions of its control topic.",
 		}, []string{"mirror"}),
 		slotsUnowned: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kmirror_cluster_slots_unowned",
-			Help: "Slots no worker is assigned, as the group's coordinator last described the group (refreshed every control pass; kept while the group rebalances) (cluster mode).",
+			Help: "Slots no worker is assigned, as the group's coordinator last described the group (refreshed every control pass; kept while the group rebalances).",
 		}, []string{"mirror"}),
 		rebalanceSecs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kmirror_cluster_rebalance_seconds",
-			Help: "How long this worker has been in a rebalance of the mirror's group (its JoinGroup or SyncGroup not yet answered, or failing), 0 when settled; refreshed every control pass (cluster mode).",
+			Help: "How long this worker has been in a rebalance of the mirror's group (its JoinGroup or SyncGroup not yet answered, or failing), 0 when settled; refreshed every control pass.",
 		}, []string{"mirror"}),
 		txns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kmirror_transactions_total",
-			Help: "Slot transactions ended, by result: commit, abort, unknown (a commit whose answer was lost; the slot is taken over again to learn its outcome) (cluster mode).",
+			Help: "Slot transactions ended, by result: commit, abort, unknown (a commit whose answer was lost; the slot is taken over again to learn its outcome).",
 		}, []string{"mirror", "result"}),
 		commitLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "kmirror_transaction_commit_seconds",
-			Help:    "Time to commit a slot's transaction: flushing its records, writing its progress and ending it (cluster mode).",
+			Help:    "Time to commit a slot's transaction: flushing its records, writing its progress and ending it.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"mirror"}),
 		batches: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -211,7 +211,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"mirror", "reason"}),
 		controlPlane: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kmirror_cluster_control_plane",
-			Help: "1 while this worker runs the mirror's control plane (owns slot 0), else 0 (cluster mode).",
+			Help: "1 while this worker runs the mirror's control plane (owns slot 0), else 0.",
 		}, []string{"mirror"}),
 		indexBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kmirror_offset_index_memory_bytes",

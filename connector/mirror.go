@@ -49,7 +49,7 @@ type Status struct {
 	// the next page.
 	TopicsTotal int    `json:"topics_total"`
 	NextAfter   string `json:"next_after,omitempty"`
-	// Cluster is this worker's part of a mirror in cluster mode.
+	// Cluster is this worker's part of the mirror: its slots and group.
 	Cluster *ClusterStatus `json:"cluster,omitempty"`
 }
 
@@ -90,7 +90,7 @@ type RebalanceStatus struct {
 	NotSettling bool `json:"not_settling"`
 }
 
-// WorkerStatus is one worker of a mirror in cluster mode.
+// WorkerStatus is one worker of a mirror.
 type WorkerStatus struct {
 	Member       string  `json:"member"`
 	ClientID     string  `json:"client_id"`
@@ -201,7 +201,11 @@ type Mirror struct {
 	endsAt        time.Time // the last refreshEnds (endsDue)
 	started       bool      // the startup sequence (internal topics, loads) finished
 	copier        dataPlane
-	// slots is the data plane in cluster mode (nil otherwise).
+	// controlWithoutGroup makes this mirror run the control plane without
+	// owning slot 0: the unit tests' harness, which drives passes over a
+	// copier of its own and never joins the group.
+	controlWithoutGroup bool
+	// slots is the data plane: the copiers of the slots this worker owns.
 	slots *slotPlane
 	// plan collects what a dry-run pass would do; nil outside Plan.
 	plan   *Plan
@@ -252,9 +256,10 @@ func New(cfg Config) (*Mirror, error) {
 		metaPersisted:       make(map[string]map[string]string),
 	}
 	m.sel.Store(&Selection{Filters: cfg.Filters, ConfigFilters: cfg.ConfigFilters, GroupFilters: cfg.GroupFilters, Labels: cfg.Labels, TrustedUpstreams: cfg.TrustedUpstreams})
-	if cfg.Cluster != nil {
-		m.slots = newSlotPlane(m)
+	if m.cfg.Cluster == nil {
+		m.cfg.Cluster = DefaultClusterConfig()
 	}
+	m.slots = newSlotPlane(m)
 	if cfg.MM2 != nil && cfg.MM2.Adopt {
 		m.adopt = &adoption{decided: make(map[topicPartition]*offsetRun)}
 	}
@@ -339,7 +344,7 @@ func (c *clients) forgetMetadata() {
 // Metadata is what discovery reads; franz-go's default, 5s, would hide new
 // topics for longer than a short refresh interval, and would hold a
 // produce retry on NOT_LEADER_FOR_PARTITION (a topic just created, a
-// leader moving) for up to 5s: in cluster mode, with the slot's
+// leader moving) for up to 5s: with exactly_once, with the slot's
 // transaction and its poll loop waiting in the commit's flush.
 func (m *Mirror) metadataMinAge() kgo.Opt {
 	return kgo.MetadataMinAge(min(time.Second, m.cfg.RefreshInterval/2))
@@ -367,7 +372,7 @@ func (m *Mirror) newClients() (*clients, error) {
 }
 
 // producerOpts are the options of every producer writing to the target
-// (the shared one, and in cluster mode each slot's): the target's
+// (the shared one, and each slot's): the target's
 // connection, manual partitioning and the producer tuning.
 func (m *Mirror) producerOpts() []kgo.Opt {
 	opts := append(append([]kgo.Opt(nil), m.cfg.TargetOpts...),
@@ -431,30 +436,21 @@ func (m *Mirror) Run(ctx context.Context) error {
 		return nil // ctx was cancelled during startup: nothing to flush
 	}
 
-	// The data plane: one copier for the whole mirror, or in cluster mode
-	// a copier per slot this worker owns (cluster.go).
-	var cp dataPlane
-	var single *copier
-	var writer *progressWriter
-	if m.slots != nil {
-		if err := m.slots.join(ctx); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("mirror %s: join the cluster: %w", m.cfg.Name, m.dstErr(err))
+	// The data plane: a copier per slot this worker owns (cluster.go).
+	// Every worker is a member of the mirror's group, a single one a
+	// group of one.
+	if err := m.slots.join(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
 		}
-		cp = m.slots
-		if m.cfg.SourceCompression {
-			// Slots write through transactional producers (fencing,
-			// records and progress in one transaction): a raw Produce
-			// would be neither fenced nor in the transaction.
-			m.log.Info("producer.compression: source in cluster mode: records are decoded and produced again uncompressed (batch pass-through needs the single-worker mode)", "reason", reasonCluster)
-		}
-	} else {
-		single = newCopier(m.log, m.metrics, c.dst, m.produceCtx, copierOpts{deadLetter: m.cfg.DeadLetterTopic, deliveryTimeout: m.cfg.DeliveryTimeout, passthrough: m.cfg.SourceCompression, dstOpts: m.cfg.TargetOpts})
-		defer single.close()
-		cp = single
-		writer = m.newProgressWriter(c.dst, single)
+		return fmt.Errorf("mirror %s: join the mirror's group: %w", m.cfg.Name, m.dstErr(err))
+	}
+	cp := m.slots
+	if m.cfg.SourceCompression && m.cfg.Cluster.ExactlyOnce {
+		// Slots write through transactional producers (fencing,
+		// records and progress in one transaction): a raw Produce
+		// would be neither fenced nor in the transaction.
+		m.log.Info("producer.compression: source with exactly_once: records are decoded and produced again uncompressed", "reason", reasonCluster)
 	}
 	m.mu.Lock()
 	m.copier = cp
@@ -462,31 +458,13 @@ func (m *Mirror) Run(ctx context.Context) error {
 
 	copyCtx, stopCopy := context.WithCancel(ctx)
 	defer stopCopy()
-	copyDone := make(chan struct{})
-	copyStarted := false
 
 	var bg sync.WaitGroup
-	if writer != nil {
-		bg.Go(func() {
-			var gate persistGate
-			every(copyCtx, progressTick(m.cfg.ProgressInterval), func() {
-				if gate.due(single.changes.Load(), time.Now()) {
-					writer.writeAsync(m.produceCtx)
-				}
-			})
-		})
-	}
 	// Metrics on a ticker of their own: the writer can block on a full
 	// producer buffer, and that is when the lag matters most.
 	bg.Go(func() {
-		// The indexes' memory moves only with the indexes: an idle
-		// worker's walk over every partition found the same total each
-		// tick. (Slots have a counter each: they walk every tick.)
-		var budget persistGate
 		every(copyCtx, progressTick(m.cfg.ProgressInterval), func() {
-			if single == nil || budget.due(single.changes.Load(), time.Now()) {
-				m.enforceIndexBudget()
-			}
+			m.enforceIndexBudget()
 			m.updateMetrics()
 		})
 	})
@@ -562,14 +540,7 @@ loop:
 			break loop
 		case <-refresh.C:
 		}
-		started, err := m.pass(ctx, c, cp)
-		if started && !copyStarted && single != nil {
-			copyStarted = true
-			go func() {
-				defer close(copyDone)
-				single.run(copyCtx)
-			}()
-		}
+		_, err := m.pass(ctx, c, cp)
 		switch {
 		case err == nil:
 			m.passFailures.succeeded(m.log, "control pass succeeded again")
@@ -579,23 +550,20 @@ loop:
 		refresh.Reset(m.cfg.RefreshInterval)
 	}
 
-	if m.slots != nil {
-		stopCopy()
-		bg.Wait()
-		sctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
-		defer cancel()
-		err := m.slots.shutdown(sctx)
-		if ferr := c.dst.Flush(sctx); ferr != nil {
-			m.log.Warn("metadata or checkpoints still in flight at shutdown; written again by the next control plane", "err", ferr)
-		}
-		m.updateMetrics()
-		if err != nil {
-			return fmt.Errorf("mirror %s: %w", m.cfg.Name, err)
-		}
-		m.log.Info("stopped; every slot committed and released")
-		return nil
+	stopCopy()
+	bg.Wait()
+	sctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
+	defer cancel()
+	err = m.slots.shutdown(sctx)
+	if ferr := c.dst.Flush(sctx); ferr != nil {
+		m.log.Warn("metadata or checkpoints still in flight at shutdown; written again by the next control plane", "err", ferr)
 	}
-	return m.shutdown(c, single, writer, stopCopy, copyStarted, copyDone, &bg)
+	m.updateMetrics()
+	if err != nil {
+		return fmt.Errorf("mirror %s: %w", m.cfg.Name, err)
+	}
+	m.log.Info("stopped; every slot's progress persisted and the slots released")
+	return nil
 }
 
 // groupSyncEvery is the group sync's interval: sync.group_offsets', else,
@@ -630,60 +598,42 @@ func (m *Mirror) passFailed(err error) {
 }
 
 // ownsControl reports whether this worker runs the control plane's writes:
-// always, unless in cluster mode, where the owner of slot 0 does (kmirror
-// plan, which writes nothing, plans them whatever the mode).
+// the owner of slot 0 does (kmirror plan, which writes nothing, plans
+// them).
 func (m *Mirror) ownsControl() bool {
-	return m.slots == nil || m.dryRun() || m.slots.ownsControl()
+	return m.dryRun() || m.controlWithoutGroup || m.slots.ownsControl()
 }
 
-// shutdown stops fetching, lets the records in flight settle and persists
-// the progress, all within ShutdownTimeout (plus a short bound for the last
-// progress write). Records the target has not acknowledged by then are
-// abandoned: progress never moved past them, so a restart copies them
-// again. It returns an error naming how many were abandoned.
-func (m *Mirror) shutdown(c *clients, cp dataPlane, writer *progressWriter, stopCopy func(), copyStarted bool, copyDone <-chan struct{}, bg *sync.WaitGroup) error {
-	flushCtx, cancelFlush := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
-	defer cancelFlush()
-	// A Produce blocked on a full buffer (a target refusing writes) only
-	// returns once its context ends: at the deadline at the latest, so the
-	// copier below cannot hold the shutdown past it.
-	stopUnblocking := context.AfterFunc(flushCtx, m.cancelProduce)
-	defer stopUnblocking()
-	stopCopy()
-	if copyStarted {
-		<-copyDone
-	}
-	bg.Wait()
+// drain lets a stopped copier's records in flight settle and persists its
+// progress, within ctx (the shutdown timeout; plus a short bound for the
+// last progress write). Records the target has not acknowledged by then
+// are abandoned: progress never moved past them, so the next owner copies
+// them again. It returns an error naming how many were abandoned.
+func (m *Mirror) drain(ctx context.Context, dst *kgo.Client, cp *copier, writer *progressWriter, cancelProduce func(), log *slog.Logger) error {
 	// Flush can return nil after the deadline too, when franz-go failed
 	// the records the cancelled context covered before it looked: the
 	// count of records produced and not acknowledged decides.
 	var abandonedErr error
-	err := c.dst.Flush(flushCtx)
-	if single, ok := cp.(*copier); ok {
-		err = errors.Join(err, single.flushPassthrough(flushCtx))
-	}
+	err := errors.Join(dst.Flush(ctx), cp.flushPassthrough(ctx))
 	if err != nil {
-		m.cancelProduce()
+		cancelProduce()
 	}
 	if abandoned := cp.inFlight(); abandoned > 0 {
-		m.cancelProduce()
-		abandonedErr = fmt.Errorf("mirror %s: %d records not acknowledged by the target within shutdown_timeout (%v); they will be copied again after a restart", m.cfg.Name, abandoned, m.cfg.ShutdownTimeout)
-		m.log.Error("shutdown_timeout reached with records in flight: abandoning them; progress does not include them, so a restart copies them again",
+		cancelProduce()
+		abandonedErr = fmt.Errorf("%d records not acknowledged by the target within shutdown_timeout (%v); they will be copied again", abandoned, m.cfg.ShutdownTimeout)
+		log.Error("shutdown_timeout reached with records in flight: abandoning them; progress does not include them, so they are copied again",
 			"records", abandoned, "shutdown_timeout", m.cfg.ShutdownTimeout, "err", err)
 	}
-	m.updateMetrics()
 	// The last progress write gets a bound of its own: after a timed-out
 	// flush, the acknowledged positions are still worth persisting.
-	progressCtx := flushCtx
-	if flushCtx.Err() != nil {
+	progressCtx := ctx
+	if ctx.Err() != nil {
 		var cancel context.CancelFunc
 		progressCtx, cancel = context.WithTimeout(context.Background(), finalProgressTimeout)
 		defer cancel()
 	}
 	if err := writer.writeSync(progressCtx); err != nil {
-		m.log.Error("could not persist the last progress; records since the previous write will be copied again", "err", err)
-	} else {
-		m.log.Info("stopped; progress persisted", "progress_topic", m.progressTopic)
+		log.Error("could not persist the last progress; records since the previous write will be copied again", "err", err)
 	}
 	return abandonedErr
 }
@@ -782,22 +732,15 @@ func (m *Mirror) pingSource(ctx context.Context, c *clients) error {
 
 // load reads the progress and metadata topics.
 func (m *Mirror) load(ctx context.Context, dstAdm *kadm.Client) error {
-	ld := loaded{positions: make(map[topicPartition]position), indexes: make(map[topicPartition]*partitionIndex)}
-	if m.slots == nil {
-		var err error
-		if ld, err = loadProgress(ctx, m.log, m.cfg.TargetOpts, dstAdm, m.progressTopic); err != nil {
-			return err
-		}
-	} else {
-		// Each slot takes its own when taken over, from the worker's
-		// progress log: read to its end now, before the worker joins,
-		// so that a takeover reads only what was written since and
-		// the slots a joining worker is given do not wait for the
-		// whole topic.
-		none := func(topicPartition) bool { return false }
-		if _, err := m.slots.progress.current(ctx, dstAdm, none); err != nil {
-			return err
-		}
+	// Each slot takes its own progress when taken over, from the
+	// worker's progress log: read to its end now, before the worker
+	// joins, so that a takeover reads only what was written since and
+	// the slots a joining worker is given do not wait for the whole
+	// topic.
+	none := func(topicPartition) bool { return false }
+	ld, err := m.slots.progress.current(ctx, dstAdm, none)
+	if err != nil {
+		return err
 	}
 	md, err := loadMetadata(ctx, m.log, m.cfg.TargetOpts, dstAdm, m.metadataTopic)
 	if err != nil {
@@ -878,11 +821,9 @@ func (m *Mirror) Status() Status {
 		}
 	}
 	sort.Slice(st.Topics, func(i, j int) bool { return st.Topics[i].SourceTopic < st.Topics[j].SourceTopic })
-	if m.slots != nil {
-		st.Cluster = m.slots.status()
-		if st.Cluster.Member == "" || (st.Cluster.Rebalance != nil && st.Cluster.Rebalance.NotSettling) {
-			ready = false // not in the group yet, or its group does not settle
-		}
+	st.Cluster = m.slots.status()
+	if !m.controlWithoutGroup && (st.Cluster.Member == "" || (st.Cluster.Rebalance != nil && st.Cluster.Rebalance.NotSettling)) {
+		ready = false // not in the group yet, or its group does not settle
 	}
 	st.Ready = ready
 	return st

@@ -15,7 +15,7 @@ import (
 )
 
 // passthrough is the copier's batch path (producer.compression: source,
-// outside cluster mode): it fetches source partitions with raw Fetch
+// without exactly_once): it fetches source partitions with raw Fetch
 // requests, so batches stay compressed, and forwards each batch that is
 // safe to forward (passReason) to the target with a raw Produce request,
 // rewriting only its header (rewriteBatch). Batches that are not safe are

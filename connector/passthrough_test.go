@@ -146,9 +146,7 @@ func TestPassthroughPipelinedFaults(t *testing.T) {
 		if m == nil {
 			return 0
 		}
-		m.mu.Lock()
-		cp, _ := m.copier.(*copier)
-		m.mu.Unlock()
+		cp := slotCopier(m, topicPartition{"orders", 0})
 		if cp == nil || cp.pt == nil {
 			return 0
 		}
@@ -308,9 +306,7 @@ func TestUndecodableBatchNeverSkipped(t *testing.T) {
 			adm := kadm.NewClient(newClient(t, dst))
 			waitFor(t, func() bool { return targetRecords(adm, "src.orders") >= 3 }, "the records before the undecodable batch on the target")
 			produceOrders(t, src, 1, 3, "d") // offsets 12-14
-			m.mu.Lock()
-			ps := m.copier.(*copier).partition(topicPartition{"orders", 0})
-			m.mu.Unlock()
+			ps := slotCopier(m, topicPartition{"orders", 0}).partition(topicPartition{"orders", 0})
 
 			if tc.warning == "" {
 				// a-* (0-2), the undecodable batch as it is (3-5), c-*, d-*.

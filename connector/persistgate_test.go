@@ -62,6 +62,8 @@ func TestIdleMirrorSkipsProgressWalks(t *testing.T) {
 		RefreshInterval:  100 * time.Millisecond,
 		ProgressInterval: 20 * time.Millisecond,
 		Logger:           discardLogger(),
+		// One slot: one copier and change counter for both partitions.
+		Cluster: &ClusterConfig{Slots: 1, SessionTimeout: 6 * time.Second, CommitInterval: defaultCommitInterval},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -77,12 +79,7 @@ func TestIdleMirrorSkipsProgressWalks(t *testing.T) {
 			t.Error("Run did not return")
 		}
 	})
-	copierOf := func() *copier {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		cp, _ := m.copier.(*copier)
-		return cp
-	}
+	copierOf := func() *copier { return slotCopier(m, topicPartition{"orders", 0}) }
 	persistedAt := func(want int64) func() bool {
 		return func() bool {
 			cp := copierOf()

@@ -3,13 +3,13 @@ package connector
 import "github.com/twmb/franz-go/pkg/kgo"
 
 // dataPlane is what the control plane drives: the partitions being copied,
-// parked or assigned. A single worker has one copier for the whole mirror;
-// in cluster mode (cluster.go) a slotPlane routes each partition to the
+// parked or assigned. A slotPlane (cluster.go) routes each partition to the
 // copier of the slot that owns it, and knows nothing of partitions whose
-// slot another worker owns.
+// slot another worker owns; a copier is one slot's (and the unit tests'
+// whole data plane).
 type dataPlane interface {
-	// assign starts copying partitions; started reports that the single
-	// copier's poll loop may start (a slotPlane runs its own loops).
+	// assign starts copying partitions; started reports that a copier's
+	// poll loop may start (a slotPlane runs its copiers' loops itself).
 	assign(as []assignment, srcOpts []kgo.Opt) (started bool, err error)
 	unassign(tps []topicPartition)
 	parkedState(tp topicPartition) (ps *partitionState, settled bool)

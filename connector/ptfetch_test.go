@@ -73,10 +73,14 @@ func (l *fetchLog) fail(code int16) {
 }
 
 // runBatchPathMirror runs a mirror of "orders" on the batch path
-// (producer.compression: source) until the test ends.
+// (producer.compression: source) until the test ends, with one slot: one
+// copier fetches every partition, in one fetch session per broker.
 func runBatchPathMirror(t *testing.T, src, dst *kfake.Cluster) {
 	t.Helper()
-	t.Cleanup(startOrdersMirror(t, src, dst, func(c *Config) { c.SourceCompression = true }))
+	t.Cleanup(startOrdersMirror(t, src, dst, func(c *Config) {
+		c.SourceCompression = true
+		c.Cluster = &ClusterConfig{Slots: 1, SessionTimeout: 6 * time.Second, CommitInterval: defaultCommitInterval}
+	}))
 }
 
 // targetValues reads every record of topic on the target: values by

@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Transactions (cluster mode). A slot's copier writes through a producer
+// Transactions (exactly_once). A slot's copier writes through a producer
 // with a fixed transactional ID (kmirror.<mirror>.slot-<n>), and everything
 // it writes (records, progress, index chunks) goes into transactions that it
 // commits every commitInterval:

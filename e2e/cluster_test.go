@@ -205,7 +205,7 @@ func TestClusterExactlyOnceUnderKills(t *testing.T) {
 		t.Logf("seed %d, %d kills", seed, kills)
 
 		cfg := e.defaultConfig()
-		path := e.writeExtConfig("", cfg, extConfig{MirrorRaw: fmt.Sprintf("    cluster: {slots: %d, session_timeout: %v, commit_interval: 100ms}", slots, session)})
+		path := e.writeExtConfig("", cfg, extConfig{MirrorRaw: fmt.Sprintf("    exactly_once: true\n    cluster: {slots: %d, session_timeout: %v, commit_interval: 100ms}", slots, session)})
 		ws := make([]*worker, 3)
 		addrs := make([]string, 3)
 		start := func(i int) {
@@ -313,7 +313,7 @@ func TestClusterUpgradeFromSingle(t *testing.T) {
 
 		more, wantMore := seqRecords(topic, "cluster", 4, 100)
 		produce(t, e.srcCl, more...)
-		path := e.writeExtConfig("", cfg, extConfig{MirrorRaw: "    cluster: {slots: 4, session_timeout: 6s}"})
+		path := e.writeExtConfig("", cfg, extConfig{MirrorRaw: "    exactly_once: true\n    cluster: {slots: 4, session_timeout: 6s}"})
 		ws := []*worker{e.startWorker(path), e.startWorker(path)}
 		e.waitTargetValues(60*time.Second, "src."+topic, appendWant(want, wantMore))
 		for _, w := range ws {
@@ -343,7 +343,7 @@ func TestClusterCommitsWithoutAborts(t *testing.T) {
 		const partitions = 4
 		createTopic(t, e.srcCl, topic, partitions, nil)
 		cfg := e.defaultConfig()
-		path := e.writeExtConfig("", cfg, extConfig{MirrorRaw: "    producer: {batch_max_bytes: 16384}\n    cluster: {slots: 2, session_timeout: 6s, commit_interval: 50ms}"})
+		path := e.writeExtConfig("", cfg, extConfig{MirrorRaw: "    producer: {batch_max_bytes: 16384}\n    exactly_once: true\n    cluster: {slots: 2, session_timeout: 6s, commit_interval: 50ms}"})
 		w := e.startWorker(path)
 		addr := w.httpAddr(t)
 		e.waitFor(60*time.Second, "the worker to own every slot", func() (bool, string) {
@@ -415,7 +415,7 @@ func startClusterRun(t *testing.T, b Backend, spec clusterRunSpec) *clusterRun {
 		r.proxy = e.proxyTarget()
 	}
 	r.cfg = e.defaultConfig() // after the proxy: it names the target's address
-	r.path = e.writeExtConfig("", r.cfg, extConfig{TopRaw: spec.topRaw, MirrorRaw: "    cluster: " + spec.cluster})
+	r.path = e.writeExtConfig("", r.cfg, extConfig{TopRaw: spec.topRaw, MirrorRaw: "    exactly_once: true\n    cluster: " + spec.cluster})
 	r.w = e.startWorker(r.path)
 	r.want = want
 	r.waitCopied(60*time.Second, nil)

@@ -383,13 +383,11 @@ func labels(ls []*config.Label) []connector.Label {
 	return out
 }
 
-// clusterConfig is the mirror's cluster mode, nil when it has none
-// (exactly_once sets one up: config.Load fills it in).
+// clusterConfig is how the mirror's workers share it (config.Load fills in
+// the defaults of the cluster block).
 func clusterConfig(mc *config.Mirror) *connector.ClusterConfig {
-	if mc.Cluster == nil {
-		return nil
-	}
 	return &connector.ClusterConfig{
+		ExactlyOnce:    mc.ExactlyOnce,
 		Slots:          int32(mc.Cluster.Slots),
 		SessionTimeout: time.Duration(mc.Cluster.SessionTimeout),
 		CommitInterval: time.Duration(mc.Cluster.CommitInterval),
