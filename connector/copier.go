@@ -633,16 +633,17 @@ func (c *copier) unassign(tps []topicPartition) {
 	// franz-go keeps a topic's ID until the topic is purged, so a topic
 	// deleted and recreated under the same name (at the source or the
 	// target) would fail forever with UNKNOWN_TOPIC_ID.
+	// One walk over the partitions left, not one per topic: a released
+	// slot takes thousands of topics' partitions out at once.
+	left := make(map[string]bool)
+	for tp := range c.parts {
+		if _, ok := rm[tp.topic]; ok {
+			left[tp.topic] = true
+		}
+	}
 	var gone, goneTargets []string
 	for topic := range rm {
-		left := false
-		for tp := range c.parts {
-			if tp.topic == topic {
-				left = true
-				break
-			}
-		}
-		if !left {
+		if !left[topic] {
 			gone = append(gone, topic)
 			if t, ok := targets[topic]; ok {
 				goneTargets = append(goneTargets, t)
