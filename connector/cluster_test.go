@@ -316,3 +316,54 @@ func TestClusterStatusShowsUnownedAndUnsettled(t *testing.T) {
 	waitFor(t, func() bool { return w.m.Status().Cluster.Rebalance == nil && w.m.Status().Ready }, "the worker to settle and be ready again")
 	waitFor(t, func() bool { return testutil.ToFloat64(rebalancing) == 0 }, "kmirror_cluster_rebalance_seconds back to 0")
 }
+
+// TestSharedSlotReleaseBoundedWhileTargetRefuses: without exactly_once, a
+// worker whose slots are revoked while the target refuses its records
+// (NOT_ENOUGH_REPLICAS, retried for ever) gives them up within its
+// shutdown timeout rather than holding the rebalance, and the new owner
+// copies what was not acknowledged: nothing is missing once the target
+// takes records again.
+func TestSharedSlotReleaseBoundedWhileTargetRefuses(t *testing.T) {
+	t.Parallel()
+	src, dst := testClusters(t)
+	ctx := context.Background()
+	if _, err := kadm.NewClient(newClient(t, src)).CreateTopic(ctx, 4, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	const shutdown = 2 * time.Second
+	alo := func(c *Config) { c.ShutdownTimeout, c.Cluster.ExactlyOnce = shutdown, false }
+	produceOrders(t, src, 4, 50, "a")
+	w1 := startClusterWorker(t, src, dst, 4, alo)
+	adm := kadm.NewClient(newClient(t, dst))
+	waitFor(t, func() bool { return targetRecords(adm, "src.orders") == 200 }, "the first 200 records copied")
+
+	refuse := dst.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "src.orders", Err: kerr.NotEnoughReplicas, Count: -1})
+	produceOrders(t, src, 4, 50, "b")
+	waitFor(t, func() bool { return refuse.Hits() > 0 }, "the target to refuse the next records")
+	begin := time.Now()
+	w2 := startClusterWorker(t, src, dst, 4, alo)
+	waitFor(t, func() bool { return len(w2.owned()) > 0 && len(w1.owned())+len(w2.owned()) == 4 }, "the second worker to take its slots while the target refuses")
+	// The revoke waited at most the shutdown timeout (plus the rebalance
+	// and the progress write's own bound), not for ever.
+	if took := time.Since(begin); took > shutdown+finalProgressTimeout+15*time.Second {
+		t.Fatalf("the slots moved after %v", took)
+	}
+	refuse.Remove()
+	for p := range int32(4) {
+		waitFor(t, func() bool {
+			got := consumeFrom(t, dst.ListenAddrs(), "src.orders", p, 0)
+			seen := map[string]bool{}
+			for _, v := range got {
+				seen[v] = true
+			}
+			for _, tag := range []string{"a", "b"} {
+				for i := range 50 {
+					if !seen[fmt.Sprintf("%s-%d-%d", tag, p, i)] {
+						return false
+					}
+				}
+			}
+			return true
+		}, fmt.Sprintf("every record of partition %d on the target", p))
+	}
+}
