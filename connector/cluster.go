@@ -94,6 +94,10 @@ type slotPlane struct {
 	// progress is this worker's copy of the progress topic, kept current
 	// by each takeover and group-sync pass (progressLog).
 	progress *progressLog
+	// recordPath: partitions whose slot copies them on the record path
+	// although the batch path is on (exactly_once: txnAbort). It
+	// survives the slot's copiers.
+	recordPath *recordPathSet
 }
 
 // slotWorker is one owned slot: its copier and what it found in the
@@ -119,7 +123,7 @@ type slotWorker struct {
 
 func newSlotPlane(m *Mirror) *slotPlane {
 	return &slotPlane{m: m, owned: make(map[int32]*slotWorker), assigned: make(map[int32]bool),
-		progress: newProgressLog(m.log, m.cfg.TargetOpts, m.progressTopic)}
+		progress: newProgressLog(m.log, m.cfg.TargetOpts, m.progressTopic), recordPath: newRecordPathSet()}
 }
 
 func (p *slotPlane) transactionalID(slot int32) string {
@@ -230,6 +234,7 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 	// exactly_once a revoked owner persisted its progress before the
 	// group moved the slot; a lost one, what it last wrote.)
 	fenced := make(map[int32]*kgo.Client, len(ss))
+	endTxns := make(map[int32]*endTxnCounter, len(ss))
 	for _, slot := range ss {
 		// Revoked while earlier slots were fenced: fencing it now would
 		// fence its new owner's producer (which then takes it over
@@ -240,12 +245,12 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 		if !still {
 			continue
 		}
-		dst, err := p.slotProducer(ctx, slot)
+		dst, ends, err := p.slotProducer(ctx, slot)
 		if err != nil {
 			p.m.log.Error("cannot take the slot over; it stays without a copier until the next rebalance", "slot", slot, "err", err)
 			continue
 		}
-		fenced[slot] = dst
+		fenced[slot], endTxns[slot] = dst, ends
 	}
 	if len(fenced) == 0 {
 		return
@@ -283,7 +288,7 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 	}
 	var installed []int32
 	for slot, dst := range fenced {
-		w := p.newSlotWorker(slot, dst, bySlot[slot])
+		w := p.newSlotWorker(slot, dst, endTxns[slot], bySlot[slot])
 		p.mu.Lock()
 		still := p.assigned[slot] && p.owned[slot] == nil && !p.closing
 		if still {
@@ -308,14 +313,17 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 }
 
 // slotProducer creates the slot's producer: with exactly_once a
-// transactional one that has taken the transactional ID over, else an
-// idempotent one.
-func (p *slotPlane) slotProducer(ctx context.Context, slot int32) (*kgo.Client, error) {
+// transactional one that has taken the transactional ID over, with a hook
+// counting its EndTxn requests (endRaw), else an idempotent one.
+func (p *slotPlane) slotProducer(ctx context.Context, slot int32) (*kgo.Client, *endTxnCounter, error) {
 	cfg := p.m.cfg
 	if !cfg.Cluster.ExactlyOnce {
-		return kgo.NewClient(append(p.m.producerOpts(), p.m.metadataMinAge())...)
+		cl, err := kgo.NewClient(append(p.m.producerOpts(), p.m.metadataMinAge())...)
+		return cl, nil, err
 	}
+	ends := new(endTxnCounter)
 	opts := append(p.m.producerOpts(),
+		kgo.WithHooks(ends),
 		p.m.metadataMinAge(),
 		kgo.TransactionalID(p.transactionalID(slot)),
 		kgo.TransactionTimeout(max(time.Minute, 10*cfg.Cluster.CommitInterval)),
@@ -326,13 +334,13 @@ func (p *slotPlane) slotProducer(ctx context.Context, slot int32) (*kgo.Client, 
 	)
 	dst, err := kgo.NewClient(opts...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := fence(ctx, dst); err != nil {
 		dst.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return dst, nil
+	return dst, ends, nil
 }
 
 // classicTransactions are the request versions a slot's producer may use:
@@ -350,21 +358,38 @@ func (p *slotPlane) slotProducer(ctx context.Context, slot int32) (*kgo.Client, 
 // CONCURRENT_TRANSACTIONS before any record is sent, the path every Kafka
 // version since 0.11 supports. Fencing and exactly-once are the same under
 // both protocols.
+//
+// Produce stays below v12 and AddPartitionsToTxn at v3 (franz-go uses
+// those for its own records under the classic protocol anyway) for the
+// batch path's raw requests, which take the slot producer's versions (or
+// its lanes', built with these): a Produce v12 would let a broker that
+// runs KIP-890 part 2 add the partition to the transaction itself, in a
+// transaction the coordinator runs the classic way; AddPartitionsToTxn v4+
+// is the brokers' own batched form.
 func classicTransactions() *kversion.Versions {
 	v := kversion.Stable()
 	v.SetMaxKeyVersion(int16(kmsg.EndTxn), 4)
+	v.SetMaxKeyVersion(int16(kmsg.Produce), 11)
+	v.SetMaxKeyVersion(int16(kmsg.AddPartitionsToTxn), 3)
 	return v
 }
 
-// newSlotWorker is a slot's copier over its producer.
-func (p *slotPlane) newSlotWorker(slot int32, dst *kgo.Client, ld loaded) *slotWorker {
+// newSlotWorker is a slot's copier over its producer (endTxns counts its
+// EndTxn requests, with exactly_once).
+func (p *slotPlane) newSlotWorker(slot int32, dst *kgo.Client, endTxns *endTxnCounter, ld loaded) *slotWorker {
 	cfg := p.m.cfg
 	produceCtx, cancelProduce := context.WithCancel(context.Background())
 	log := p.m.log.With("slot", slot)
 	w := &slotWorker{slot: slot, dst: dst, loaded: ld, produceCtx: produceCtx, cancelProduce: cancelProduce, done: make(chan struct{})}
 	if cfg.Cluster.ExactlyOnce {
-		w.cp = newCopier(log, p.m.metrics, dst, produceCtx, copierOpts{deliveryTimeout: cfg.DeliveryTimeout})
-		w.cp.txn = &txnCycle{every: cfg.Cluster.CommitInterval, writer: p.m.newProgressWriter(dst, w.cp)}
+		// The batch path writes inside the slot's transactions
+		// (pttxn.go), with the slot producer's ID and epoch.
+		w.cp = newCopier(log, p.m.metrics, dst, produceCtx, copierOpts{deliveryTimeout: cfg.DeliveryTimeout,
+			passthrough: cfg.SourceCompression, dstOpts: cfg.TargetOpts, recordPath: p.recordPath})
+		w.cp.txn = &txnCycle{every: cfg.Cluster.CommitInterval, writer: p.m.newProgressWriter(dst, w.cp), endTxns: endTxns}
+		if w.cp.pt != nil {
+			w.cp.pt.useTransactions(p.transactionalID(slot))
+		}
 		return w
 	}
 	w.cp = newCopier(log, p.m.metrics, dst, produceCtx, copierOpts{deadLetter: cfg.DeadLetterTopic, deliveryTimeout: cfg.DeliveryTimeout, passthrough: cfg.SourceCompression, dstOpts: cfg.TargetOpts})
