@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/e2e/kafkatest/faultproxy"
 	"github.com/kmirror/kmirror/filters"
 )
 
@@ -235,4 +236,115 @@ func TestTxnBatchPathAbortEnds(t *testing.T) {
 	if h, _ := parseBatch(log[1]); !h.control() || markerType(t, log[1]) != 0 {
 		t.Fatalf("the batch after the aborted one is not an abort marker (%+v): its transaction was never aborted", h)
 	}
+}
+
+// TestTxnBatchPathFenced: another producer takes the slot's transactional
+// ID over (a new owner's fence). The batch path writes with the slot
+// producer's ID and epoch, so its next write is refused as fenced: the
+// copier stops as fenced, and nothing it read after the fence reaches the
+// target, committed or not.
+func TestTxnBatchPathFenced(t *testing.T) {
+	t.Parallel()
+	src, dst := testClusters(t)
+	const progress = "kmirror.m.progress.internal"
+	h := newPassHarness(t, src, dst) // creates the progress topic
+	ctx := context.Background()
+	if _, err := h.srcAdm.CreateTopic(ctx, 1, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.dstAdm.CreateTopic(ctx, 1, 1, nil, "src.orders"); err != nil {
+		t.Fatal(err)
+	}
+	srcCl := newClient(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.ZstdCompression()))
+	produce := func(tag string) {
+		t.Helper()
+		var recs []*kgo.Record
+		for i := range 20 {
+			recs = append(recs, &kgo.Record{Topic: "orders", Value: fmt.Appendf(nil, "%s-%d", tag, i)})
+		}
+		if err := srcCl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slotClient := func(ends *endTxnCounter) *kgo.Client {
+		cl := newClient(t, dst, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID("kmirror.m.slot-0"),
+			kgo.TransactionTimeout(10*time.Second), kgo.MaxVersions(classicTransactions()), kgo.WithHooks(ends))
+		if err := fence(ctx, cl); err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	ends := new(endTxnCounter)
+	dstCl := slotClient(ends)
+	produceCtx, cancelProduce := context.WithCancel(ctx)
+	defer cancelProduce()
+	cp := newCopier(discardLogger(), nil, dstCl, produceCtx, copierOpts{passthrough: true, dstOpts: []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}})
+	cp.txn = &txnCycle{every: 50 * time.Millisecond, writer: &progressWriter{topic: progress, partitions: 1, dst: dstCl, c: cp, sealer: sealer{}}, endTxns: ends}
+	cp.pt.useTransactions("kmirror.m.slot-0")
+	if _, err := cp.assign([]assignment{{tp: topicPartition{"orders", 0}, target: "src.orders", next: -1}}, []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)}); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		cp.run(runCtx)
+	}()
+	t.Cleanup(func() { stop(); <-done; cp.close() })
+
+	produce("a")
+	waitFor(t, func() bool { return len(readCommitted(t, dst, "src.orders", 0)) >= 20 }, "the first records committed")
+	if cp.pt.pending() != 0 || cp.ptTxn() != true {
+		t.Fatal("the batch path is not the copier's")
+	}
+	slotClient(new(endTxnCounter)) // the next owner
+	produce("b")
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the fenced copier still runs 30s after the fence")
+	}
+	if cp.txn.fenced == nil {
+		t.Fatalf("the copier stopped, but not as fenced (unknown: %v)", cp.txn.unknown)
+	}
+	var written int32
+	for _, b := range rawLog(t, dst, "src.orders", 0) {
+		if h, _ := parseBatch(b); !h.control() {
+			written += h.count
+		}
+	}
+	if written != 20 {
+		t.Fatalf("the target holds %d records, committed or not: records read after the fence reached it", written)
+	}
+}
+
+// TestTxnBatchPathUnknownSequence: the target appends a batch of the
+// batch path, but its answer is lost (replaced by UNKNOWN_SERVER_ERROR).
+// The broker now holds the batch's sequence while kmirror cannot know it
+// does: sending the batch again at the same epoch would be answered as a
+// duplicate with the offsets of the aborted copy, and its records would
+// be lost to read_committed consumers. The transaction aborts and the slot
+// is taken over again: the fence's new epoch starts the sequences at 0,
+// and every record is committed once.
+func TestTxnBatchPathUnknownSequence(t *testing.T) {
+	t.Parallel()
+	r := newTxnFaultRig(t, 1)
+	var produces, lost atomic.Int32
+	r.proxy.SetHook(kmsg.Produce, func(req kmsg.Request, resp kmsg.Response) faultproxy.Action {
+		pr := resp.(*kmsg.ProduceResponse)
+		if len(pr.Topics) == 0 || pr.Topics[0].Topic != "src.orders" || pr.Topics[0].Partitions[0].ErrorCode != 0 || lost.Load() > 0 {
+			return faultproxy.Pass
+		}
+		if produces.Add(1) == 2 {
+			lost.Add(1)
+			pr.Topics[0].Partitions[0].ErrorCode = kerr.UnknownServerError.Code
+		}
+		return faultproxy.Pass
+	})
+	for range 3 { // three source batches
+		r.produce(5)
+	}
+	r.start(func(c *Config) { c.SourceCompression = true })
+	waitFor(t, func() bool { return lost.Load() == 1 }, "an answer lost")
+	r.exactlyOnce("after a batch whose answer was lost")
 }
