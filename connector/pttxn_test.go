@@ -348,3 +348,60 @@ func TestTxnBatchPathUnknownSequence(t *testing.T) {
 	waitFor(t, func() bool { return lost.Load() == 1 }, "an answer lost")
 	r.exactlyOnce("after a batch whose answer was lost")
 }
+
+// TestTxnBatchPathLeavesForRecordPath: the target refuses every batch the
+// batch path forwards (here: each zstd batch, as INVALID_RECORD, a refusal
+// the record path's own batches may not meet). The partition takes the
+// record path. franz-go would write it from sequence 0 at the epoch whose
+// sequences the batch path used, so the slot is taken over again first,
+// and its next copier (a new epoch) starts the partition on the record
+// path: every record is committed once.
+func TestTxnBatchPathLeavesForRecordPath(t *testing.T) {
+	t.Parallel()
+	src, dst := testClusters(t)
+	createTopic(t, src, "orders", 1)
+	cl := newClient(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.ZstdCompression()))
+	var want []string
+	for c := range 3 {
+		var recs []*kgo.Record
+		for i := range 5 {
+			v := fmt.Sprintf("r-%d-%s", 5*c+i, bytes.Repeat([]byte("x"), 200)) // compressible: kgo keeps zstd
+			recs = append(recs, &kgo.Record{Topic: "orders", Value: []byte(v)})
+			want = append(want, v)
+		}
+		if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var refused atomic.Int32
+	dst.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		dst.KeepControl()
+		req := kr.(*kmsg.ProduceRequest)
+		for _, rt := range req.Topics {
+			for _, rp := range rt.Partitions {
+				if rt.Topic == "src.orders" && len(rp.Records) > batchHeaderLen && rp.Records[batchOffAttrs+1]&attrCodecMask == 4 {
+					refused.Add(1)
+					return refuseProduce(req, kerr.InvalidRecord.Code), nil, true
+				}
+			}
+		}
+		return nil, nil, false
+	})
+	w := eosBatchWorker(t, src, dst, "orders")
+	waitFor(t, func() bool { return len(readCommitted(t, dst, "src.orders", 0)) >= len(want) }, "every record committed")
+	if got := readCommitted(t, dst, "src.orders", 0); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("read_committed holds %v, want the source records once each, in order: %v", got, want)
+	}
+	if refused.Load() == 0 {
+		t.Fatal("no batch of the batch path was refused")
+	}
+	if !w.m.slots.recordPath.has(topicPartition{"orders", 0}) {
+		t.Fatal("the partition is not on the record path")
+	}
+	ps := w.m.slots.partition(topicPartition{"orders", 0})
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.passthrough {
+		t.Fatal("the slot's copier copies the partition on the batch path")
+	}
+}
