@@ -891,6 +891,14 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 				req := kmsg.NewPtrProduceRequest()
 				req.Acks = -1
 				req.TimeoutMillis = 30_000
+				if p.txn {
+					// Kafka refuses transactional batches in a request
+					// that names no transactional ID
+					// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED: it
+					// authorizes the write on the ID). kfake does not
+					// check: TestTxnBatchPathForwardsCompressed does.
+					req.TransactionID = &p.txnID
+				}
 				idx := make(map[string]int)
 				for _, s := range ss {
 					i := topicEntry(idx, &req.Topics, s.ps.target, func() kmsg.ProduceRequestTopic {

@@ -120,6 +120,18 @@ func TestTxnBatchPathForwardsCompressed(t *testing.T) {
 			}
 		}
 	}
+	// Kafka refuses transactional batches in a Produce request that names
+	// no transactional ID (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); kfake
+	// does not check, so the test does.
+	var unnamed atomic.Int32
+	dst.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		dst.KeepControl()
+		if req := kr.(*kmsg.ProduceRequest); len(req.Topics) > 0 && req.Topics[0].Topic != "" && req.Topics[0].Topic[:4] == "src." &&
+			(req.TransactionID == nil || *req.TransactionID != "kmirror.m.slot-0") {
+			unnamed.Add(1)
+		}
+		return nil, nil, false
+	})
 	w := eosBatchWorker(t, src, dst, "orders-.*")
 	for topic := range codecs {
 		for p := range int32(partitions) {
@@ -134,6 +146,9 @@ func TestTxnBatchPathForwardsCompressed(t *testing.T) {
 		}
 	}
 	w.shutdown(t) // every transaction ended: the logs are complete
+	if n := unnamed.Load(); n > 0 {
+		t.Fatalf("%d Produce requests to the target topics named no transactional ID, or another one than the slot's", n)
+	}
 
 	for topic, codec := range codecs {
 		for p := range int32(partitions) {
