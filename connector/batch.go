@@ -153,7 +153,6 @@ const (
 	reasonLogAppendTime = "log_append_time"
 	reasonMalformed     = "malformed"      // not a v2 batch with a valid CRC (old message format)
 	reasonRefused       = "target_refused" // the target refused a pass-through batch
-	reasonCluster       = "cluster_mode"   // slots write through transactional producers
 )
 
 // passReason returns why batch h cannot be forwarded as it is, "" if it can.
@@ -202,11 +201,13 @@ func passReason(h batchHeader, pos int64, abortedPIDs map[int64]bool) string {
 // rewriteBatch prepares a source batch for an idempotent produce to the
 // target, in place: base offset 0 and leader epoch -1 (the broker assigns
 // both), the target producer's ID, epoch and the partition's next sequence,
-// the transactional bit cleared (the batch is written outside any target
-// transaction: only committed source batches get here), and the CRC
-// recomputed. The broker de-duplicates a retried batch by producer ID,
-// epoch and sequence range, so a retry must send the same values.
-func rewriteBatch(b []byte, pid int64, epoch int16, seq int32) error {
+// the transactional bit set when the batch is written inside the slot's
+// target transaction (txn, exactly_once) and cleared otherwise (only
+// committed source batches get here: the source's bit says nothing about
+// the target), and the CRC recomputed. The broker de-duplicates a retried
+// batch by producer ID, epoch and sequence range, so a retry must send the
+// same values.
+func rewriteBatch(b []byte, pid int64, epoch int16, seq int32, txn bool) error {
 	if _, err := parseBatchUnchecked(b); err != nil {
 		return err
 	}
@@ -215,6 +216,13 @@ func rewriteBatch(b []byte, pid int64, epoch int16, seq int32) error {
 	binary.BigEndian.PutUint64(b[batchOffBase:], 0)
 	binary.BigEndian.PutUint32(b[batchOffLeaderEpoch:], 0xffffffff)
 	attrs := binary.BigEndian.Uint16(b[batchOffAttrs:]) &^ attrTransactional
+	if txn {
+		// A transactional batch is held back from read_committed
+		// consumers until the coordinator's marker commits it, and
+		// dropped if it aborts: without the bit the batch would be
+		// visible at once, whatever the transaction did.
+		attrs |= attrTransactional
+	}
 	binary.BigEndian.PutUint16(b[batchOffAttrs:], attrs)
 	binary.BigEndian.PutUint64(b[batchOffProducerID:], uint64(pid))
 	binary.BigEndian.PutUint16(b[batchOffEpoch:], uint16(epoch))

@@ -116,7 +116,7 @@ func TestRewriteBatch(t *testing.T) {
 	t.Parallel()
 	src := sourceBatch(t, 1000, 4, attrTransactional)
 	b := append([]byte(nil), src...)
-	if err := rewriteBatch(b, 77, 1, 12345); err != nil {
+	if err := rewriteBatch(b, 77, 1, 12345, false); err != nil {
 		t.Fatal(err)
 	}
 	h, err := parseBatch(b) // checks the CRC
@@ -139,6 +139,23 @@ func TestRewriteBatch(t *testing.T) {
 		t.Fatal("timestamps, deltas or records changed")
 	}
 	sameRecords(t, decodeBatch(t, b), testRecords())
+
+	// Inside the slot's transaction (exactly_once) the bit is set, on a
+	// source batch that had it or not, and the CRC is valid again.
+	for _, attrs := range []uint16{0, attrTransactional} {
+		b := append([]byte(nil), sourceBatch(t, 1000, 4, attrs)...)
+		if err := rewriteBatch(b, 77, 1, 12345, true); err != nil {
+			t.Fatal(err)
+		}
+		h, err := parseBatch(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !h.transactional() || h.control() || h.codec() != 4 || h.producerID != 77 {
+			t.Fatalf("transactional rewrite of a source batch with attributes %#x: header %+v", attrs, h)
+		}
+		sameRecords(t, decodeBatch(t, b), testRecords())
+	}
 }
 
 // TestPassReason: every rule that sends a batch to the record path.
@@ -230,7 +247,7 @@ func FuzzRewriteBatch(f *testing.F) {
 		}
 		for i, b := range bs {
 			before := append([]byte(nil), b...)
-			if err := rewriteBatch(b, 9, 2, 40); err != nil {
+			if err := rewriteBatch(b, 9, 2, 40, false); err != nil {
 				t.Fatalf("rewrite of an accepted batch: %v", err)
 			}
 			h, err := parseBatch(b)
@@ -244,7 +261,7 @@ func FuzzRewriteBatch(f *testing.F) {
 		}
 		// A truncated or corrupt single batch is an error, not a panic.
 		if len(data) > 0 {
-			_ = rewriteBatch(append([]byte(nil), data[:len(data)/2]...), 1, 1, 1)
+			_ = rewriteBatch(append([]byte(nil), data[:len(data)/2]...), 1, 1, 1, false)
 			_, _ = parseBatch(data[:len(data)/2])
 		}
 	})

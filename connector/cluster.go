@@ -108,6 +108,10 @@ type slotPlane struct {
 	// record and half as much again memory at 100,000 partitions), and
 	// nothing needs a producer per slot without transactions.
 	shared *slotWorker
+	// recordPath: partitions whose slot copies them on the record path
+	// although the batch path is on (exactly_once: txnAbort). It
+	// survives the slot's copiers.
+	recordPath *recordPathSet
 }
 
 // slotWorker is one owned slot: its copier and what it found in the
@@ -138,7 +142,7 @@ type slotWorker struct {
 
 func newSlotPlane(m *Mirror) *slotPlane {
 	return &slotPlane{m: m, owned: make(map[int32]*slotWorker), assigned: make(map[int32]bool),
-		progress: newProgressLog(m.log, m.cfg.TargetOpts, m.progressTopic)}
+		progress: newProgressLog(m.log, m.cfg.TargetOpts, m.progressTopic), recordPath: newRecordPathSet()}
 }
 
 func (p *slotPlane) transactionalID(slot int32) string {
@@ -249,6 +253,7 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 	// exactly_once a revoked owner persisted its progress before the
 	// group moved the slot; a lost one, what it last wrote.)
 	fenced := make(map[int32]*kgo.Client, len(ss))
+	endTxns := make(map[int32]*endTxnCounter, len(ss))
 	for _, slot := range ss {
 		// Revoked while earlier slots were fenced: fencing it now would
 		// fence its new owner's producer (which then takes it over
@@ -260,9 +265,10 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 			continue
 		}
 		var dst *kgo.Client
+		var ends *endTxnCounter
 		var err error
 		if p.m.cfg.Cluster.ExactlyOnce {
-			dst, err = p.slotProducer(ctx, slot)
+			dst, ends, err = p.slotProducer(ctx, slot)
 		} else {
 			dst, err = p.sharedProducer()
 		}
@@ -270,7 +276,7 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 			p.m.log.Error("cannot take the slot over; it stays without a copier until the next rebalance", "slot", slot, "err", err)
 			continue
 		}
-		fenced[slot] = dst
+		fenced[slot], endTxns[slot] = dst, ends
 	}
 	if len(fenced) == 0 {
 		return
@@ -306,7 +312,7 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 	}
 	var installed []int32
 	for slot, dst := range fenced {
-		w := p.newSlotWorker(slot, dst, bySlot[slot])
+		w := p.newSlotWorker(slot, dst, endTxns[slot], bySlot[slot])
 		p.mu.Lock()
 		still := p.assigned[slot] && p.owned[slot] == nil && !p.closing
 		if still {
@@ -364,10 +370,13 @@ func (p *slotPlane) closeProducers(bySlot map[int32]*kgo.Client) {
 }
 
 // slotProducer creates an exactly_once slot's transactional producer, which
-// has taken the transactional ID over.
-func (p *slotPlane) slotProducer(ctx context.Context, slot int32) (*kgo.Client, error) {
+// has taken the transactional ID over, with a hook counting its EndTxn
+// requests (endRaw).
+func (p *slotPlane) slotProducer(ctx context.Context, slot int32) (*kgo.Client, *endTxnCounter, error) {
 	cfg := p.m.cfg
+	ends := new(endTxnCounter)
 	opts := append(p.m.producerOpts(),
+		kgo.WithHooks(ends),
 		p.m.metadataMinAge(),
 		kgo.TransactionalID(p.transactionalID(slot)),
 		kgo.TransactionTimeout(max(time.Minute, 10*cfg.Cluster.CommitInterval)),
@@ -378,13 +387,13 @@ func (p *slotPlane) slotProducer(ctx context.Context, slot int32) (*kgo.Client, 
 	)
 	dst, err := kgo.NewClient(opts...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := fence(ctx, dst); err != nil {
 		dst.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return dst, nil
+	return dst, ends, nil
 }
 
 // classicTransactions are the request versions a slot's producer may use:
@@ -402,15 +411,26 @@ func (p *slotPlane) slotProducer(ctx context.Context, slot int32) (*kgo.Client, 
 // CONCURRENT_TRANSACTIONS before any record is sent, the path every Kafka
 // version since 0.11 supports. Fencing and exactly-once are the same under
 // both protocols.
+//
+// Produce stays below v12 and AddPartitionsToTxn at v3 (franz-go uses
+// those for its own records under the classic protocol anyway) for the
+// batch path's raw requests, which take the slot producer's versions (or
+// its lanes', built with these): a Produce v12 would let a broker that
+// runs KIP-890 part 2 add the partition to the transaction itself, in a
+// transaction the coordinator runs the classic way; AddPartitionsToTxn v4+
+// is the brokers' own batched form.
 func classicTransactions() *kversion.Versions {
 	v := kversion.Stable()
 	v.SetMaxKeyVersion(int16(kmsg.EndTxn), 4)
+	v.SetMaxKeyVersion(int16(kmsg.Produce), 11)
+	v.SetMaxKeyVersion(int16(kmsg.AddPartitionsToTxn), 3)
 	return v
 }
 
 // newSlotWorker is a slot's copier over its producer: with exactly_once a
-// transactional copier of its own, else the shared copier.
-func (p *slotPlane) newSlotWorker(slot int32, dst *kgo.Client, ld loaded) *slotWorker {
+// transactional copier of its own (endTxns counts its producer's EndTxn
+// requests), else the shared copier.
+func (p *slotPlane) newSlotWorker(slot int32, dst *kgo.Client, endTxns *endTxnCounter, ld loaded) *slotWorker {
 	cfg := p.m.cfg
 	if !cfg.Cluster.ExactlyOnce {
 		p.mu.Lock()
@@ -420,8 +440,14 @@ func (p *slotPlane) newSlotWorker(slot int32, dst *kgo.Client, ld loaded) *slotW
 	}
 	produceCtx, cancelProduce := context.WithCancel(context.Background())
 	w := &slotWorker{slot: slot, dst: dst, loaded: ld, produceCtx: produceCtx, cancelProduce: cancelProduce, done: make(chan struct{})}
-	w.cp = newCopier(p.m.log.With("slot", slot), p.m.metrics, dst, produceCtx, copierOpts{deliveryTimeout: cfg.DeliveryTimeout})
-	w.cp.txn = &txnCycle{every: cfg.Cluster.CommitInterval, writer: p.m.newProgressWriter(dst, w.cp)}
+	// The batch path writes inside the slot's transactions (pttxn.go),
+	// with the slot producer's ID and epoch.
+	w.cp = newCopier(p.m.log.With("slot", slot), p.m.metrics, dst, produceCtx, copierOpts{deliveryTimeout: cfg.DeliveryTimeout,
+		passthrough: cfg.SourceCompression, dstOpts: cfg.TargetOpts, recordPath: p.recordPath})
+	w.cp.txn = &txnCycle{every: cfg.Cluster.CommitInterval, writer: p.m.newProgressWriter(dst, w.cp), endTxns: endTxns}
+	if w.cp.pt != nil {
+		w.cp.pt.useTransactions(p.transactionalID(slot))
+	}
 	return w
 }
 

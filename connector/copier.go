@@ -117,6 +117,9 @@ type copier struct {
 	// isolating its records must not wait a whole poll timeout per record.
 	cancelPoll atomic.Pointer[context.CancelFunc]
 	woken      atomic.Bool
+	// recordPath holds the partitions a transactional copier copies on
+	// the record path although it has a batch path (see txnAbort).
+	recordPath *recordPathSet
 	// pt, when set, copies partitions as batches (passthrough.go).
 	pt       *passthrough
 	stopPT   context.CancelFunc
@@ -415,6 +418,35 @@ type copierOpts struct {
 	// dstOpts build the batch path's connections to the target (its
 	// lanes, see passthrough).
 	dstOpts []kgo.Opt
+	// recordPath is shared by the copiers of a slot (nil: the copier's
+	// own): see txnAbort.
+	recordPath *recordPathSet
+}
+
+// recordPathSet is a set of partitions that a transactional slot copies on
+// the record path, though the batch path would take them: the target
+// refused what the batch path sent. It outlives the slot's copiers: the
+// copier that found the refusal stops, and the slot's next one (a new
+// producer epoch) starts the partitions on the record path.
+type recordPathSet struct {
+	mu sync.Mutex
+	m  map[topicPartition]bool
+}
+
+func newRecordPathSet() *recordPathSet {
+	return &recordPathSet{m: make(map[topicPartition]bool)}
+}
+
+func (s *recordPathSet) add(tp topicPartition) {
+	s.mu.Lock()
+	s.m[tp] = true
+	s.mu.Unlock()
+}
+
+func (s *recordPathSet) has(tp topicPartition) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[tp]
 }
 
 func newCopier(log *slog.Logger, m *mirrorMetrics, dst *kgo.Client, produceCtx context.Context, opts copierOpts) *copier {
@@ -432,6 +464,10 @@ func newCopier(log *slog.Logger, m *mirrorMetrics, dst *kgo.Client, produceCtx c
 		purgeTargets:    make(map[string]bool),
 	}
 	c.wakeFn = c.wake
+	c.recordPath = opts.recordPath
+	if c.recordPath == nil {
+		c.recordPath = newRecordPathSet()
+	}
 	if opts.passthrough {
 		c.pt = newPassthrough(c, opts.dstOpts)
 	}
@@ -487,7 +523,7 @@ func (c *copier) assign(as []assignment, srcOpts []kgo.Opt) (started bool, err e
 			}
 			ps.onFail = c.wakeFn
 			ps.changes = &c.changes
-			ps.passthrough = c.pt != nil
+			ps.passthrough = c.pt != nil && !c.recordPath.has(a.tp)
 		}
 		delete(c.parked, a.tp)
 		c.parts[a.tp] = ps

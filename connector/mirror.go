@@ -446,12 +446,6 @@ func (m *Mirror) Run(ctx context.Context) error {
 		return fmt.Errorf("mirror %s: join the mirror's group: %w", m.cfg.Name, m.dstErr(err))
 	}
 	cp := m.slots
-	if m.cfg.SourceCompression && m.cfg.Cluster.ExactlyOnce {
-		// Slots write through transactional producers (fencing,
-		// records and progress in one transaction): a raw Produce
-		// would be neither fenced nor in the transaction.
-		m.log.Info("producer.compression: source with exactly_once: records are decoded and produced again uncompressed", "reason", reasonCluster)
-	}
 	m.mu.Lock()
 	m.copier = cp
 	m.mu.Unlock()

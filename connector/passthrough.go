@@ -130,6 +130,34 @@ type passthrough struct {
 	decomp                    kgo.Decompressor
 	comps                     map[int8]kgo.Compressor
 	loggedFallback            map[string]bool // partition+reason, logged once
+
+	// Exactly once (txn, set by useTransactions): batches are written
+	// inside the slot's transaction, with the slot producer's ID and
+	// epoch (txnBegin), never one of the batch path's own: an
+	// InitProducerID with the slot's transactional ID would fence the
+	// slot itself, and one without would be neither fenced nor in the
+	// transaction. Under mu:
+	//   - txnOpen: a transaction is open. Only then is a batch sent;
+	//     batches are queued only on the poll loop's goroutine while one
+	//     is (producePassthrough), and a commit waits for all of them.
+	//   - txnAdded: the target partitions added to the open transaction
+	//     (AddPartitionsToTxn, before a partition's first batch in it);
+	//     txnTouched: an AddPartitionsToTxn was sent in it, answered or
+	//     not (the transaction may hold partitions franz-go knows nothing
+	//     of, so its end must reach the coordinator: endRaw).
+	//   - adding: an AddPartitionsToTxn is in flight (pending counts it).
+	//   - seqLost: a batch failed in a way that leaves the broker's
+	//     sequence for its partition unknown. A transactional producer
+	//     cannot take a new ID for the partition (the idempotent path's
+	//     remedy), so the slot is taken over again (txnStep): the fence
+	//     bumps the epoch, and every sequence starts at 0.
+	txn        bool
+	txnID      string
+	txnOpen    bool
+	txnAdded   map[topicPartition]bool
+	txnTouched bool
+	adding     bool
+	seqLost    error
 }
 
 type ptPart struct {
@@ -204,6 +232,11 @@ type ptUnit struct {
 	ts      time.Time
 	forward bool // a source batch forwarded (else re-encoded records)
 	seqSet  bool // rewritten for the current producer ID and sequence
+	seq     int32
+	// uncertain: the last answer to the batch does not say it was not
+	// appended (a lost connection, a timeout, OUT_OF_ORDER_SEQUENCE_NUMBER:
+	// refusedForSure).
+	uncertain bool
 	// The answer to the batch's last send.
 	answered bool
 	base     int64
@@ -295,6 +328,7 @@ func newPassthrough(c *copier, dstOpts []kgo.Opt) *passthrough {
 		decomp:         kgo.DefaultDecompressor(),
 		comps:          make(map[int8]kgo.Compressor),
 		loggedFallback: make(map[string]bool),
+		txnAdded:       make(map[topicPartition]bool),
 	}
 	p.srcMeta.init()
 	p.dstMeta.init()
@@ -524,6 +558,9 @@ func (c *copier) produceFetch(ps *partitionState, f ptFetch) {
 	}
 	ctx := ps.ctx
 	ps.mu.Unlock()
+	if c.txn != nil {
+		c.txn.produced = true // the poll loop's goroutine owns the cycle
+	}
 	for _, u := range units {
 		u.ctx = ctx
 		p.enqueue(ps, u)
@@ -667,6 +704,16 @@ func (p *passthrough) enqueue(ps *partitionState, u *ptUnit) {
 		// Its own producer ID: the old batches may still be in flight
 		// under the old sequences.
 		q = &ptQueue{ps: ps, pid: -2}
+		if p.txn {
+			// No ID of its own inside the slot's transaction: the
+			// sequence goes on from the old queue's (the same target
+			// partition, or a recreated one, which has no state for
+			// the producer and takes any first sequence). Should an
+			// old batch still in flight fail, the new ones meet
+			// OUT_OF_ORDER_SEQUENCE_NUMBER, and the slot is taken over
+			// again (seqLost).
+			q = &ptQueue{ps: ps, pid: -1, seq: retired.seq, lastAck: retired.lastAck}
+		}
 		p.queues[ps.tp] = q
 	}
 	if q == nil {
@@ -730,16 +777,23 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 		now := time.Now()
 		// ps is q.ps when the send was taken: enqueue replaces q.ps under
 		// p.mu, and the sends are read without it.
-		type send struct {
-			tp topicPartition
-			q  *ptQueue
-			u  *ptUnit
-			ps *partitionState
-		}
-		var ready []send
+		var ready []ptSend
 		var expired []*ptQueue
 		p.mu.Lock()
 		for tp, q := range p.queued {
+			if p.txn && !p.txnOpen {
+				// No transaction open: nothing is sent (it would be
+				// in no transaction, or in the next one). Outside an
+				// abort no batch is queued then; during one, a batch
+				// answered with an error it would be retried for
+				// fails here instead, once nothing of its queue is in
+				// flight.
+				if waiting, _ := q.answers(); waiting == 0 {
+					p.failQueueLocked(tp, q, errNoTxn)
+					expired = append(expired, q)
+				}
+				continue
+			}
 			if _, failed := q.answers(); failed || q.sent >= len(q.units) || q.sent >= q.window(now) || now.Before(q.retryAt) {
 				continue
 			}
@@ -748,7 +802,7 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 				expired = append(expired, q)
 				continue
 			}
-			ready = append(ready, send{tp, q, q.units[q.sent], q.ps})
+			ready = append(ready, ptSend{tp, q, q.units[q.sent], q.ps})
 		}
 		p.mu.Unlock()
 		for _, q := range expired {
@@ -757,11 +811,14 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 		if len(ready) == 0 {
 			continue
 		}
+		if p.txn {
+			p.addToTxn(ctx, ready)
+		}
 		if err := p.ensurePID(ctx, ready[0].q); err != nil {
 			p.c.logEvery.warn(p.c.log, "pt-pid", "could not get a producer ID from the target; retrying", "err", err)
 			continue
 		}
-		byLeader := make(map[ptLaneLeader][]send)
+		byLeader := make(map[ptLaneLeader][]ptSend)
 		targets := make(map[string]bool)
 		for _, s := range ready {
 			targets[s.ps.target] = true
@@ -792,12 +849,20 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 				p.mu.Unlock() // an answer came in meanwhile: the next round sees it
 				continue
 			}
+			if p.txn && (!p.txnOpen || !p.txnAdded[target]) {
+				// Never a batch outside the open transaction, nor
+				// before its partition is in it (the broker would
+				// refuse it, or, without partition verification,
+				// start a transaction the coordinator never ends).
+				p.mu.Unlock()
+				continue
+			}
 			if !s.u.seqSet {
 				pid, epoch := s.q.pid, s.q.epoch
 				if pid < 0 {
 					pid, epoch = p.pid, p.epoch
 				}
-				if err := rewriteBatch(s.u.batch, pid, epoch, s.q.seq); err != nil {
+				if err := rewriteBatch(s.u.batch, pid, epoch, s.q.seq, p.txn); err != nil {
 					// Failed once nothing before it is in flight.
 					if s.q.sent == 0 {
 						p.failQueueLocked(s.tp, s.q, err)
@@ -806,7 +871,7 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 					p.drainSettled(s.q)
 					continue
 				}
-				s.u.seqSet = true
+				s.u.seqSet, s.u.seq = true, s.q.seq
 				s.q.seq += s.u.count // int32 wraps to 0 past MaxInt32, as the broker expects
 			}
 			s.u.answered, s.u.err = false, nil
@@ -826,6 +891,14 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 				req := kmsg.NewPtrProduceRequest()
 				req.Acks = -1
 				req.TimeoutMillis = 30_000
+				if p.txn {
+					// Kafka refuses transactional batches in a request
+					// that names no transactional ID
+					// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED: it
+					// authorizes the write on the ID). kfake does not
+					// check: TestTxnBatchPathForwardsCompressed does.
+					req.TransactionID = &p.txnID
+				}
 				idx := make(map[string]int)
 				for _, s := range ss {
 					i := topicEntry(idx, &req.Topics, s.ps.target, func() kmsg.ProduceRequestTopic {
@@ -990,6 +1063,7 @@ func (p *passthrough) lane(i int32) *kgo.Client {
 func (p *passthrough) result(tp topicPartition, q *ptQueue, u *ptUnit, base int64, err error) {
 	p.mu.Lock()
 	u.answered, u.base, u.err = true, base, err
+	u.uncertain = err != nil && !refusedForSure(err)
 	if q.retired {
 		p.settleRetiredLocked(q)
 		p.mu.Unlock()
@@ -1162,6 +1236,10 @@ func (p *passthrough) settleRetiredLocked(q *ptQueue) {
 // since what the broker holds of the failed sequences is unknown. Nothing
 // of q is in flight; the caller holds p.mu and then drains q.settled.
 func (p *passthrough) failQueueLocked(tp topicPartition, q *ptQueue, err error) {
+	if p.txn {
+		p.failTxnQueueLocked(tp, q, err)
+		return
+	}
 	for _, u := range q.units {
 		p.release(u)
 		q.settled = append(q.settled, ptSettle{u, -1, err})
@@ -1191,7 +1269,15 @@ func (p *passthrough) release(u *ptUnit) {
 func (p *passthrough) ensurePID(ctx context.Context, q *ptQueue) error {
 	p.mu.Lock()
 	need := p.pid < 0 || q.pid == -2
+	txn := p.txn
 	p.mu.Unlock()
+	if txn {
+		// The slot producer's ID, set by txnBegin: never one of our own.
+		if need {
+			return errNoTxn
+		}
+		return nil
+	}
 	if !need {
 		return nil
 	}
@@ -1225,6 +1311,9 @@ func (p *passthrough) pending() int {
 	n := 0
 	for _, q := range p.queued {
 		n += len(q.units)
+	}
+	if p.adding {
+		n++ // an AddPartitionsToTxn in flight: the transaction must not end under it
 	}
 	return n
 }

@@ -59,7 +59,20 @@ type txnCycle struct {
 	// the fence completes or aborts the transaction, and the slot's
 	// progress, committed in it or not, says where to resume.
 	unknown error
+	// endTxns counts the EndTxn requests the slot producer wrote (nil
+	// when it has no such hook): the batch path ends a transaction
+	// franz-go did not (endRaw).
+	endTxns *endTxnCounter
 }
+
+// ptTxnFlushTimeout bounds the wait for the batch path's batches at a
+// commit or an abort: past it their outcome is unknown, and the slot is
+// taken over again.
+const ptTxnFlushTimeout = time.Minute
+
+// ptTxn reports whether the copier's batch path writes inside its
+// transactions.
+func (c *copier) ptTxn() bool { return c.txn != nil && c.pt != nil && c.pt.txn }
 
 // defaultCommitInterval is how often a slot commits when nothing else
 // says: short enough for a low end-to-end latency (records are visible to
@@ -81,6 +94,13 @@ func (c *copier) txnStep(ctx context.Context) bool {
 	t := c.txn
 	if c.txnStopped() {
 		return false
+	}
+	if c.ptTxn() {
+		if err := c.pt.sequenceLost(); err != nil {
+			t.unknown = err
+			c.log.Warn("the batch path lost track of a partition's sequence: the slot is taken over again (a new epoch starts every sequence at 0)", "err", err)
+			return false
+		}
 	}
 	if t.open && t.produced && time.Since(t.began) >= t.every {
 		c.txnEnd(ctx)
@@ -107,9 +127,37 @@ func (c *copier) txnStep(ctx context.Context) bool {
 			}
 			return false
 		}
+		if c.ptTxn() && !c.ptBegin(ctx) {
+			return false
+		}
 		t.open, t.began, t.produced = true, time.Now(), false
 	}
 	return true
+}
+
+// ptBegin opens the transaction for the batch path with the slot
+// producer's ID and epoch as franz-go holds them after BeginTransaction
+// (it may have bumped the epoch, recovering from an abort). It reports
+// false when the copier stops.
+func (c *copier) ptBegin(ctx context.Context) bool {
+	t := c.txn
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	pid, epoch, err := c.dst.ProducerID(ctx)
+	if err == nil {
+		err = c.pt.txnBegin(pid, epoch)
+	}
+	switch {
+	case err == nil:
+		return true
+	case isFenced(err):
+		t.fenced = err
+		c.log.Warn("fenced: another worker took the slot over; this one writes nothing more", "err", err)
+	default:
+		t.unknown = err
+		c.log.Warn("the batch path cannot join the transaction: the slot is taken over again", "err", err)
+	}
+	return false
 }
 
 // txnWait waits, bounded by ctx, until a transaction can be opened again.
@@ -135,6 +183,15 @@ func (c *copier) txnEnd(ctx context.Context) error {
 	// A commit must not be cut short by the copy's context: an unknown
 	// outcome aborts it. Flushes are bounded by the produce context.
 	err := c.dst.Flush(c.produceCtx)
+	if err == nil && c.ptTxn() {
+		// The batch path's batches are the transaction's too: every
+		// one is answered before the progress says they were copied.
+		fctx, cancel := context.WithTimeout(c.produceCtx, ptTxnFlushTimeout)
+		if err = c.pt.flush(fctx); err != nil {
+			err = fmt.Errorf("batches of the batch path not answered: %w", err)
+		}
+		cancel()
+	}
 	if err == nil {
 		err = c.failedSinceCommit()
 	}
@@ -150,7 +207,18 @@ func (c *copier) txnEnd(ctx context.Context) error {
 		// shutdown timeout cancels it (the outcome is then unknown, and
 		// the next owner's fence settles it).
 		endCtx, cancel := context.WithTimeout(c.produceCtx, 30*time.Second)
+		sent := t.endTxns.writes()
 		err = c.dst.EndTransaction(endCtx, kgo.TryCommit)
+		if err == nil && c.ptTxn() {
+			if c.pt.txnClose() {
+				if err := c.endRaw(endCtx, true, sent); err != nil {
+					cancel()
+					c.pt.txnDone()
+					return c.txnUnknown(err)
+				}
+			}
+			c.pt.txnDone()
+		}
 		cancel()
 		if err == nil {
 			c.committed()
@@ -159,14 +227,22 @@ func (c *copier) txnEnd(ctx context.Context) error {
 			return nil
 		}
 		if !isFenced(err) && !errors.Is(err, kerr.OperationNotAttempted) {
-			t.unknown = err
-			c.metrics.txnEnded(txnUnknown, 0)
-			c.log.Warn("the outcome of a commit is unknown: the slot is taken over again to learn it from its committed progress", "err", err)
-			return err
+			if c.ptTxn() {
+				c.pt.txnClose()
+			}
+			return c.txnUnknown(err)
 		}
 	}
 	c.metrics.txnEnded(txnAborted, 0)
 	c.txnAbort(ctx, written, err)
+	return err
+}
+
+// txnUnknown stops the copier after a commit whose outcome is unknown.
+func (c *copier) txnUnknown(err error) error {
+	c.txn.unknown = err
+	c.metrics.txnEnded(txnUnknown, 0)
+	c.log.Warn("the outcome of a commit is unknown: the slot is taken over again to learn it from its committed progress", "err", err)
 	return err
 }
 
@@ -222,12 +298,36 @@ func (c *copier) txnAbort(ctx context.Context, written []partitionWrites, why er
 		c.log.Warn("fenced: another worker took the slot over; this one writes nothing more", "err", why)
 		return
 	}
+	touched := false
+	if c.ptTxn() {
+		// Nothing more of the batch path is sent; what is in flight
+		// is answered before the transaction ends (a batch landing
+		// after the abort would join the next transaction), and its
+		// partitions are rewound below with the others.
+		touched = c.pt.txnClose()
+		fctx, cancel := context.WithTimeout(c.produceCtx, ptTxnFlushTimeout)
+		err := c.pt.flush(fctx)
+		cancel()
+		if err != nil {
+			t.unknown = fmt.Errorf("batches of the batch path still in flight at an abort: %w", err)
+			c.log.Warn("cannot abort the transaction with batches in flight: the slot is taken over again", "err", t.unknown)
+			return
+		}
+	}
 	endCtx, cancel := context.WithTimeout(c.produceCtx, 30*time.Second)
 	defer cancel()
 	if err := c.dst.AbortBufferedRecords(endCtx); err != nil {
 		c.log.Warn("aborting buffered records", "err", err)
 	}
-	if err := c.dst.EndTransaction(endCtx, kgo.TryAbort); err != nil {
+	sent := t.endTxns.writes()
+	err := c.dst.EndTransaction(endCtx, kgo.TryAbort)
+	if err == nil && touched {
+		err = c.endRaw(endCtx, false, sent)
+	}
+	if c.ptTxn() {
+		c.pt.txnDone()
+	}
+	if err != nil {
 		if isFenced(err) {
 			t.fenced = err
 			c.log.Warn("fenced: another worker took the slot over; this one writes nothing more", "err", err)
@@ -239,6 +339,13 @@ func (c *copier) txnAbort(ctx context.Context, written []partitionWrites, why er
 		t.unknown = err
 		c.log.Warn("cannot abort the transaction: the slot is taken over again", "err", err)
 		return
+	}
+	if c.ptTxn() {
+		if err := c.pt.sequenceLost(); err != nil {
+			t.unknown = err
+			c.log.Warn("transaction aborted; the batch path lost track of a partition's sequence: the slot is taken over again (a new epoch starts every sequence at 0)", "err", err)
+			return
+		}
 	}
 	if t.backoff == 0 {
 		t.backoff = minRetryBackoff
@@ -260,6 +367,7 @@ func (c *copier) txnAbort(ctx context.Context, written []partitionWrites, why er
 	}
 	rewind := make(map[string]map[int32]kgo.EpochOffset)
 	resume := make(map[string][]int32)
+	var leave []topicPartition
 	for _, ps := range c.persistable() {
 		ps.mu.Lock()
 		ps.acked, ps.persisted = ps.committed, ps.committed
@@ -274,6 +382,9 @@ func (c *copier) txnAbort(ctx context.Context, written []partitionWrites, why er
 		ps.inflight, ps.head = ps.inflight[:0], 0
 		if ps.failed != nil {
 			ps.failures++
+			if ps.passthrough && c.leavesBatchPath(ps) {
+				leave = append(leave, ps.tp)
+			}
 		}
 		if ps.poison != nil {
 			// Refused alone, for good: it is read and refused again
@@ -287,9 +398,24 @@ func (c *copier) txnAbort(ctx context.Context, written []partitionWrites, why er
 		ps.lastAbort = why
 		ps.mu.Unlock()
 	}
+	if len(leave) > 0 {
+		// franz-go would write these partitions with the slot
+		// producer's ID and epoch from sequence 0, where the broker
+		// holds the batch path's sequences: OUT_OF_ORDER_SEQUENCE_NUMBER.
+		// They take the record path under the slot's next epoch, whose
+		// sequences all start at 0: the slot is taken over again.
+		for _, tp := range leave {
+			c.recordPath.add(tp)
+		}
+		t.unknown = fmt.Errorf("partitions %v leave the batch path: %w", leave, why)
+		c.log.Warn("the target refuses what the batch path sends: the partitions take the record path, and the slot is taken over again to give them a new producer epoch", "partitions", leave, "err", why)
+		return
+	}
 	for _, ps := range c.snapshot() { // parked partitions are not read
 		ps.mu.Lock()
-		if at := ps.committed; at >= 0 {
+		if at := ps.committed; at >= 0 && ps.passthrough {
+			c.pt.rewind(ps.tp, at)
+		} else if at >= 0 {
 			if rewind[ps.tp.topic] == nil {
 				rewind[ps.tp.topic] = make(map[int32]kgo.EpochOffset)
 			}
@@ -302,6 +428,23 @@ func (c *copier) txnAbort(ctx context.Context, written []partitionWrites, why er
 		src.SetOffsets(rewind)
 		src.ResumeFetchPartitions(resume)
 	}
+}
+
+// leavesBatchPath decides, in an abort, whether a batch-path partition that
+// failed takes the record path: the target refuses what the batch path
+// sends (fallbackErr, or refusals ptMaxRefusals times in a row), as
+// rewindFailed decides outside a transaction. The caller holds ps.mu.
+func (c *copier) leavesBatchPath(ps *partitionState) bool {
+	refusal := ps.expired == nil && !errors.Is(ps.failed, context.Canceled) && !errors.Is(ps.failed, errNoTxn)
+	if refusal {
+		ps.ptRefusals++
+	}
+	if !fallbackErr(ps.failed) && ps.ptRefusals < ptMaxRefusals {
+		return false
+	}
+	c.pt.logFallback(ps.tp, reasonRefused, ps.failed)
+	c.metrics.incFallback(reasonRefused)
+	return true
 }
 
 // fence takes a transactional ID over: InitProducerID bumps the epoch and

@@ -545,3 +545,76 @@ func TestClusterCommitAnswerLost(t *testing.T) {
 		}
 	})
 }
+
+// TestClusterExactlyOncePassthroughCodecs: with exactly_once and the
+// default producer.compression (source), a zstd and an lz4 topic reach the
+// target byte-identical for read_committed consumers, every target batch
+// keeps its source batch's codec, and the batches went the batch path
+// inside the slots' transactions (none decoded and produced again).
+func TestClusterExactlyOncePassthroughCodecs(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b Backend) {
+		e := newEnv(t, b, ClusterSpec{Brokers: 1})
+		codecs := map[string]kgo.CompressionCodec{"zstd": kgo.ZstdCompression(), "lz4": kgo.Lz4Compression()}
+		codecIDs := map[string]uint8{"lz4": 3, "zstd": 4}
+		want := map[string]map[int32][]*kgo.Record{}
+		for name, codec := range codecs {
+			topic := e.topic("eos-" + name)
+			createTopic(t, e.srcCl, topic, 2, nil)
+			cl := newClient(t, e.src.Addrs(), kgo.ProducerBatchCompression(codec), kgo.ProducerLinger(20*time.Millisecond))
+			recs := richRecords(topic, 2, 600)
+			produce(t, cl, recs...)
+			want[topic] = byPartition(recs)
+		}
+		cfg := e.defaultConfig()
+		w := e.startWorker(e.writeExtConfig("", cfg, extConfig{MirrorRaw: "    exactly_once: true\n    cluster: {slots: 2, session_timeout: 6s, commit_interval: 100ms}"}))
+		addr := w.httpAddr(t)
+		for name := range codecs {
+			topic := e.topic("eos-" + name)
+			got := e.waitTargetAtLeast(90*time.Second, "src."+topic, want[topic]) // read_committed
+			src, err := readTopic(ctxTimeout(t, 30*time.Second), e.src.Addrs(), topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			compressed := 0
+			for p := int32(0); p < 2; p++ {
+				if d := diffRecords(p, want[topic][p], got[p]); d != "" {
+					t.Errorf("%s: target differs from the source:\n%s", name, d)
+				}
+				for i, r := range src[p] {
+					if i >= len(got[p]) {
+						break
+					}
+					// Offsets differ: the target holds the slots'
+					// transaction markers too.
+					if g := got[p][i]; g.Attrs.CompressionType() != r.Attrs.CompressionType() || !g.Attrs.IsTransactional() {
+						t.Fatalf("%s/%d record %d: target batch codec %d (transactional %v), source batch codec %d", name, p, i, g.Attrs.CompressionType(), g.Attrs.IsTransactional(), r.Attrs.CompressionType())
+					}
+					if r.Attrs.CompressionType() == codecIDs[name] {
+						compressed++
+					}
+				}
+			}
+			if compressed == 0 {
+				t.Errorf("%s: no source record in a %s batch: the test proves nothing", name, name)
+			}
+		}
+		forwarded, records, fallbacks := passthroughMetrics(t, addr)
+		aborts, _, err := scrapeMetric(addr, "kmirror_transactions_total", map[string]string{"mirror": cfg.Name, "result": "abort"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("batches forwarded %v, re-encoded %v, fallbacks %v, aborts %v", forwarded, records, fallbacks, aborts)
+		if forwarded == 0 || records != 0 {
+			t.Errorf("kmirror_batches_total: passthrough %v, records %v; want every batch forwarded", forwarded, records)
+		}
+		for reason, n := range fallbacks {
+			if n != 0 {
+				t.Errorf("kmirror_passthrough_fallbacks_total{reason=%q} = %v, want 0", reason, n)
+			}
+		}
+		if aborts != 0 {
+			t.Errorf("%v transactions aborted in a clean run", aborts)
+		}
+	})
+}
