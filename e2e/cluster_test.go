@@ -618,3 +618,89 @@ func TestClusterExactlyOncePassthroughCodecs(t *testing.T) {
 		}
 	})
 }
+
+// TestClusterExactlyOnceCodecsUnderKills: three exactly-once workers copy a
+// zstd and an lz4 topic while two of them are killed with kill -9 (and
+// started again) between rounds of production. The target keeps every
+// source batch's codec, record for record, in transactional batches, and a
+// read_committed read sees each source record once, in order: the slots'
+// takeovers (fences, aborted transactions, raw batches in flight) neither
+// re-encode nor repeat anything.
+func TestClusterExactlyOnceCodecsUnderKills(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b Backend) {
+		e := newEnv(t, b, ClusterSpec{Brokers: 1})
+		codecs := map[string]kgo.CompressionCodec{"zstd": kgo.ZstdCompression(), "lz4": kgo.Lz4Compression()}
+		const parts, slots = 2, 4
+		want := map[string]map[int32][]*kgo.Record{}
+		producers := map[string]*kgo.Client{}
+		for name, codec := range codecs {
+			topic := e.topic("kill-" + name)
+			createTopic(t, e.srcCl, topic, parts, nil)
+			producers[topic] = newClient(t, e.src.Addrs(), kgo.ProducerBatchCompression(codec), kgo.ProducerLinger(20*time.Millisecond))
+			want[topic] = map[int32][]*kgo.Record{}
+		}
+		round := func() {
+			t.Helper()
+			for topic, cl := range producers {
+				recs := richRecords(topic, parts, 400)
+				produce(t, cl, recs...)
+				for p, rs := range byPartition(recs) {
+					want[topic][p] = append(want[topic][p], rs...)
+				}
+			}
+		}
+		cfg := e.defaultConfig()
+		path := e.writeExtConfig("", cfg, extConfig{MirrorRaw: fmt.Sprintf("    exactly_once: true\n    cluster: {slots: %d, session_timeout: 6s, commit_interval: 100ms}", slots)})
+		round()
+		ws := []*worker{e.startWorker(path), e.startWorker(path), e.startWorker(path)}
+		covered := func(what string) {
+			t.Helper()
+			waitFor(t, 90*time.Second, what, func() (bool, string) {
+				addrs := make([]string, len(ws))
+				for i, w := range ws {
+					if !w.exited() {
+						addrs[i] = w.httpAddr(t)
+					}
+				}
+				return slotsCovered(ws, addrs, cfg.Name, slots)
+			})
+		}
+		covered("the three workers to own every slot")
+		for _, victim := range []int{0, 1} {
+			round()
+			ws[victim].kill(t)
+			covered(fmt.Sprintf("the others to take worker %d's slots over", victim))
+			round()
+			ws[victim] = e.startWorker(path)
+			covered(fmt.Sprintf("worker %d back in the group", victim))
+		}
+		round()
+		for name := range codecs {
+			topic := e.topic("kill-" + name)
+			got := e.waitTargetAtLeast(3*time.Minute, "src."+topic, want[topic]) // read_committed
+			src, err := readTopic(ctxTimeout(t, 30*time.Second), e.src.Addrs(), topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for p := range int32(parts) {
+				if d := diffRecords(p, want[topic][p], got[p]); d != "" {
+					t.Errorf("%s: target differs from the source:\n%s", name, d)
+				}
+				for i, r := range src[p] {
+					if i >= len(got[p]) {
+						break
+					}
+					if g := got[p][i]; g.Attrs.CompressionType() != r.Attrs.CompressionType() || !g.Attrs.IsTransactional() {
+						t.Fatalf("%s/%d record %d: target batch codec %d (transactional %v), source batch codec %d", name, p, i, g.Attrs.CompressionType(), g.Attrs.IsTransactional(), r.Attrs.CompressionType())
+					}
+				}
+			}
+		}
+		for i, w := range ws {
+			if code, _ := w.stop(t, syscall.SIGTERM); code != 0 {
+				t.Errorf("worker %d exited %d", i, code)
+			}
+		}
+	})
+}
