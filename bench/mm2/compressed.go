@@ -91,22 +91,37 @@ func compressedRun(ctx context.Context, e *env, o *options, c contender, codec s
 	if err := r.startContender(spec{topics: topic, partitions: o.partitions, codec: codec}); err != nil {
 		return res, r.settings, err
 	}
-	var t1 time.Time
-	var st1 kafkatest.ProcStat
+	var t1, t2 time.Time
+	var st1, st2 kafkatest.ProcStat
 	var n1 int64
 	var src1, dst1 time.Duration
 	want := int64(o.compressedRecords)
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute+time.Duration(want/2000)*time.Second)
 	defer cancel()
-	_, err = r.waitTarget(wctx, []string{targetTopic(topic)}, 20*time.Millisecond,
-		func(m map[string]map[int32]int64) bool { return sum(m) >= want },
-		func(n int64) {
-			t1, st1, n1, src1, dst1 = time.Now(), r.stat(), n, processCPU(r.p.src), processCPU(r.p.dst)
-		})
-	if err != nil {
-		return res, r.settings, err
+	if c.exactlyOnce {
+		// Timed by the last stable offsets (transaction markers take
+		// offsets too) and checked with read_committed (eos.go).
+		perPartition, err := workload.PartitionCounts(ctx, []string{src}, topic)
+		if err != nil {
+			return res, r.settings, err
+		}
+		src1, dst1 = processCPU(r.p.src), processCPU(r.p.dst)
+		w, err := r.waitCommitted(wctx, targetTopic(topic), perPartition, 20*time.Millisecond)
+		if err != nil {
+			return res, r.settings, err
+		}
+		t1, st1, n1, t2, st2 = w.first.at, w.first.st, w.firstN, w.done.at, w.done.st
+	} else {
+		_, err = r.waitTarget(wctx, []string{targetTopic(topic)}, 20*time.Millisecond,
+			func(m map[string]map[int32]int64) bool { return sum(m) >= want },
+			func(n int64) {
+				t1, st1, n1, src1, dst1 = time.Now(), r.stat(), n, processCPU(r.p.src), processCPU(r.p.dst)
+			})
+		if err != nil {
+			return res, r.settings, err
+		}
+		t2, st2 = time.Now(), r.stat()
 	}
-	t2, st2 := time.Now(), r.stat()
 	res.srcWindowCPU, res.dstWindowCPU = processCPU(r.p.src)-src1, processCPU(r.p.dst)-dst1
 	res.throughput = throughput{
 		records: want, windowRecords: want - n1,
@@ -116,8 +131,10 @@ func compressedRun(ctx context.Context, e *env, o *options, c contender, codec s
 	res.logical = logical
 	res.brokerCPU, res.otherCPU, res.steal, res.load = dist.end(r.p, st2.CPU)
 	r.stopContender()
-	if err := r.verify(ctx, topic); err != nil {
-		return res, r.settings, err
+	if !c.exactlyOnce { // waitCommitted checked it, read_committed
+		if err := r.verify(ctx, topic); err != nil {
+			return res, r.settings, err
+		}
 	}
 	if res.srcDisk, err = logBytes(filepath.Join(r.p.dir, "source", "data"), topic); err != nil {
 		return res, r.settings, err

@@ -25,7 +25,7 @@
 //     and with lz4 (compressed.go): kmirror with its defaults, the limit
 //     and MM2 re-encoding with the codec; CPU per GB, bytes on disk.
 //
-// kmirror-eos and mm2-eos run the throughput and latency phases with
+// kmirror-eos and mm2-eos run the throughput, latency and compressed phases with
 // exactly-once on (kmirror `exactly_once: true`, MM2
 // `exactly.once.source.support = enabled`), timed by the target's last
 // stable offsets and checked with read_committed (eos.go).
@@ -92,7 +92,7 @@ func run() int {
 	flag.IntVar(&o.startupTopics, "startup-topics", 1000, "startup: topics with one record each")
 	flag.IntVar(&o.failoverRecords, "failover-records", 5000, "failover: records per partition (8 partitions)")
 	flag.IntVar(&o.compressedRecords, "compressed-records", 2000000, "compressed: JSON-like records per codec (zstd, lz4)")
-	flag.StringVar(&contenders, "contenders", "limit,kmirror,mm2,kmirror-eos,mm2-eos", "contenders, comma-separated: limit, kmirror, mm2, kmirror-eos and mm2-eos (exactly once: throughput and latency phases only), and kmirror-prof (kmirror in-process with a CPU profile)")
+	flag.StringVar(&contenders, "contenders", "limit,kmirror,mm2,kmirror-eos,mm2-eos", "contenders, comma-separated: limit, kmirror, mm2, kmirror-eos and mm2-eos (exactly once: throughput, latency and compressed phases only), and kmirror-prof (kmirror in-process with a CPU profile)")
 	flag.StringVar(&phases, "phases", "throughput,latency,startup,failover,compressed", "phases, comma-separated")
 	flag.StringVar(&o.out, "out", "bench/results/latest.md", "also write the report here when every run passed; empty to skip")
 	flag.StringVar(&o.mm2Heap, "mm2-heap", "1g", "MirrorMaker 2's -Xmx")
@@ -140,8 +140,8 @@ func run() int {
 			if phase == "failover" && name == "limit" {
 				continue // the limit translates no groups
 			}
-			if c.exactlyOnce && phase != "throughput" && phase != "latency" {
-				continue // the exactly-once phase: throughput and latency
+			if c.exactlyOnce && phase != "throughput" && phase != "latency" && phase != "compressed" {
+				continue // exactly once: throughput, latency and compressed
 			}
 			if ctx.Err() != nil {
 				failed = ctx.Err()
