@@ -571,30 +571,7 @@ func TestClusterExactlyOncePassthroughCodecs(t *testing.T) {
 		addr := w.httpAddr(t)
 		for name := range codecs {
 			topic := e.topic("eos-" + name)
-			got := e.waitTargetAtLeast(90*time.Second, "src."+topic, want[topic]) // read_committed
-			src, err := readTopic(ctxTimeout(t, 30*time.Second), e.src.Addrs(), topic)
-			if err != nil {
-				t.Fatal(err)
-			}
-			compressed := 0
-			for p := int32(0); p < 2; p++ {
-				if d := diffRecords(p, want[topic][p], got[p]); d != "" {
-					t.Errorf("%s: target differs from the source:\n%s", name, d)
-				}
-				for i, r := range src[p] {
-					if i >= len(got[p]) {
-						break
-					}
-					// Offsets differ: the target holds the slots'
-					// transaction markers too.
-					if g := got[p][i]; g.Attrs.CompressionType() != r.Attrs.CompressionType() || !g.Attrs.IsTransactional() {
-						t.Fatalf("%s/%d record %d: target batch codec %d (transactional %v), source batch codec %d", name, p, i, g.Attrs.CompressionType(), g.Attrs.IsTransactional(), r.Attrs.CompressionType())
-					}
-					if r.Attrs.CompressionType() == codecIDs[name] {
-						compressed++
-					}
-				}
-			}
+			compressed := checkTransactionalCodecs(t, e, name, topic, 2, want[topic], 90*time.Second, codecIDs[name])
 			if compressed == 0 {
 				t.Errorf("%s: no source record in a %s batch: the test proves nothing", name, name)
 			}
@@ -678,24 +655,7 @@ func TestClusterExactlyOnceCodecsUnderKills(t *testing.T) {
 		round()
 		for name := range codecs {
 			topic := e.topic("kill-" + name)
-			got := e.waitTargetAtLeast(3*time.Minute, "src."+topic, want[topic]) // read_committed
-			src, err := readTopic(ctxTimeout(t, 30*time.Second), e.src.Addrs(), topic)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for p := range int32(parts) {
-				if d := diffRecords(p, want[topic][p], got[p]); d != "" {
-					t.Errorf("%s: target differs from the source:\n%s", name, d)
-				}
-				for i, r := range src[p] {
-					if i >= len(got[p]) {
-						break
-					}
-					if g := got[p][i]; g.Attrs.CompressionType() != r.Attrs.CompressionType() || !g.Attrs.IsTransactional() {
-						t.Fatalf("%s/%d record %d: target batch codec %d (transactional %v), source batch codec %d", name, p, i, g.Attrs.CompressionType(), g.Attrs.IsTransactional(), r.Attrs.CompressionType())
-					}
-				}
-			}
+			checkTransactionalCodecs(t, e, name, topic, parts, want[topic], 3*time.Minute, 0)
 		}
 		for i, w := range ws {
 			if code, _ := w.stop(t, syscall.SIGTERM); code != 0 {
@@ -703,4 +663,36 @@ func TestClusterExactlyOnceCodecsUnderKills(t *testing.T) {
 			}
 		}
 	})
+}
+
+// checkTransactionalCodecs waits until the target copy of a source topic
+// holds want (read_committed), and checks that it is the source's records
+// exactly, each in a transactional batch of its source batch's codec. It
+// returns how many source records were in batches of codec.
+func checkTransactionalCodecs(t *testing.T, e *env, name, topic string, parts int32, want map[int32][]*kgo.Record, timeout time.Duration, codec uint8) (inCodec int) {
+	t.Helper()
+	got := e.waitTargetAtLeast(timeout, "src."+topic, want) // read_committed
+	src, err := readTopic(ctxTimeout(t, 30*time.Second), e.src.Addrs(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range parts {
+		if d := diffRecords(p, want[p], got[p]); d != "" {
+			t.Errorf("%s: target differs from the source:\n%s", name, d)
+		}
+		for i, r := range src[p] {
+			if i >= len(got[p]) {
+				break
+			}
+			// Offsets differ: the target holds the slots' transaction
+			// markers too.
+			if g := got[p][i]; g.Attrs.CompressionType() != r.Attrs.CompressionType() || !g.Attrs.IsTransactional() {
+				t.Fatalf("%s/%d record %d: target batch codec %d (transactional %v), source batch codec %d", name, p, i, g.Attrs.CompressionType(), g.Attrs.IsTransactional(), r.Attrs.CompressionType())
+			}
+			if r.Attrs.CompressionType() == codec {
+				inCodec++
+			}
+		}
+	}
+	return inCodec
 }
