@@ -121,7 +121,14 @@ func TestTopicConfigSync(t *testing.T) {
 		// margin for a loaded machine.
 		allowed := interval + 3*time.Second
 		for _, tp := range []struct{ mirror, topic string }{{m1.Name, a}, {m2.Name, bt}} {
-			at, line, ok := w.firstLogAt(changed, `msg="synced topic configs"`, "mirror="+tp.mirror+" ", "topic="+tp.topic+" ")
+			// The log line follows the AlterConfigs answer: the target
+			// can show the change a moment before the line is written.
+			var at time.Time
+			var line string
+			ok := false
+			for deadline := time.Now().Add(5 * time.Second); !ok && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+				at, line, ok = w.firstLogAt(changed, `msg="synced topic configs"`, "mirror="+tp.mirror+" ", "topic="+tp.topic+" ")
+			}
 			if !ok {
 				t.Errorf("kmirror logged no `synced topic configs` line for %s since the change", tp.topic)
 				continue
