@@ -38,10 +38,12 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -94,7 +96,7 @@ func run() int {
 	flag.StringVar(&o.backend, "backend", "kfake", "kfake or kafka")
 	flag.IntVar(&o.topics, "topics", 0, "source topics (default: 10000 on kfake, 2000 on kafka)")
 	flag.IntVar(&o.partitions, "partitions", 0, "partitions per topic (default: 10 on kfake, 5 on kafka)")
-	flag.StringVar(&contenders, "contenders", "", "limit, kmirror, mm2 (default: limit,kmirror on kfake, limit,kmirror,mm2 on kafka)")
+	flag.StringVar(&contenders, "contenders", "", "limit, kmirror, kmirror-eos (exactly_once: true), mm2 (default: limit,kmirror,kmirror-eos on kfake, limit,kmirror,kmirror-eos,mm2 on kafka)")
 	flag.DurationVar(&o.idle, "idle", 20*time.Second, "idle phase (its second half is reported on its own: the first may hold the end of the start)")
 	flag.DurationVar(&o.trickle, "trickle", 60*time.Second, "trickle phase")
 	flag.IntVar(&o.trickleRate, "trickle-rate", 1000, "trickle: records per second over all partitions")
@@ -108,12 +110,12 @@ func run() int {
 	case "kfake":
 		o.topics, o.partitions = or(o.topics, 10000), or(o.partitions, 10)
 		if contenders == "" {
-			contenders = "limit,kmirror"
+			contenders = "limit,kmirror,kmirror-eos"
 		}
 	case "kafka":
 		o.topics, o.partitions = or(o.topics, 2000), or(o.partitions, 5)
 		if contenders == "" {
-			contenders = "limit,kmirror,mm2"
+			contenders = "limit,kmirror,kmirror-eos,mm2"
 		}
 	default:
 		log.Printf("unknown backend %q (want kfake or kafka)", o.backend)
@@ -124,8 +126,8 @@ func run() int {
 		case n == "mm2" && o.backend != "kafka":
 			log.Printf("contender mm2 needs -backend kafka")
 			return 2
-		case n != "limit" && n != "kmirror" && n != "mm2":
-			log.Printf("unknown contender %q (want limit, kmirror or mm2)", n)
+		case n != "limit" && !isKmirror(n) && n != "mm2":
+			log.Printf("unknown contender %q (want limit, kmirror, kmirror-eos or mm2)", n)
 			return 2
 		}
 		o.contenders = append(o.contenders, n)
@@ -169,6 +171,10 @@ func run() int {
 	out := o.out
 	return workload.Publish(rep.render(failed), out, failed)
 }
+
+// isKmirror tells kmirror's contenders (at least once, and kmirror-eos)
+// from the loop and MM2: they restart, and their copy must be exact.
+func isKmirror(name string) bool { return name == "kmirror" || name == "kmirror-eos" }
 
 func or(v, def int) int {
 	if v > 0 {
@@ -345,13 +351,28 @@ func (e *env) runContender(ctx context.Context, name string) (r row, err error) 
 	for i, t := range topics {
 		targets[i] = targetPrefix + t
 	}
+	// At least once, a target partition's end offset is its record
+	// count. Exactly once, each transaction adds a marker per partition
+	// (and an aborted one its records), so a read_committed consumer
+	// counts the records instead.
+	count := func(ctx context.Context) (map[string]map[int32]int64, error) {
+		return workload.EndOffsets(ctx, dstAdm, targets...)
+	}
+	if name == "kmirror-eos" {
+		c, err := startCommittedCounter(ctx, e.dstAddr, "^"+regexp.QuoteMeta(targetPrefix+topicPrefix))
+		if err != nil {
+			return r, err
+		}
+		defer c.stop()
+		count = c.counts
+	}
 	wait := 15 * time.Minute
 	if name == "mm2" {
 		wait = e.o.mm2Wait
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	if err := waitTarget(wctx, proc, dstAdm, targets, e.o.partitions, func(p int64) bool { return p >= 1 }); err != nil {
+	if err := waitTarget(wctx, proc, count, targets, e.o.partitions, func(p int64) bool { return p >= 1 }); err != nil {
 		var short *shortError
 		if name == "mm2" && errors.As(err, &short) && ctx.Err() == nil {
 			st, _ := kafkatest.ReadProcStat(proc.Pid())
@@ -393,10 +414,10 @@ func (e *env) runContender(ctx context.Context, name string) (r row, err error) 
 	st, _ = kafkatest.ReadProcStat(proc.Pid())
 	r.trickleCPU, r.rssAfter = st.CPU-trickle0, st.RSS
 
-	if name == "kmirror" {
+	if isKmirror(name) {
 		// Restart: stop, one more record everywhere, start again.
 		if _, killed := proc.Stop(60 * time.Second); killed {
-			return r, errors.New("kmirror did not stop within 60s of SIGTERM")
+			return r, fmt.Errorf("%s did not stop within 60s of SIGTERM", name)
 		}
 		if err := produceEach(ctx, srcCl, topics, e.o.partitions, "after-restart"); err != nil {
 			return r, err
@@ -410,15 +431,14 @@ func (e *env) runContender(ctx context.Context, name string) (r row, err error) 
 		}
 		wctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
 		defer cancel()
-		if err := waitTargetExact(wctx, proc, dstAdm, targets, e.o.partitions, want); err != nil {
+		if err := waitTargetExact(wctx, proc, count, targets, e.o.partitions, want); err != nil {
 			return r, fmt.Errorf("restart: %w", err)
 		}
 		r.restart = time.Since(proc.Started)
 		st, _ = kafkatest.ReadProcStat(proc.Pid())
 		r.restartRSS = st.PeakRSS
 	}
-	// Every source record, once: the target's end offsets are the
-	// source's (no transactions: offsets are records).
+	// Every source record, once.
 	want, err := workload.EndOffsets(ctx, srcAdm, topics...)
 	if err != nil {
 		return r, err
@@ -427,10 +447,10 @@ func (e *env) runContender(ctx context.Context, name string) (r row, err error) 
 	defer cancel2()
 	if name == "mm2" {
 		// At least once: every record there, duplicates counted.
-		if err := waitTargetAll(vctx, proc, dstAdm, targets, e.o.partitions, want); err != nil {
+		if err := waitTargetAll(vctx, proc, count, targets, e.o.partitions, want); err != nil {
 			return r, fmt.Errorf("final check: %w", err)
 		}
-	} else if err := waitTargetExact(vctx, proc, dstAdm, targets, e.o.partitions, want); err != nil {
+	} else if err := waitTargetExact(vctx, proc, count, targets, e.o.partitions, want); err != nil {
 		return r, fmt.Errorf("final check: %w", err)
 	}
 	for _, ps := range want {
@@ -489,9 +509,10 @@ mirrors:
     source: src
     target: dst
     replication_factor: 1
+    exactly_once: %t
     topics: {include: [%q]}
 http: {listen: "127.0.0.1:0"}
-`, e.srcAddr, e.dstAddr, topicPrefix+".*")
+`, e.srcAddr, e.dstAddr, name == "kmirror-eos", topicPrefix+".*")
 	path := filepath.Join(dir, "kmirror.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		return nil, err
@@ -624,15 +645,15 @@ func trickle(ctx context.Context, cl *kgo.Client, topics []string, partitions, r
 // waitTarget polls the target's end offsets (every second: listing tens
 // of thousands of partitions is not free) until every partition of
 // targets satisfies ok, failing when the contender exits.
-func waitTarget(ctx context.Context, proc *kafkatest.Process, adm *kadm.Client, targets []string, partitions int, ok func(int64) bool) error {
-	return poll(ctx, proc, adm, targets, partitions, func(got map[string]map[int32]int64, t string, p int32) bool { return ok(got[t][p]) })
+func waitTarget(ctx context.Context, proc *kafkatest.Process, count countFunc, targets []string, partitions int, ok func(int64) bool) error {
+	return poll(ctx, proc, count, targets, partitions, func(got map[string]map[int32]int64, t string, p int32) bool { return ok(got[t][p]) })
 }
 
 // waitTargetExact waits until every target partition's end offset equals
 // its source partition's, and fails at once if one is above it.
-func waitTargetExact(ctx context.Context, proc *kafkatest.Process, adm *kadm.Client, targets []string, partitions int, want map[string]map[int32]int64) error {
+func waitTargetExact(ctx context.Context, proc *kafkatest.Process, count countFunc, targets []string, partitions int, want map[string]map[int32]int64) error {
 	var over error
-	err := poll(ctx, proc, adm, targets, partitions, func(got map[string]map[int32]int64, t string, p int32) bool {
+	err := poll(ctx, proc, count, targets, partitions, func(got map[string]map[int32]int64, t string, p int32) bool {
 		w := want[strings.TrimPrefix(t, targetPrefix)][p]
 		if got[t][p] > w && over == nil {
 			over = fmt.Errorf("%s/%d holds %d records, the source %d: copied twice", t, p, got[t][p], w)
@@ -642,11 +663,11 @@ func waitTargetExact(ctx context.Context, proc *kafkatest.Process, adm *kadm.Cli
 	return errors.Join(over, err)
 }
 
-// poll lists the target's end offsets every second until done holds for
+// poll counts the target's records every second until done holds for
 // every one of the partitions of every target topic. A partition the
-// listing left out (its topic not created yet, or its offset not listed)
+// count left out (its topic not created yet, or its offset not listed)
 // is not done.
-func poll(ctx context.Context, proc *kafkatest.Process, adm *kadm.Client, targets []string, partitions int, done func(map[string]map[int32]int64, string, int32) bool) error {
+func poll(ctx context.Context, proc *kafkatest.Process, count countFunc, targets []string, partitions int, done func(map[string]map[int32]int64, string, int32) bool) error {
 	var last int
 	var lastErr error
 	logged := time.Now()
@@ -654,7 +675,7 @@ func poll(ctx context.Context, proc *kafkatest.Process, adm *kadm.Client, target
 		if exited, err := proc.Exited(); exited {
 			return fmt.Errorf("the contender exited (%v):\n%s", err, proc.Tail(20))
 		}
-		got, err := workload.EndOffsets(ctx, adm, targets...)
+		got, err := count(ctx)
 		lastErr = err
 		if err == nil {
 			n := 0
@@ -721,8 +742,8 @@ func (e *shortError) Unwrap() error { return e.err }
 
 // waitTargetAll waits until every target partition holds at least its
 // source partition's records (a contender that copies at least once).
-func waitTargetAll(ctx context.Context, proc *kafkatest.Process, adm *kadm.Client, targets []string, partitions int, want map[string]map[int32]int64) error {
-	return poll(ctx, proc, adm, targets, partitions, func(got map[string]map[int32]int64, t string, p int32) bool {
+func waitTargetAll(ctx context.Context, proc *kafkatest.Process, count countFunc, targets []string, partitions int, want map[string]map[int32]int64) error {
+	return poll(ctx, proc, count, targets, partitions, func(got map[string]map[int32]int64, t string, p int32) bool {
 		return got[t][p] >= want[strings.TrimPrefix(t, targetPrefix)][p]
 	})
 }
@@ -781,14 +802,16 @@ func (r *report) render(failed error) string {
 			fmt.Fprintf(&b, "\n%s's RSS during the trickle, MiB, every %s: %s\n", w.name, o.trickle/rssSamples, strings.Join(samples, ", "))
 		}
 	}
-	b.WriteString("\nstart: from the contender's process start; the loop lists the topics once and creates the target topics itself, kmirror discovers and creates them. Target end offsets are polled every second (listing this many partitions is not free), so figures are within a second. CPU %: of one core; the idle phase starts as the last first record lands, so its first half may hold what the start still does after that (the second half is the settled figure). The last check: every target partition holds exactly its source partition's records.\n")
-	var lim, km, mm *row
+	b.WriteString("\nstart: from the contender's process start; the loop lists the topics once and creates the target topics itself, kmirror discovers and creates them. Target end offsets are polled every second (listing this many partitions is not free), so figures are within a second; for kmirror-eos (exactly_once: true) a read_committed consumer counts the target's committed records instead (offsets also count transaction markers), also checked every second. CPU %: of one core; the idle phase starts as the last first record lands, so its first half may hold what the start still does after that (the second half is the settled figure). The last check: every target partition holds exactly its source partition's records.\n")
+	var lim, km, eos, mm *row
 	for i := range r.rows {
 		switch r.rows[i].name {
 		case "limit":
 			lim = &r.rows[i]
 		case "kmirror":
 			km = &r.rows[i]
+		case "kmirror-eos":
+			eos = &r.rows[i]
 		case "mm2":
 			mm = &r.rows[i]
 		}
@@ -799,6 +822,9 @@ func (r *report) render(failed error) string {
 	if lim != nil && km != nil {
 		fmt.Fprintf(&b, "\n**kmirror / loop, start to every partition's first record: %.2f×** (%.1f s / %.1f s).\n", km.start.Seconds()/lim.start.Seconds(), km.start.Seconds(), lim.start.Seconds())
 	}
+	if lim != nil && eos != nil {
+		fmt.Fprintf(&b, "\n**kmirror-eos / loop, start to every partition's first record: %.2f×** (%.1f s / %.1f s).\n", eos.start.Seconds()/lim.start.Seconds(), eos.start.Seconds(), lim.start.Seconds())
+	}
 	if mm != nil && km != nil && mm.unfinished == "" {
 		fmt.Fprintf(&b, "\n**MirrorMaker 2 / kmirror, start to every partition's first record: %.2f×** (%.1f s / %.1f s).\n", mm.start.Seconds()/km.start.Seconds(), mm.start.Seconds(), km.start.Seconds())
 	}
@@ -806,4 +832,73 @@ func (r *report) render(failed error) string {
 		fmt.Fprintf(&b, "\n**FAILED:** %v\n", failed)
 	}
 	return b.String()
+}
+
+// countFunc returns the records of every target partition counted so far
+// (partitions it does not know yet are left out).
+type countFunc func(context.Context) (map[string]map[int32]int64, error)
+
+// committedCounter counts the committed records of every topic matching a
+// pattern on the target as a read_committed consumer sees them: aborted
+// records and transaction markers are not counted. It reads each record
+// once (from the start of each topic, as the topic appears), so a count is
+// a copy of a map, not a new scan.
+type committedCounter struct {
+	cl   *kgo.Client
+	done chan struct{}
+	mu   sync.Mutex
+	n    map[string]map[int32]int64
+
+	logged time.Time // the last fetch error logged (the poll goroutine's)
+}
+
+func startCommittedCounter(ctx context.Context, addr, pattern string) (*committedCounter, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeRegex(), kgo.ConsumeTopics(pattern),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(200*time.Millisecond), kgo.MetadataMaxAge(time.Second), kgo.MetadataMinAge(250*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	c := &committedCounter{cl: cl, done: make(chan struct{}), n: map[string]map[int32]int64{}}
+	go func() {
+		defer close(c.done)
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			if fs.IsClientClosed() {
+				return
+			}
+			fs.EachError(func(t string, p int32, err error) {
+				// The client retries what can be retried; what reaches
+				// here shows in the log, and the count stays short.
+				if ctx.Err() == nil && time.Since(c.logged) > 10*time.Second {
+					log.Printf("  counting %s/%d on the target: %v", t, p, err)
+					c.logged = time.Now()
+				}
+			})
+			c.mu.Lock()
+			fs.EachRecord(func(r *kgo.Record) {
+				if c.n[r.Topic] == nil {
+					c.n[r.Topic] = map[int32]int64{}
+				}
+				c.n[r.Topic][r.Partition]++
+			})
+			c.mu.Unlock()
+		}
+	}()
+	return c, nil
+}
+
+func (c *committedCounter) counts(context.Context) (map[string]map[int32]int64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]map[int32]int64, len(c.n))
+	for t, ps := range c.n {
+		out[t] = maps.Clone(ps)
+	}
+	return out, nil
+}
+
+func (c *committedCounter) stop() {
+	c.cl.Close()
+	<-c.done
 }
