@@ -343,9 +343,6 @@ func (v *validator) mirror(m *Mirror, path string, clusters map[string]*Cluster,
 		}
 		v.positive(cp+".session_timeout", cl.SessionTimeout)
 		v.positive(cp+".commit_interval", cl.CommitInterval)
-		if m.DeadLetter != nil && m.ExactlyOnce {
-			v.errorf(path+".dead_letter", "not supported with exactly_once yet: a record the target refuses for good stops its slot, failed")
-		}
 	}
 	if dl := m.DeadLetter; dl != nil {
 		switch {

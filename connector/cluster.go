@@ -442,7 +442,7 @@ func (p *slotPlane) newSlotWorker(slot int32, dst *kgo.Client, endTxns *endTxnCo
 	w := &slotWorker{slot: slot, dst: dst, loaded: ld, produceCtx: produceCtx, cancelProduce: cancelProduce, done: make(chan struct{})}
 	// The batch path writes inside the slot's transactions (pttxn.go),
 	// with the slot producer's ID and epoch.
-	w.cp = newCopier(p.m.log.With("slot", slot), p.m.metrics, dst, produceCtx, copierOpts{deliveryTimeout: cfg.DeliveryTimeout,
+	w.cp = newCopier(p.m.log.With("slot", slot), p.m.metrics, dst, produceCtx, copierOpts{deadLetter: cfg.DeadLetterTopic, deliveryTimeout: cfg.DeliveryTimeout,
 		passthrough: cfg.SourceCompression, dstOpts: cfg.TargetOpts, recordPath: p.recordPath})
 	w.cp.txn = &txnCycle{every: cfg.Cluster.CommitInterval, writer: p.m.newProgressWriter(dst, w.cp), endTxns: endTxns}
 	if w.cp.pt != nil {

@@ -210,6 +210,15 @@ type partitionState struct {
 	isolatedOut  bool  // the one isolated record is in flight
 	poison       *poisonRecord
 	stuck        error // the poison's refusal, while no dead letter takes it
+	// refused (exactly_once) is a poison found in a transaction, which
+	// the refusal aborted, losing the records before it too. Read again,
+	// it is written to the dead-letter topic in its place, inside the
+	// transaction, so that the dead letter and the progress past it
+	// commit together; without a dead-letter topic the partition stops
+	// before it until the records before it are committed and retryAt
+	// has passed, and then produces it again. Cleared once committed
+	// past.
+	refused *poisonRecord
 	// refusalLogged: the current refusal was logged (once per failure).
 	refusalLogged bool
 
@@ -322,7 +331,12 @@ func (p *partitionState) promise(r *kgo.Record, err error) {
 	}
 	// While failed, later records may still be acked; they will be
 	// produced again after the rewind, so they must not move the position.
-	if p.failed == nil && src >= 0 {
+	if p.failed == nil && src >= 0 && p.refused != nil && src == p.refused.offset && r.Topic != p.target {
+		// A dead letter in a transaction (deadLetter): the source
+		// record is past, and nothing of it is on the target topic.
+		p.acked = src + 1
+		p.backoff = 0
+	} else if p.failed == nil && src >= 0 {
 		p.acked = src + 1
 		p.backoff, p.ptRefusals = 0, 0
 		p.stuck = nil
@@ -915,6 +929,13 @@ func (c *copier) producePartition(fp kgo.FetchTopicPartition, gen uint64) {
 			ps.mu.Unlock()
 			return // fetched before the pause took effect: read again
 		}
+		if c.holds(ps, records[0].Offset, time.Now()) {
+			// Stopped before the refused record until its retry.
+			ps.paused = true
+			ps.mu.Unlock()
+			c.attention.Store(true)
+			return
+		}
 		// One record at a time; the rest is read again after its
 		// acknowledgement (see isolation in partitionState).
 		records = records[:1]
@@ -932,6 +953,7 @@ func (c *copier) producePartition(fp kgo.FetchTopicPartition, gen uint64) {
 		ps.expired = nil
 	}
 	ctx := ps.ctx
+	refused := ps.refused
 	ps.mu.Unlock()
 	if c.txn != nil {
 		c.txn.produced = true // the poll loop's goroutine owns the cycle
@@ -944,6 +966,12 @@ func (c *copier) producePartition(fp kgo.FetchTopicPartition, gen uint64) {
 			Value:     r.Value,
 			Headers:   r.Headers,
 			Timestamp: r.Timestamp,
+		}
+		if refused != nil && r.Offset == refused.offset && c.deadLetter != "" {
+			// Refused for good in an aborted transaction: the dead
+			// letter takes its place in this one (its promise moves
+			// the position past it, with no index entry).
+			out = deadLetterRecord(c.deadLetter, ps.tp, &poisonRecord{rec: out, offset: r.Offset, err: refused.err})
 		}
 		c.dst.Produce(ctx, out, ps.promise)
 	}
@@ -1000,6 +1028,11 @@ func (c *copier) rewindFailed() {
 			// Isolating: pause while the one record is in flight,
 			// then read on from the next offset.
 			if !settled {
+				pause[ps.tp.topic] = append(pause[ps.tp.topic], ps.tp.partition)
+				again = true
+				break
+			}
+			if c.holds(ps, ps.acked, now) {
 				pause[ps.tp.topic] = append(pause[ps.tp.topic], ps.tp.partition)
 				again = true
 				break
@@ -1103,6 +1136,16 @@ func (c *copier) rewindFailed() {
 	}
 }
 
+// holds reports whether a partition in a transaction stops before the
+// record at offset: the record the target refused for good (refused),
+// with no dead-letter topic to take it, until the records before it are
+// committed (producing it again aborts the transaction) and its retry is
+// due. The caller holds ps.mu.
+func (c *copier) holds(ps *partitionState, offset int64, now time.Time) bool {
+	r := ps.refused
+	return r != nil && c.deadLetter == "" && offset == r.offset && (ps.committed < r.offset || now.Before(ps.retryAt))
+}
+
 func addRewind(rewind map[string]map[int32]kgo.EpochOffset, resume map[string][]int32, ps *partitionState) {
 	if rewind[ps.tp.topic] == nil {
 		rewind[ps.tp.topic] = make(map[int32]kgo.EpochOffset)
@@ -1139,6 +1182,31 @@ const (
 	headerTruncated       = "kmirror.truncated"
 )
 
+// deadLetterRecord is the record written to the dead-letter topic for p,
+// refused by the target: p's own key, value and headers, with headers
+// naming its origin and the refusal (its key and value are left out when
+// the refusal says it is too large: it would be for that topic too).
+func deadLetterRecord(topic string, tp topicPartition, p *poisonRecord) *kgo.Record {
+	dl := &kgo.Record{
+		Topic:     topic,
+		Partition: 0,
+		Key:       p.rec.Key,
+		Value:     p.rec.Value,
+		Timestamp: p.rec.Timestamp,
+		Headers: append(append([]kgo.RecordHeader(nil), p.rec.Headers...),
+			kgo.RecordHeader{Key: headerSourceTopic, Value: []byte(tp.topic)},
+			kgo.RecordHeader{Key: headerSourcePartition, Value: strconv.AppendInt(nil, int64(tp.partition), 10)},
+			kgo.RecordHeader{Key: headerSourceOffset, Value: strconv.AppendInt(nil, p.offset, 10)},
+			kgo.RecordHeader{Key: headerError, Value: []byte(p.err.Error())},
+		),
+	}
+	if errors.Is(p.err, kerr.MessageTooLarge) || errors.Is(p.err, kerr.RecordListTooLarge) {
+		dl.Key, dl.Value = nil, nil
+		dl.Headers = append(dl.Headers, kgo.RecordHeader{Key: headerTruncated, Value: []byte("true")})
+	}
+	return dl
+}
+
 // writeDeadLetter writes a partition's poison record to the dead-letter
 // topic; once the target acknowledges it, the partition moves past it (the
 // offset index has no entry for it: a group committed there translates to
@@ -1147,24 +1215,7 @@ func (c *copier) writeDeadLetter(ps *partitionState) {
 	ps.mu.Lock()
 	p := ps.poison
 	ps.mu.Unlock()
-	dl := &kgo.Record{
-		Topic:     c.deadLetter,
-		Partition: 0,
-		Key:       p.rec.Key,
-		Value:     p.rec.Value,
-		Timestamp: p.rec.Timestamp,
-		Headers: append(append([]kgo.RecordHeader(nil), p.rec.Headers...),
-			kgo.RecordHeader{Key: headerSourceTopic, Value: []byte(ps.tp.topic)},
-			kgo.RecordHeader{Key: headerSourcePartition, Value: strconv.AppendInt(nil, int64(ps.tp.partition), 10)},
-			kgo.RecordHeader{Key: headerSourceOffset, Value: strconv.AppendInt(nil, p.offset, 10)},
-			kgo.RecordHeader{Key: headerError, Value: []byte(p.err.Error())},
-		),
-	}
-	if errors.Is(p.err, kerr.MessageTooLarge) || errors.Is(p.err, kerr.RecordListTooLarge) {
-		// It would be too large for the dead-letter topic too.
-		dl.Key, dl.Value = nil, nil
-		dl.Headers = append(dl.Headers, kgo.RecordHeader{Key: headerTruncated, Value: []byte("true")})
-	}
+	dl := deadLetterRecord(c.deadLetter, ps.tp, p)
 	c.dst.Produce(c.produceCtx, dl, func(_ *kgo.Record, err error) {
 		defer c.wake()
 		ps.mu.Lock()

@@ -600,24 +600,31 @@ func TestPoisonRecordStopsPartition(t *testing.T) {
 	}
 }
 
-// consumeRecords reads every record of a one-partition topic.
+// consumeRecords reads every committed record of a one-partition topic
+// (read_committed; transaction markers are read past, not returned).
 func consumeRecords(t *testing.T, addrs []string, topic string) []*kgo.Record {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	ends, err := kadm.NewClient(cl).ListCommittedOffsets(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
 	end, _ := ends.Lookup(topic, 0)
 	var out []*kgo.Record
-	for int64(len(out)) < end.Offset && ctx.Err() == nil {
-		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { out = append(out, r) })
+	for next := int64(0); next < end.Offset && ctx.Err() == nil; {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			next = max(next, r.Offset+1)
+			if !r.Attrs.IsControl() {
+				out = append(out, r)
+			}
+		})
 	}
 	return out
 }

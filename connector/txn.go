@@ -282,6 +282,16 @@ func (c *copier) committed() {
 		ps.committed = ps.acked
 		ps.persisted = ps.acked
 		ps.lastAbort = nil
+		if r := ps.refused; r != nil && ps.committed > r.offset {
+			ps.refused, ps.stuck = nil, nil
+			if c.deadLetter != "" {
+				c.metrics.incDeadLetters()
+				c.log.Warn("record refused by the target written to the dead-letter topic; partition moves on",
+					"topic", ps.tp.topic, "partition", ps.tp.partition, "offset", r.offset, "dead_letter_topic", c.deadLetter, "refusal", r.err)
+			} else {
+				c.log.Info("the target accepted a record it had refused; partition moves on", "topic", ps.tp.topic, "partition", ps.tp.partition, "offset", r.offset)
+			}
+		}
 		if ps.index != nil {
 			ps.index.storedBelow = ps.index.ackedBelow // committed: durable
 		}
@@ -387,12 +397,21 @@ func (c *copier) txnAbort(ctx context.Context, written []partitionWrites, why er
 			}
 		}
 		if ps.poison != nil {
-			// Refused alone, for good: it is read and refused again
-			// after every abort, with backoff; say so, as the
-			// copier does outside a transaction.
-			ps.stuck = fmt.Errorf("record at offset %d refused by the target: %w", ps.poison.offset, ps.poison.err)
-			c.logRefusal(ps)
-			ps.poison = nil
+			// Refused alone, for good (see refused): read again, it
+			// goes to the dead-letter topic in the next transaction;
+			// without one, the partition stops before it and retries
+			// it with backoff, and says so, as the copier does
+			// outside a transaction.
+			ps.refused, ps.poison = ps.poison, nil
+			if c.deadLetter != "" {
+				c.log.Warn("the target refuses a record for good: the next transaction writes it to the dead-letter topic instead",
+					"topic", ps.tp.topic, "partition", ps.tp.partition, "offset", ps.refused.offset, "dead_letter_topic", c.deadLetter, "refusal", ps.refused.err)
+			} else {
+				ps.stuck = fmt.Errorf("record at offset %d refused by the target: %w", ps.refused.offset, ps.refused.err)
+				ps.poison = ps.refused // for logRefusal
+				c.logRefusal(ps)
+				ps.poison = nil
+			}
 		}
 		ps.failed, ps.paused, ps.refusalLogged = nil, false, false
 		ps.lastAbort = why

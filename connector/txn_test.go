@@ -23,7 +23,7 @@ type txnHarness struct {
 // startTxnCopier fences the slot's transactional ID, loads the committed
 // progress (read_committed, as a new owner does) and starts copying
 // topic's partitions from there.
-func startTxnCopier(t *testing.T, src, dst *kfake.Cluster, topic string, partitions int32, progressTopic string) *txnHarness {
+func startTxnCopier(t *testing.T, src, dst *kfake.Cluster, topic string, partitions int32, progressTopic string, tune ...func(*copierOpts)) *txnHarness {
 	t.Helper()
 	dstCl := newClient(t, dst, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID("kmirror.m.slot-0"),
 		kgo.TransactionTimeout(10*time.Second))
@@ -37,7 +37,11 @@ func startTxnCopier(t *testing.T, src, dst *kfake.Cluster, topic string, partiti
 		t.Fatal(err)
 	}
 	produceCtx, cancelProduce := context.WithCancel(ctx)
-	cp := newCopier(discardLogger(), nil, dstCl, produceCtx, copierOpts{})
+	var opts copierOpts
+	for _, f := range tune {
+		f(&opts)
+	}
+	cp := newCopier(discardLogger(), nil, dstCl, produceCtx, opts)
 	cp.txn = &txnCycle{every: 50 * time.Millisecond, writer: &progressWriter{topic: progressTopic, dst: dstCl, c: cp, sealer: sealer{}}}
 	var as []assignment
 	for p := range partitions {

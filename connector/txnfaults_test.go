@@ -248,3 +248,117 @@ func TestTxnFencedProgressWriteStops(t *testing.T) {
 		t.Fatalf("the copier stopped, but not as fenced (unknown %v)", cp.txn.unknown)
 	}
 }
+
+// txnPoisonSetup copies orders (one partition: r-0 to r-40, r-20 too large
+// for the target topic, each record with header h=x) with a slot's copier
+// in transactions, writing refused records to deadLetter if not empty.
+// It returns the copier and the values the target topic must hold.
+func txnPoisonSetup(t *testing.T, deadLetter string) (c *txnHarness, dst *kfake.Cluster, want []string) {
+	t.Helper()
+	src, dst := testClusters(t)
+	h := newPassHarness(t, src, dst) // creates the progress topic
+	ctx := context.Background()
+	if _, err := h.srcAdm.CreateTopic(ctx, 1, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.dstAdm.CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": kadmStr("10000")}, "src.orders"); err != nil {
+		t.Fatal(err)
+	}
+	if deadLetter != "" {
+		if _, err := h.dstAdm.CreateTopic(ctx, 1, 1, nil, deadLetter); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl := newClient(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var recs []*kgo.Record
+	for i := range 41 {
+		v := fmt.Appendf(nil, "r-%d", i)
+		if i == 20 {
+			big := make([]byte, 50<<10)
+			rand.Read(big) // incompressible: too large whatever the codec
+			v = append(v, big...)
+		} else {
+			want = append(want, string(v))
+		}
+		recs = append(recs, &kgo.Record{Topic: "orders", Value: v, Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("x")}}})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	c = startTxnCopier(t, src, dst, "orders", 1, "kmirror.m.progress.internal", func(o *copierOpts) { o.deadLetter = deadLetter })
+	return c, dst, want
+}
+
+// TestTxnPoisonRecordDeadLettered: with exactly-once, a record the target
+// refuses for good (MESSAGE_TOO_LARGE) is found by isolation and written
+// to the dead-letter topic inside the slot's transaction, together with
+// the progress past it; the partition moves on. read_committed: every
+// other record on the target once, in order, and the refused one once in
+// the dead-letter topic, with headers naming its origin. Before, a mirror
+// with exactly_once could not have a dead_letter.
+func TestTxnPoisonRecordDeadLettered(t *testing.T) {
+	t.Parallel()
+	c, dst, want := txnPoisonSetup(t, "dlq")
+	tp := topicPartition{"orders", 0}
+	waitFor(t, func() bool { return c.committed(tp) == 41 }, "orders/0 committed past the refused record")
+	if got := readCommitted(t, dst, "src.orders", 0); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("target holds %d records, want the 40 accepted ones once each, in order:\n got %v", len(got), got)
+	}
+	dl := consumeRecords(t, dst.ListenAddrs(), "dlq")
+	if len(dl) != 1 {
+		t.Fatalf("dead-letter topic holds %d committed records, want 1", len(dl))
+	}
+	hs := map[string]string{}
+	for _, hd := range dl[0].Headers {
+		hs[hd.Key] = string(hd.Value)
+	}
+	if hs[headerSourceTopic] != "orders" || hs[headerSourcePartition] != "0" || hs[headerSourceOffset] != "20" ||
+		!strings.Contains(hs[headerError], "MESSAGE_TOO_LARGE") || hs[headerTruncated] != "true" || hs["h"] != "x" {
+		t.Fatalf("dead-letter headers = %v", hs)
+	}
+	if !dl[0].Attrs.IsTransactional() {
+		t.Fatal("the dead-letter record was written outside the slot's transaction")
+	}
+	// The index skips the refused record: a group committed at 20
+	// resumes at the record after it (its target offset counts the
+	// aborted attempts and the markers too).
+	r21 := int64(-1)
+	for off, v := range consumeFrom(t, dst.ListenAddrs(), "src.orders", 0, 0) {
+		if v == "r-21" {
+			r21 = off
+		}
+	}
+	ps := c.cp.partition(tp)
+	ps.mu.Lock()
+	to, err := ps.index.translate(20)
+	ps.mu.Unlock()
+	if err != nil || to != r21 {
+		t.Fatalf("translate(20) = %d, %v; want %d (r-21 on the target)", to, err, r21)
+	}
+}
+
+// TestTxnPoisonRecordStopsPartition: with exactly-once and no dead-letter
+// topic, the partition stops at the refused record with everything before
+// it committed (the refusal aborts the transaction that held them; before,
+// they were copied again only as the retries' backoff allowed), failed
+// with the reason, and goes on once the target accepts the record.
+func TestTxnPoisonRecordStopsPartition(t *testing.T) {
+	t.Parallel()
+	c, dst, want := txnPoisonSetup(t, "")
+	tp := topicPartition{"orders", 0}
+	waitFor(t, func() bool {
+		_, _, err := c.cp.partition(tp).status()
+		return c.committed(tp) == 20 && err != nil && strings.Contains(err.Error(), "offset 20") && strings.Contains(err.Error(), "MESSAGE_TOO_LARGE")
+	}, "orders/0 committed up to the refused record, failed with the reason")
+	if got := readCommitted(t, dst, "src.orders", 0); fmt.Sprint(got) != fmt.Sprint(want[:20]) {
+		t.Fatalf("target holds %v, want r-0 to r-19", got)
+	}
+	alterOn(t, newClient(t, dst), "src.orders", map[string]string{"max.message.bytes": "1048576"})
+	waitFor(t, func() bool {
+		_, _, err := c.cp.partition(tp).status()
+		return c.committed(tp) == 41 && err == nil
+	}, "orders/0 to go on once the target accepts the record")
+	if got := readCommitted(t, dst, "src.orders", 0); len(got) != 41 {
+		t.Fatalf("target holds %d records, want 41", len(got))
+	}
+}

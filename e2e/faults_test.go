@@ -204,78 +204,93 @@ func TestShutdownBoundedWhileTargetRefuses(t *testing.T) {
 func TestRecordTargetNeverAccepts(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b Backend) {
-		e := newEnv(t, b, ClusterSpec{Brokers: 1})
-		orders := e.topic("orders")
-		createTopic(t, e.srcCl, orders, 1, nil)
-		createTopic(t, e.dstCl, "src."+orders, 1, map[string]*string{"max.message.bytes": kadm.StringPtr("20000")})
-		big := make([]byte, 60<<10)
-		rand.Read(big) // incompressible
-		var recs []*kgo.Record
-		want := map[int32][]string{}
-		for i := range 41 {
-			v := fmt.Sprintf("r-%d", i)
-			if i == 20 {
-				recs = append(recs, &kgo.Record{Topic: orders, Value: append([]byte(v), big...)})
-				continue
-			}
-			recs = append(recs, &kgo.Record{Topic: orders, Value: []byte(v)})
-			want[0] = append(want[0], v)
+		for _, eos := range []bool{false, true} {
+			t.Run(fmt.Sprintf("exactly_once=%v", eos), func(t *testing.T) {
+				t.Parallel()
+				testRecordTargetNeverAccepts(t, b, eos)
+			})
 		}
-		produce(t, e.srcCl, recs...)
+	})
+}
 
-		cfg := e.defaultConfig()
-		// The target's limit is the test's: no config sync.
-		noSync := "    sync: {topic_configs: {enabled: false}}"
-		path := e.writeExtConfig("", cfg, extConfig{MirrorRaw: noSync})
-		w := e.startWorker(path)
-		addr := w.httpAddr(t)
-		e.waitFor(60*time.Second, orders+" failed at the refused record", func() (bool, string) {
-			doc, _, err := getStatus(addr)
-			if err != nil {
-				return false, err.Error()
-			}
-			state, msg, _ := topicStatus(doc, cfg.Name, orders)
-			return state == "failed" && strings.Contains(msg, "offset 20") && strings.Contains(msg, "MESSAGE_TOO_LARGE"), fmt.Sprintf("state %q, error %q", state, msg)
-		})
-		if v, err := metricSum(addr, "kmirror_failed_partitions", cfg.Name); err != nil || v != 1 {
-			t.Errorf("kmirror_failed_partitions = %v (%v), want 1", v, err)
+func testRecordTargetNeverAccepts(t *testing.T, b Backend, eos bool) {
+	e := newEnv(t, b, ClusterSpec{Brokers: 1})
+	orders := e.topic("orders")
+	createTopic(t, e.srcCl, orders, 1, nil)
+	createTopic(t, e.dstCl, "src."+orders, 1, map[string]*string{"max.message.bytes": kadm.StringPtr("20000")})
+	big := make([]byte, 60<<10)
+	rand.Read(big) // incompressible
+	var recs []*kgo.Record
+	want := map[int32][]string{}
+	for i := range 41 {
+		v := fmt.Sprintf("r-%d", i)
+		if i == 20 {
+			recs = append(recs, &kgo.Record{Topic: orders, Value: append([]byte(v), big...)})
+			continue
 		}
-		e.waitTargetValues(30*time.Second, "src."+orders, map[int32][]string{0: want[0][:20]})
-		if ls := w.logLines("refuses a record for good", orders); len(ls) == 0 {
-			t.Error("kmirror did not log the refused record")
-		}
-		if code, _ := w.stop(t, syscall.SIGTERM); code != 0 {
-			t.Errorf("exit %d, want 0: nothing was in flight", code)
-		}
+		recs = append(recs, &kgo.Record{Topic: orders, Value: []byte(v)})
+		want[0] = append(want[0], v)
+	}
+	produce(t, e.srcCl, recs...)
 
-		dlq := e.topic("dead-letters")
-		e.writeExtConfig(path, cfg, extConfig{MirrorRaw: noSync + "\n    dead_letter: {topic: " + dlq + "}"})
-		w = e.startWorker(path)
-		addr = w.httpAddr(t)
-		e.waitTargetValues(60*time.Second, "src."+orders, want)
-		got := e.readTarget(dlq)
-		if len(got[0]) != 1 {
-			t.Fatalf("dead-letter topic holds %d records, want 1", len(got[0]))
+	cfg := e.defaultConfig()
+	// The target's limit is the test's: no config sync.
+	noSync := "    sync: {topic_configs: {enabled: false}}"
+	if eos {
+		// The dead letter is written inside the slot's transaction.
+		noSync += "\n    exactly_once: true\n    cluster: {slots: 2, session_timeout: 6s, commit_interval: 100ms}"
+	}
+	path := e.writeExtConfig("", cfg, extConfig{MirrorRaw: noSync})
+	w := e.startWorker(path)
+	addr := w.httpAddr(t)
+	e.waitFor(60*time.Second, orders+" failed at the refused record", func() (bool, string) {
+		doc, _, err := getStatus(addr)
+		if err != nil {
+			return false, err.Error()
 		}
-		hs := map[string]string{}
-		for _, h := range got[0][0].Headers {
-			hs[h.Key] = string(h.Value)
+		state, msg, _ := topicStatus(doc, cfg.Name, orders)
+		return state == "failed" && strings.Contains(msg, "offset 20") && strings.Contains(msg, "MESSAGE_TOO_LARGE"), fmt.Sprintf("state %q, error %q", state, msg)
+	})
+	// The gauge follows the status at the next progress tick.
+	e.waitFor(10*time.Second, "kmirror_failed_partitions 1", func() (bool, string) {
+		v, err := metricSum(addr, "kmirror_failed_partitions", cfg.Name)
+		return err == nil && v == 1, fmt.Sprintf("%v (%v)", v, err)
+	})
+	e.waitTargetValues(30*time.Second, "src."+orders, map[int32][]string{0: want[0][:20]})
+	if ls := w.logLines("refuses a record for good", orders); len(ls) == 0 {
+		t.Error("kmirror did not log the refused record")
+	}
+	if code, _ := w.stop(t, syscall.SIGTERM); code != 0 {
+		t.Errorf("exit %d, want 0: nothing was in flight", code)
+	}
+
+	dlq := e.topic("dead-letters")
+	e.writeExtConfig(path, cfg, extConfig{MirrorRaw: noSync + "\n    dead_letter: {topic: " + dlq + "}"})
+	w = e.startWorker(path)
+	addr = w.httpAddr(t)
+	e.waitTargetValues(60*time.Second, "src."+orders, want)
+	got := e.readTarget(dlq)
+	if len(got[0]) != 1 {
+		t.Fatalf("dead-letter topic holds %d records, want 1", len(got[0]))
+	}
+	hs := map[string]string{}
+	for _, h := range got[0][0].Headers {
+		hs[h.Key] = string(h.Value)
+	}
+	if hs["kmirror.source.topic"] != orders || hs["kmirror.source.partition"] != "0" || hs["kmirror.source.offset"] != "20" ||
+		!strings.Contains(hs["kmirror.error"], "MESSAGE_TOO_LARGE") || hs["kmirror.truncated"] != "true" {
+		t.Errorf("dead-letter record headers = %v", hs)
+	}
+	if v, err := metricSum(addr, "kmirror_dead_letter_records_total", cfg.Name); err != nil || v != 1 {
+		t.Errorf("kmirror_dead_letter_records_total = %v (%v), want 1", v, err)
+	}
+	e.waitFor(30*time.Second, orders+" mirroring again", func() (bool, string) {
+		doc, _, err := getStatus(addr)
+		if err != nil {
+			return false, err.Error()
 		}
-		if hs["kmirror.source.topic"] != orders || hs["kmirror.source.partition"] != "0" || hs["kmirror.source.offset"] != "20" ||
-			!strings.Contains(hs["kmirror.error"], "MESSAGE_TOO_LARGE") || hs["kmirror.truncated"] != "true" {
-			t.Errorf("dead-letter record headers = %v", hs)
-		}
-		if v, err := metricSum(addr, "kmirror_dead_letter_records_total", cfg.Name); err != nil || v != 1 {
-			t.Errorf("kmirror_dead_letter_records_total = %v (%v), want 1", v, err)
-		}
-		e.waitFor(30*time.Second, orders+" mirroring again", func() (bool, string) {
-			doc, _, err := getStatus(addr)
-			if err != nil {
-				return false, err.Error()
-			}
-			state, msg, _ := topicStatus(doc, cfg.Name, orders)
-			return state == "mirroring", fmt.Sprintf("state %q, error %q", state, msg)
-		})
+		state, msg, _ := topicStatus(doc, cfg.Name, orders)
+		return state == "mirroring", fmt.Sprintf("state %q, error %q", state, msg)
 	})
 }
 
