@@ -81,6 +81,8 @@ bench-mm2:
 ## test-e2e), where MirrorMaker 2 runs too; writes bench/results/scale-kfake.md and
 ## scale-kafka.md. Smoke run:
 ## make bench-scale BENCH_SCALE_FLAGS="-topics 200 -partitions 5 -idle 3s -trickle 5s -out -"
+## To profile kmirror under a bench: GOFLAGS=-tags=pprof KMIRROR_PPROF=127.0.0.1:6061 make bench-scale
+## (cmd/kmirror/pprof.go serves net/http/pprof there; not in release builds)
 BENCH_SCALE_FLAGS ?=
 bench-scale:
 	$(GO) run ./bench/scale -backend kfake $(BENCH_SCALE_FLAGS)
