@@ -1107,7 +1107,7 @@ func (p *passthrough) afterError(tp topicPartition, q *ptQueue, head *ptUnit) er
 	// be refused forever.
 	if !fallbackErr(err) && retriable(err) && head.ctx.Err() == nil {
 		target := q.ps.target
-		delete(p.dstMeta.at, target)
+		p.dstMeta.markStale(target)
 		// Once a minute per error, not per partition: a leader move or
 		// thousands of topics just created fail thousands of partitions
 		// at once, each retried until it succeeds.

@@ -1,13 +1,13 @@
 package connector
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
-	"sort"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -138,12 +138,45 @@ func loadProgress(ctx context.Context, log *slog.Logger, targetOpts []kgo.Opt, a
 // index chunks of every source partition.
 type progressState struct {
 	positions map[topicPartition]position
-	chunks    map[topicPartition]map[int64][]offsetRun
-	keep      func(topicPartition) bool // nil: every partition
+	// chunks holds each partition's stored index chunks by number,
+	// sorted: a slice rather than a map per partition (most have one or
+	// two chunks), which at 100,000 partitions was 25 MB of the state.
+	chunks map[topicPartition][]storedChunk
+	keep   func(topicPartition) bool // nil: every partition
+	// ids interns the topic IDs of positions: one string per topic, not
+	// one per partition.
+	ids map[string]string
+}
+
+// storedChunk is one index chunk as stored: its number and its runs.
+type storedChunk struct {
+	n    int64
+	runs []offsetRun
 }
 
 func newProgressState() *progressState {
-	return &progressState{positions: make(map[topicPartition]position), chunks: make(map[topicPartition]map[int64][]offsetRun)}
+	return &progressState{positions: make(map[topicPartition]position), chunks: make(map[topicPartition][]storedChunk), ids: make(map[string]string)}
+}
+
+// setChunk stores chunk n of tp's index, or deletes it when runs is nil.
+func (st *progressState) setChunk(tp topicPartition, n int64, runs []offsetRun) {
+	cs := st.chunks[tp]
+	i, found := slices.BinarySearchFunc(cs, n, func(c storedChunk, n int64) int { return cmp.Compare(c.n, n) })
+	switch {
+	case runs == nil && !found:
+		return
+	case runs == nil:
+		cs = slices.Delete(cs, i, i+1)
+	case found:
+		cs[i].runs = runs
+	default:
+		cs = slices.Insert(cs, i, storedChunk{n, runs})
+	}
+	if len(cs) == 0 {
+		delete(st.chunks, tp)
+		return
+	}
+	st.chunks[tp] = cs
 }
 
 // apply folds the progress topic's next committed record in.
@@ -157,7 +190,7 @@ func (st *progressState) apply(key, value []byte) error {
 		return nil
 	}
 	if k.Chunk != nil && value == nil {
-		delete(st.chunks[tp], *k.Chunk)
+		st.setChunk(tp, *k.Chunk, nil)
 		return nil
 	}
 	if value == nil {
@@ -173,6 +206,11 @@ func (st *progressState) apply(key, value []byte) error {
 		if err != nil {
 			return err
 		}
+		if id, ok := st.ids[pos.topicID]; ok {
+			pos.topicID = id
+		} else if st.ids != nil {
+			st.ids[pos.topicID] = pos.topicID
+		}
 		st.positions[tp] = pos
 		return nil
 	}
@@ -180,10 +218,10 @@ func (st *progressState) apply(key, value []byte) error {
 	if err != nil {
 		return fmt.Errorf("key %s: %w", key, err)
 	}
-	if st.chunks[tp] == nil {
-		st.chunks[tp] = make(map[int64][]offsetRun)
+	if runs == nil {
+		runs = []offsetRun{} // an empty chunk is stored, not a deletion
 	}
-	st.chunks[tp][*k.Chunk] = runs
+	st.setChunk(tp, *k.Chunk, runs)
 	return nil
 }
 
@@ -200,7 +238,7 @@ func (st *progressState) copyOf(keep func(topicPartition) bool) *progressState {
 	}
 	for tp, cs := range st.chunks {
 		if keep == nil || keep(tp) {
-			out.chunks[tp] = maps.Clone(cs)
+			out.chunks[tp] = slices.Clone(cs)
 		}
 	}
 	return out
@@ -313,15 +351,11 @@ func (l *progressLog) current(ctx context.Context, adm *kadm.Client, keep func(t
 // assembleIndex rebuilds an index from its stored chunks. Only the newest
 // contiguous sequence of full chunks (plus the open last one) is kept: a
 // gap means chunks were pruned, and older ones cannot be trusted to line up.
-func assembleIndex(cs map[int64][]offsetRun) *partitionIndex {
-	nums := make([]int64, 0, len(cs))
-	for k := range cs {
-		nums = append(nums, k)
-	}
-	sort.Slice(nums, func(i, j int) bool { return nums[i] < nums[j] })
+func assembleIndex(cs []storedChunk) *partitionIndex {
+	// cs is sorted by number (setChunk).
 	ix := newPartitionIndex()
-	start := len(nums) - 1
-	for start > 0 && nums[start-1] == nums[start]-1 && len(cs[nums[start-1]]) == indexChunkRuns {
+	start := len(cs) - 1
+	for start > 0 && cs[start-1].n == cs[start].n-1 && len(cs[start-1].runs) == indexChunkRuns {
 		start--
 	}
 	if start < 0 {
@@ -331,11 +365,11 @@ func assembleIndex(cs map[int64][]offsetRun) *partitionIndex {
 	// outlive a crash before their deletion was written: keep only what
 	// follows the last place the runs go backwards.
 	for {
-		ix.first = nums[start]
+		ix.first = cs[start].n
 		ix.runs = ix.runs[:0]
 		restart := -1
-		for i, k := range nums[start:] {
-			rs := cs[k]
+		for i, c := range cs[start:] {
+			rs := c.runs
 			if n := len(ix.runs); n > 0 && len(rs) > 0 && rs[0].src < ix.runs[n-1].srcEnd() {
 				restart = start + i
 			}
@@ -347,7 +381,9 @@ func assembleIndex(cs map[int64][]offsetRun) *partitionIndex {
 		start = restart
 	}
 	// Chunks below the kept sequence are stale: delete them.
-	ix.dropped = append(ix.dropped, nums[:start]...)
+	for _, c := range cs[:start] {
+		ix.dropped = append(ix.dropped, c.n)
+	}
 	// What was read is stored.
 	ix.storedBelow = ix.first + int64(len(ix.runs)+indexChunkRuns-1)/indexChunkRuns
 	ix.ackedBelow = ix.storedBelow

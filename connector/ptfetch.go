@@ -412,7 +412,7 @@ func (p *passthrough) fetchRequest(leader int32, joins []ptWant) *kmsg.FetchRequ
 		joined[w.tp] = true
 		i := topicEntry(topics, &req.Topics, w.tp.topic, func() kmsg.FetchRequestTopic {
 			t := kmsg.NewFetchRequestTopic()
-			t.Topic, t.TopicID = w.tp.topic, p.srcMeta.ids[w.tp.topic]
+			t.Topic, t.TopicID = w.tp.topic, p.srcMeta.id(w.tp.topic)
 			return t
 		})
 		rp := kmsg.NewFetchRequestTopicPartition()
@@ -440,7 +440,7 @@ func (p *passthrough) fetchRequest(leader int32, joins []ptWant) *kmsg.FetchRequ
 		}
 		i := topicEntry(forgotten, &req.ForgottenTopics, tp.topic, func() kmsg.FetchRequestForgottenTopic {
 			ft := kmsg.NewFetchRequestForgottenTopic()
-			ft.Topic, ft.TopicID = tp.topic, p.srcMeta.ids[tp.topic]
+			ft.Topic, ft.TopicID = tp.topic, p.srcMeta.id(tp.topic)
 			return ft
 		})
 		req.ForgottenTopics[i].Partitions = append(req.ForgottenTopics[i].Partitions, tp.partition)

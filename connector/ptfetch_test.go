@@ -336,8 +336,7 @@ func TestPlaceUnfetchedFirst(t *testing.T) {
 	for i := range 2 * n {
 		tp := topicPartition{fmt.Sprintf("t%d", i), 0}
 		p.add(tp, 5, p.newGen())
-		p.srcMeta.leaders[tp.topic] = []int32{1}
-		p.srcMeta.at[tp.topic] = now
+		p.srcMeta.topics[tp.topic] = ptTopicMeta{leaders: []int32{1}, at: now.UnixNano()}
 		if i%2 == 1 {
 			p.parts[tp].taken = true // its records were taken; it rejoins
 		}
