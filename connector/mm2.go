@@ -186,11 +186,27 @@ func (m *Mirror) adoptionCandidates(tl targetListing) map[string][]topicPartitio
 func (m *Mirror) decideAdoption(ctx context.Context, c *clients, tl targetListing) error {
 	m.mu.Lock()
 	cands := m.adoptionCandidates(tl)
-	need := m.adopt.mm2 == nil
 	m.mu.Unlock()
 	if len(cands) == 0 {
 		return nil
 	}
+	// A partition kmirror copied before resumes from its own stored
+	// progress (the slot that owns it applies it): it is decided without
+	// MM2, whose offsets topic may be gone once the move is done.
+	if stored := m.slots.progress.stored(cands); len(stored) > 0 {
+		m.mu.Lock()
+		for _, tp := range stored {
+			m.adopt.decided[tp] = nil
+		}
+		cands = m.adoptionCandidates(tl)
+		m.mu.Unlock()
+		if len(cands) == 0 {
+			return nil
+		}
+	}
+	m.mu.Lock()
+	need := m.adopt.mm2 == nil
+	m.mu.Unlock()
 	err := func() error {
 		if need {
 			all, err := readMM2Positions(ctx, m.log, m.cfg.TargetOpts, c.dstAdm, m.cfg.MM2.OffsetsTopic, m.cfg.MM2.SourceAlias)

@@ -424,3 +424,70 @@ func TestAdoptedIndexBeforeAnyCopy(t *testing.T) {
 		t.Fatalf("dropped %v, want chunk 0", got)
 	}
 }
+
+// TestRestartWithoutMM2Offsets: once kmirror copied a partition, its own
+// stored progress says where it resumes, and MirrorMaker 2's offsets are
+// not needed again. An operator who deletes MM2's offsets topic after the
+// move (MM2's internal topics are what a migration cleans up) restarts the
+// mirror, and it goes on from where it stopped: nothing waits, nothing is
+// copied twice. Before, every start asked MM2's offsets for every
+// partition (the control plane did not see the positions the slots load),
+// and a missing offsets topic made every topic wait.
+func TestRestartWithoutMM2Offsets(t *testing.T) {
+	src, dst := testClusters(t)
+	mm2Setup(t, src, dst)
+	const offsetsTopic = "mm2-offsets.src.internal"
+	writeMM2Offsets(t, dst, offsetsTopic, &kgo.Record{Key: mm2Key("src", "orders", 0), Value: offsetValue(6)})
+	cfg := adoptConfig()
+	cfg.SourceOpts = []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)}
+	cfg.TargetOpts = []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}
+	adm := kadm.NewClient(newClient(t, dst))
+	run := func(records int64) *Mirror {
+		t.Helper()
+		m, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- m.Run(ctx) }()
+		defer func() {
+			stop()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("Run: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("Run did not return within 30s of the stop")
+			}
+		}()
+		waitFor(t, func() bool {
+			st := m.Status()
+			return targetRecords(adm, "src.orders") >= records && len(st.Topics) == 1 && st.Topics[0].Error == "" && st.Topics[0].Lag == 0
+		}, fmt.Sprintf("%d records on the target, the topic without error", records))
+		return m
+	}
+	run(20)
+	if _, err := adm.DeleteTopic(context.Background(), offsetsTopic); err != nil {
+		t.Fatal(err)
+	}
+	produceOrders(t, src, 2, 5, "y")
+	run(30)
+	for p, recs := range byPartition(consumeRecords(t, dst.ListenAddrs(), "src.orders")) {
+		var got []string
+		for _, r := range recs {
+			got = append(got, string(r.Value))
+		}
+		var want []string
+		for i := range 10 {
+			want = append(want, fmt.Sprintf("x-%d-%d", p, i))
+		}
+		for i := range 5 {
+			want = append(want, fmt.Sprintf("y-%d-%d", p, i))
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("partition %d holds %v,\nwant %v (each once, in order)", p, got, want)
+		}
+	}
+}

@@ -311,6 +311,23 @@ func (l *progressLog) reset() {
 	l.reader = newCompactedReader(l.topic, l.state.apply)
 }
 
+// stored returns the partitions of tps (by target topic) that have a
+// position in what was read so far: copied by kmirror before. It waits
+// for a read in progress.
+func (l *progressLog) stored(tps map[string][]topicPartition) []topicPartition {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []topicPartition
+	for _, ps := range tps {
+		for _, tp := range ps {
+			if _, ok := l.state.positions[tp]; ok {
+				out = append(out, tp)
+			}
+		}
+	}
+	return out
+}
+
 // current reads what was committed since the last read (everything, the
 // first time) and returns the progress of the partitions keep selects
 // (nil: all) as of the topic's end when the call started: what a one-off
