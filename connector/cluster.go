@@ -694,22 +694,8 @@ func (p *slotPlane) assign(as []assignment, srcOpts []kgo.Opt) (bool, error) {
 			continue
 		}
 		// The slot's committed position, read when it was taken over,
-		// is where the partition resumes (the control plane has no
-		// positions of its own); one of an earlier topic of the
-		// same name, or an index without a position, starts over.
-		pos, ok := w.loaded.positions[a.tp]
-		switch ix := w.loaded.indexes[a.tp]; {
-		case ok && (pos.topicID == "" || a.topicID == "" || pos.topicID == a.topicID):
-			a.next, a.index = pos.next, ix
-		case ix != nil && a.index == nil:
-			a.next, a.index = -1, ix.replacement()
-		case ix != nil && a.index.adopted():
-			// Adopted from MM2: the stale chunks go.
-			a.index = adoptedIndex(ix, a.index.floor.src, a.index.floor.dst)
-		}
-		delete(w.loaded.positions, a.tp)
-		delete(w.loaded.indexes, a.tp)
-		bySlot[w] = append(bySlot[w], a)
+		// is where the partition resumes.
+		bySlot[w] = append(bySlot[w], w.loaded.resume(a))
 	}
 	p.mu.Unlock()
 	var errs []error

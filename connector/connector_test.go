@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -189,6 +190,39 @@ type passHarness struct {
 	srcAdm, dstAdm *kadm.Client
 	dst            *kgo.Client
 	cp             *copier
+	// plane is the data plane the passes drive: cp, resuming partitions
+	// from stored (as a slot resumes them from what it loaded).
+	plane *loadedPlane
+}
+
+// loadedPlane is a copier that resumes each partition it is assigned from
+// stored progress, as a slot does (loaded.resume): the unit tests' data
+// plane.
+type loadedPlane struct {
+	*copier
+	mu     sync.Mutex
+	stored loaded
+}
+
+func (p *loadedPlane) assign(as []assignment, srcOpts []kgo.Opt) (bool, error) {
+	p.mu.Lock()
+	for i := range as {
+		as[i] = p.stored.resume(as[i])
+	}
+	p.mu.Unlock()
+	return p.copier.assign(as, srcOpts)
+}
+
+// store makes tp resume from pos when it is next assigned; a negative
+// next drops what was stored for it.
+func (h *passHarness) store(tp topicPartition, pos position) {
+	h.plane.mu.Lock()
+	defer h.plane.mu.Unlock()
+	if pos.next < 0 {
+		delete(h.plane.stored.positions, tp)
+		return
+	}
+	h.plane.stored.positions[tp] = pos
 }
 
 func discardLogger() *slog.Logger {
@@ -244,7 +278,8 @@ func newPassHarnessFor(t *testing.T, src, dst *kfake.Cluster, cfg Config, opts .
 	}
 	h.cp = newCopier(m.log, nil, dstCl, context.Background(), copierOpts{})
 	t.Cleanup(h.cp.close)
-	m.copier = h.cp
+	h.plane = &loadedPlane{copier: h.cp, stored: loaded{positions: map[topicPartition]position{}, indexes: map[topicPartition]*partitionIndex{}}}
+	m.copier = h.plane
 	m.controlWithoutGroup = true
 	m.started = true
 	return h
@@ -254,7 +289,7 @@ func (h *passHarness) pass(t *testing.T) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := h.m.pass(ctx, h.c, h.cp)
+	_, err := h.m.pass(ctx, h.c, h.plane)
 	return err
 }
 
@@ -511,7 +546,8 @@ func TestPassRecreatedTopicFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	oldID := tds["re"].ID.String()
-	h.m.progress = map[topicPartition]position{{"re", 0}: {next: 50, topicID: oldID}, {"re", 1}: {next: 60, topicID: oldID}}
+	h.store(topicPartition{"re", 0}, position{next: 50, topicID: oldID})
+	h.store(topicPartition{"re", 1}, position{next: 60, topicID: oldID})
 	if err := h.pass(t); err != nil {
 		t.Fatal(err)
 	}

@@ -409,7 +409,6 @@ func (m *Mirror) reconcile(selected []filters.Topic, d discovered, tl targetList
 				rec.unassign = append(rec.unassign, partitionsOf(t.Name, ts.assigned)...)
 				rec.restart = append(rec.restart, partitionsOf(t.Name, max(ts.assigned, ts.partitions))...)
 				ts.assigned = 0
-				m.forgetProgress(t.Name)
 				m.log.Error("topic failed: copying stopped; other topics go on", "topic", t.Name, "target_topic", ts.target, "err", err)
 			}
 		}
@@ -444,7 +443,6 @@ func (m *Mirror) restartTopic(ts *topicState, rec *reconciled) {
 	}
 	ts.assigned = 0
 	ts.targetID = ""
-	m.forgetProgress(ts.source)
 }
 
 func partitionsOf(topic string, n int32) []topicPartition {
@@ -470,7 +468,6 @@ func (m *Mirror) applyUnassigns(dst *kgo.Client, cp dataPlane, rec reconciled) {
 			forgotten[tp] = ix
 		}
 		delete(m.indexes, tp)
-		delete(m.progress, tp)
 	}
 	m.mu.Unlock()
 	if m.ownsControl() {
@@ -482,8 +479,10 @@ func (m *Mirror) applyUnassigns(dst *kgo.Client, cp dataPlane, rec reconciled) {
 
 // assignments returns the partitions to start copying: every partition
 // that exists on both sides and is not copied yet, from its live position
-// when the copier still has it (a topic selected again), else from the
-// stored progress. The caller must not hold m.mu.
+// when the copier still has it (a topic selected again), else from MM2's
+// position when adopted, else from the start: the data plane resumes a
+// partition from its stored progress (loaded.resume), which the control
+// plane never holds. The caller must not hold m.mu.
 func (m *Mirror) assignments(selected []filters.Topic, tl targetListing, cp dataPlane) []assignment {
 	var assigns []assignment
 	m.mu.Lock()
@@ -510,27 +509,14 @@ func (m *Mirror) assignments(selected []filters.Topic, tl targetListing, cp data
 				}
 				// Parked under an earlier topic of the same name.
 				m.indexes[tp] = cp.dropParked([]topicPartition{tp})[tp]
-				delete(m.progress, tp)
 			}
 			next := int64(-1)
-			pos, stored := m.progress[tp]
-			if stored {
-				if pos.topicID != "" && ts.id != "" && pos.topicID != ts.id {
-					m.log.Warn("stored progress belongs to an earlier topic of the same name; copying from the start",
-						"topic", t.Name, "partition", p, "stored_id", pos.topicID, "current_id", ts.id)
-				} else {
-					next = pos.next
-				}
-			}
-			var floor *offsetRun
-			if !stored {
-				var wait bool
-				if floor, wait = m.adoptedStart(tp); wait {
-					// MM2's position is not known yet: the
-					// topic waits (decideAdoption said why).
-					adopting = true
-					break
-				}
+			floor, wait := m.adoptedStart(tp)
+			if wait {
+				// MM2's position is not known yet: the topic waits
+				// (decideAdoption said why).
+				adopting = true
+				break
 			}
 			// Resuming keeps the stored index; starting over replaces
 			// it, deleting the stored chunks of the old one.
@@ -557,7 +543,6 @@ func (m *Mirror) assignments(selected []filters.Topic, tl targetListing, cp data
 		// topic that waits keeps its loaded state for the next pass).
 		for _, a := range as {
 			delete(m.indexes, a.tp)
-			delete(m.progress, a.tp)
 		}
 		assigns = append(assigns, as...)
 		if upTo > ts.assigned {
@@ -569,9 +554,6 @@ func (m *Mirror) assignments(selected []filters.Topic, tl targetListing, cp data
 	}
 	// Go maps keep their size: once all that was loaded is assigned (at
 	// 100,000 partitions, tens of MB), fresh ones let it go.
-	if len(m.progress) == 0 {
-		m.progress = make(map[topicPartition]position)
-	}
 	if len(m.indexes) == 0 {
 		m.indexes = make(map[topicPartition]*partitionIndex)
 	}
@@ -623,16 +605,6 @@ func (m *Mirror) checkIdentity(ts *topicState, t filters.Topic, id string, targe
 		return fmt.Errorf("source topic %s shrank from %d to %d partitions, so it was recreated; target topic %s holds the old topic's records: delete it on the target to mirror the new topic from its start", t.Name, ts.partitions, t.Partitions, ts.target)
 	}
 	return nil
-}
-
-// forgetProgress drops the stored positions of a topic's partitions. The
-// caller holds m.mu.
-func (m *Mirror) forgetProgress(topic string) {
-	for tp := range m.progress {
-		if tp.topic == topic {
-			delete(m.progress, tp)
-		}
-	}
 }
 
 // labelsFor returns the labels a source topic gets: inherited from

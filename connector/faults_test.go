@@ -127,11 +127,9 @@ func (h *passHarness) createWithProgress(t *testing.T, topic string, partitions 
 		t.Fatal(err)
 	}
 	id := tds[topic].ID.String()
-	h.m.mu.Lock()
 	for p := range partitions {
-		h.m.progress[topicPartition{topic, p}] = position{next: next, topicID: id}
+		h.store(topicPartition{topic, p}, position{next: next, topicID: id})
 	}
-	h.m.mu.Unlock()
 }
 
 func (h *passHarness) mustPass(t *testing.T) {
@@ -359,9 +357,7 @@ func TestReselectedTopicResumesFromLivePosition(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	copied := make(chan struct{})
 	h.createWithProgress(t, "orders", 1, 0)
-	h.m.mu.Lock()
-	delete(h.m.progress, topicPartition{"orders", 0}) // nothing stored: from the start
-	h.m.mu.Unlock()
+	h.store(topicPartition{"orders", 0}, position{next: -1}) // nothing stored: from the start
 	produceN(t, src, "orders", "a", 100)
 	h.mustPass(t)
 	go func() {
@@ -479,9 +475,7 @@ func poisonSetup(t *testing.T, deadLetter string) (*passHarness, *kfake.Cluster)
 	h.cp.deadLetter = deadLetter
 	ctx, cancel := context.WithCancel(context.Background())
 	h.createWithProgress(t, "orders", 1, 0)
-	h.m.mu.Lock()
-	delete(h.m.progress, topicPartition{"orders", 0})
-	h.m.mu.Unlock()
+	h.store(topicPartition{"orders", 0}, position{next: -1})
 	if _, err := h.dstAdm.CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": kadmStr("10000")}, "src.orders"); err != nil {
 		t.Fatal(err)
 	}
@@ -668,11 +662,6 @@ func TestDeletedTopicStateFreed(t *testing.T) {
 		t.Fatalf("parked: gone/0 %v (want false), kept/0 %v (want true)", gone0, kept)
 	}
 	h.m.mu.Lock()
-	for tp := range h.m.progress {
-		if tp.topic == "gone" {
-			t.Errorf("position of %v still in memory", tp)
-		}
-	}
 	for tp := range h.m.indexes {
 		if tp.topic == "gone" {
 			t.Errorf("index of %v still in memory", tp)

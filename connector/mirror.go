@@ -192,8 +192,7 @@ type Mirror struct {
 	sel atomic.Pointer[Selection]
 
 	mu            sync.Mutex
-	topics        map[string]*topicState // by source topic
-	progress      map[topicPartition]position
+	topics        map[string]*topicState             // by source topic
 	indexes       map[topicPartition]*partitionIndex // loaded at start, handed to the copier
 	metaPersisted map[string]map[string]string       // by target topic, as last acknowledged
 	lastPassAt    time.Time
@@ -251,7 +250,6 @@ func New(cfg Config) (*Mirror, error) {
 		produceCtx:          produceCtx,
 		cancelProduce:       cancel,
 		topics:              make(map[string]*topicState),
-		progress:            make(map[topicPartition]position),
 		indexes:             make(map[topicPartition]*partitionIndex),
 		metaPersisted:       make(map[string]map[string]string),
 	}
@@ -741,7 +739,6 @@ func (m *Mirror) load(ctx context.Context, dstAdm *kadm.Client) error {
 		return err
 	}
 	m.mu.Lock()
-	m.progress = ld.positions
 	m.indexes = ld.indexes
 	m.metaPersisted = md
 	m.started = true

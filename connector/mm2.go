@@ -165,9 +165,6 @@ func (m *Mirror) adoptionCandidates(tl targetListing) map[string][]topicPartitio
 		}
 		for p := ts.assigned; p < min(have, ts.partitions); p++ {
 			tp := topicPartition{ts.source, p}
-			if _, stored := m.progress[tp]; stored {
-				continue
-			}
 			if _, done := m.adopt.decided[tp]; !done {
 				out[ts.target] = append(out[ts.target], tp)
 			}

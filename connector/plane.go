@@ -5,8 +5,10 @@ import "github.com/twmb/franz-go/pkg/kgo"
 // dataPlane is what the control plane drives: the partitions being copied,
 // parked or assigned. A slotPlane (cluster.go) routes each partition to the
 // copier of the slot that owns it, and knows nothing of partitions whose
-// slot another worker owns; a copier is one slot's (and the unit tests'
-// whole data plane).
+// slot another worker owns, and resumes each partition from the progress
+// its slot loaded (loaded.resume: the control plane holds no positions); a
+// copier is one slot's (and, wrapped to resume partitions the same way,
+// the unit tests' whole data plane).
 type dataPlane interface {
 	// assign starts copying partitions; started reports that a copier's
 	// poll loop may start (a slotPlane runs its copiers' loops itself).

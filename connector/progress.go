@@ -122,6 +122,27 @@ type loaded struct {
 	indexes   map[topicPartition]*partitionIndex
 }
 
+// resume returns a with the position and index ld holds for its
+// partition, and takes them out of ld (a partition resumes from what was
+// loaded once; assigned again later, it is the copier's own state that
+// counts). The control plane has no positions of its own: one of an
+// earlier topic of the same name, or an index without a position, starts
+// over, and an index adopted from MM2 drops the stale chunks.
+func (ld loaded) resume(a assignment) assignment {
+	pos, ok := ld.positions[a.tp]
+	switch ix := ld.indexes[a.tp]; {
+	case ok && (pos.topicID == "" || a.topicID == "" || pos.topicID == a.topicID):
+		a.next, a.index = pos.next, ix
+	case ix != nil && a.index == nil:
+		a.next, a.index = -1, ix.replacement()
+	case ix != nil && a.index.adopted():
+		a.index = adoptedIndex(ix, a.index.floor.src, a.index.floor.dst)
+	}
+	delete(ld.positions, a.tp)
+	delete(ld.indexes, a.tp)
+	return a
+}
+
 // loadProgress reads the progress topic to its end. It is bounded by ctx.
 // A record it cannot read stops the load and names the record: guessing
 // would restart that partition from the beginning (duplicates) or skip
