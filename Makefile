@@ -75,8 +75,9 @@ BENCH_MM2_FLAGS ?=
 bench-mm2:
 	$(GO) run ./bench/mm2 $(BENCH_MM2_FLAGS)
 
-## bench-scale: kmirror and the plain loop with many partitions, one worker: start to every
-## partition's first record, peak RSS, idle and trickle CPU, memory over the trickle, restart time;
+## bench-scale: kmirror (at least once, and kmirror-eos: exactly once) and the plain loop with
+## many partitions, one worker: start to every partition's first record, peak RSS, idle and
+## trickle CPU, memory over the trickle, restart time;
 ## 100,000 partitions on kfake, then 10,000 on real Apache Kafka 4.3.1 (Java and Maven as
 ## test-e2e), where MirrorMaker 2 runs too; writes bench/results/scale-kfake.md and
 ## scale-kafka.md. Smoke run:
