@@ -476,6 +476,24 @@ func poisonSetup(t *testing.T, deadLetter string) (*passHarness, *kfake.Cluster)
 	ctx, cancel := context.WithCancel(context.Background())
 	h.createWithProgress(t, "orders", 1, 0)
 	h.store(topicPartition{"orders", 0}, position{next: -1})
+	producePoison(t, h, src, deadLetter)
+	h.mustPass(t)
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		h.cp.run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-copied })
+	return h, dst
+}
+
+// producePoison creates the target topic src.orders with a 10 KB record
+// limit (and deadLetter, if not empty) and writes r-0 to r-40 to the
+// source topic orders, each with header h=x, r-20 too large for the
+// target. It returns the values the target must hold: all but r-20.
+func producePoison(t *testing.T, h *passHarness, src *kfake.Cluster, deadLetter string) (want []string) {
+	t.Helper()
+	ctx := context.Background()
 	if _, err := h.dstAdm.CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": kadmStr("10000")}, "src.orders"); err != nil {
 		t.Fatal(err)
 	}
@@ -492,20 +510,15 @@ func poisonSetup(t *testing.T, deadLetter string) (*passHarness, *kfake.Cluster)
 			big := make([]byte, 50<<10)
 			rand.Read(big) // incompressible: too large whatever the codec
 			v = append(v, big...)
+		} else {
+			want = append(want, string(v))
 		}
 		recs = append(recs, &kgo.Record{Topic: "orders", Value: v, Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("x")}}})
 	}
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	h.mustPass(t)
-	copied := make(chan struct{})
-	go func() {
-		defer close(copied)
-		h.cp.run(ctx)
-	}()
-	t.Cleanup(func() { cancel(); <-copied })
-	return h, dst
+	return want
 }
 
 func (h *passHarness) acked(tp topicPartition) (int64, error) {

@@ -438,35 +438,15 @@ func TestRestartWithoutMM2Offsets(t *testing.T) {
 	mm2Setup(t, src, dst)
 	const offsetsTopic = "mm2-offsets.src.internal"
 	writeMM2Offsets(t, dst, offsetsTopic, &kgo.Record{Key: mm2Key("src", "orders", 0), Value: offsetValue(6)})
-	cfg := adoptConfig()
-	cfg.SourceOpts = []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)}
-	cfg.TargetOpts = []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}
 	adm := kadm.NewClient(newClient(t, dst))
-	run := func(records int64) *Mirror {
+	run := func(records int64) {
 		t.Helper()
-		m, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, stop := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- m.Run(ctx) }()
-		defer func() {
-			stop()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Fatalf("Run: %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("Run did not return within 30s of the stop")
-			}
-		}()
+		m, stop := runOrdersMirror(t, src, dst, func(c *Config) { c.MM2 = &MM2Config{Adopt: true} })
+		defer stop()
 		waitFor(t, func() bool {
 			st := m.Status()
 			return targetRecords(adm, "src.orders") >= records && len(st.Topics) == 1 && st.Topics[0].Error == "" && st.Topics[0].Lag == 0
 		}, fmt.Sprintf("%d records on the target, the topic without error", records))
-		return m
 	}
 	run(20)
 	if _, err := adm.DeleteTopic(context.Background(), offsetsTopic); err != nil {

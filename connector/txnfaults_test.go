@@ -261,30 +261,7 @@ func txnPoisonSetup(t *testing.T, deadLetter string) (c *txnHarness, dst *kfake.
 	if _, err := h.srcAdm.CreateTopic(ctx, 1, 1, nil, "orders"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.dstAdm.CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": kadmStr("10000")}, "src.orders"); err != nil {
-		t.Fatal(err)
-	}
-	if deadLetter != "" {
-		if _, err := h.dstAdm.CreateTopic(ctx, 1, 1, nil, deadLetter); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cl := newClient(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	var recs []*kgo.Record
-	for i := range 41 {
-		v := fmt.Appendf(nil, "r-%d", i)
-		if i == 20 {
-			big := make([]byte, 50<<10)
-			rand.Read(big) // incompressible: too large whatever the codec
-			v = append(v, big...)
-		} else {
-			want = append(want, string(v))
-		}
-		recs = append(recs, &kgo.Record{Topic: "orders", Value: v, Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("x")}}})
-	}
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	want = producePoison(t, h, src, deadLetter)
 	c = startTxnCopier(t, src, dst, "orders", 1, "kmirror.m.progress.internal", func(o *copierOpts) { o.deadLetter = deadLetter })
 	return c, dst, want
 }
