@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kmirror/kmirror/connector/index"
 	"maps"
 	"slices"
 	"sort"
@@ -298,7 +299,7 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 	}
 	bySlot := make(map[int32]loaded, len(fenced))
 	for slot := range fenced {
-		bySlot[slot] = loaded{positions: make(map[topicPartition]position), indexes: make(map[topicPartition]*partitionIndex)}
+		bySlot[slot] = loaded{positions: make(map[topicPartition]position), indexes: make(map[topicPartition]*index.Partition)}
 	}
 	for tp, pos := range ld.positions {
 		if l, ok := bySlot[p.slotOf(tp)]; ok {
@@ -669,7 +670,7 @@ func (p *slotPlane) assignKnown(ss []int32) {
 			// Where the slot has no committed position: MM2's, as the
 			// control plane decided when it assigned the partition.
 			if floor, _ := m.adoptedStart(tp); floor != nil {
-				a.next, a.index = floor.src, adoptedIndex(nil, floor.src, floor.dst)
+				a.next, a.index = floor.Src, index.NewAdopted(nil, floor.Src, floor.Dst)
 			}
 			as = append(as, a)
 		}
@@ -823,8 +824,8 @@ func (p *slotPlane) parkedState(tp topicPartition) (*partitionState, bool) {
 	return nil, false
 }
 
-func (p *slotPlane) dropParked(tps []topicPartition) map[topicPartition]*partitionIndex {
-	out := make(map[topicPartition]*partitionIndex)
+func (p *slotPlane) dropParked(tps []topicPartition) map[topicPartition]*index.Partition {
+	out := make(map[topicPartition]*index.Partition)
 	for _, tp := range tps {
 		if w := p.worker(tp); w != nil {
 			maps.Copy(out, w.cp.dropParked([]topicPartition{tp}))
@@ -945,7 +946,7 @@ func (v storedView) partition(tp topicPartition) *partitionState {
 	}
 	ix := v.ld.indexes[tp]
 	if ix == nil {
-		ix = newPartitionIndex()
+		ix = index.New()
 	}
 	return &partitionState{tp: tp, acked: pos.next, persisted: pos.next, committed: pos.next, index: ix, end: -1}
 }

@@ -3,6 +3,7 @@ package connector
 import (
 	"context"
 	"errors"
+	"github.com/kmirror/kmirror/connector/index"
 	"io"
 	"log/slog"
 	"os"
@@ -129,7 +130,7 @@ func TestProgressCodec(t *testing.T) {
 func TestPromiseAdvancesInOrderAndHoldsOnFailure(t *testing.T) {
 	t.Parallel()
 	var attention atomic.Bool
-	ps := &partitionState{acked: 10, persisted: 10, onFail: func() { attention.Store(true) }, index: newPartitionIndex()}
+	ps := &partitionState{acked: 10, persisted: 10, onFail: func() { attention.Store(true) }, index: index.New()}
 	ps.inflight = []int64{10, 11, 13} // 12 was an aborted record: a gap
 	rec := &kgo.Record{Timestamp: time.Now()}
 	ps.promise(rec, nil)
@@ -278,7 +279,7 @@ func newPassHarnessFor(t *testing.T, src, dst *kfake.Cluster, cfg Config, opts .
 	}
 	h.cp = newCopier(m.log, nil, dstCl, context.Background(), copierOpts{})
 	t.Cleanup(h.cp.close)
-	h.plane = &loadedPlane{copier: h.cp, stored: loaded{positions: map[topicPartition]position{}, indexes: map[topicPartition]*partitionIndex{}}}
+	h.plane = &loadedPlane{copier: h.cp, stored: loaded{positions: map[topicPartition]position{}, indexes: map[topicPartition]*index.Partition{}}}
 	m.copier = h.plane
 	m.controlWithoutGroup = true
 	m.started = true
@@ -640,7 +641,7 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 // drains, so acknowledged entries must be dropped from its front.
 func TestInflightQueueStaysBounded(t *testing.T) {
 	t.Parallel()
-	ps := &partitionState{acked: -1, onFail: func() {}, index: newPartitionIndex()}
+	ps := &partitionState{acked: -1, onFail: func() {}, index: index.New()}
 	rec := &kgo.Record{Timestamp: time.Now()}
 	next := int64(0)
 	for range 100 {

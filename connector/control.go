@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kmirror/kmirror/connector/index"
 	"maps"
 	"slices"
 	"strings"
@@ -523,9 +524,9 @@ func (m *Mirror) assignments(selected []filters.Topic, tl targetListing, cp data
 			ix := m.indexes[tp]
 			switch {
 			case floor != nil:
-				next, ix = floor.src, adoptedIndex(ix, floor.src, floor.dst)
+				next, ix = floor.Src, index.NewAdopted(ix, floor.Src, floor.Dst)
 			case next < 0 && ix != nil:
-				ix = ix.replacement()
+				ix = ix.Replacement()
 			}
 			as = append(as, assignment{tp: tp, target: ts.target, topicID: ts.id, next: next, index: ix})
 		}
@@ -555,7 +556,7 @@ func (m *Mirror) assignments(selected []filters.Topic, tl targetListing, cp data
 	// Go maps keep their size: once all that was loaded is assigned (at
 	// 100,000 partitions, tens of MB), fresh ones let it go.
 	if len(m.indexes) == 0 {
-		m.indexes = make(map[topicPartition]*partitionIndex)
+		m.indexes = make(map[topicPartition]*index.Partition)
 	}
 	return assigns
 }
@@ -834,7 +835,7 @@ func (m *Mirror) refreshEndsOf(ctx context.Context, srcAdm *kadm.Client, cp data
 			}
 			if ps := cp.partition(topicPartition{o.Topic, o.Partition}); ps != nil {
 				ps.mu.Lock()
-				ps.index.prune(o.Offset)
+				ps.index.Prune(o.Offset)
 				ps.mu.Unlock()
 			}
 		})

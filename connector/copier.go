@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kmirror/kmirror/connector/index"
 	"log/slog"
 	"maps"
 	"slices"
@@ -160,7 +161,7 @@ type partitionState struct {
 	// (passthrough.add).
 	gen, ptGen uint64
 	// index maps every acknowledged source offset to its target offset.
-	index *partitionIndex
+	index *index.Partition
 	// inflight holds the source offsets produced and not yet acked, in
 	// produce order; head indexes the oldest.
 	inflight []int64
@@ -340,7 +341,7 @@ func (p *partitionState) promise(r *kgo.Record, err error) {
 		p.acked = src + 1
 		p.backoff, p.ptRefusals = 0, 0
 		p.stuck = nil
-		p.index.add(src, r.Offset)
+		p.index.Add(src, r.Offset)
 		p.copied, p.lastCopied = p.copied+1, r.Timestamp
 	}
 	p.acks++
@@ -388,7 +389,7 @@ func (p *partitionState) ackBatch(n int, base int64, ts time.Time) {
 		}
 		if p.failed == nil && src >= 0 {
 			p.acked = src + 1
-			p.index.add(src, base+int64(i))
+			p.index.Add(src, base+int64(i))
 			p.copied++
 		}
 	}
@@ -495,7 +496,7 @@ type assignment struct {
 	target  string
 	topicID string
 	next    int64
-	index   *partitionIndex // what was loaded; a fresh one when nil
+	index   *index.Partition // what was loaded; a fresh one when nil
 	// resume, when set, is the partition's parked state to continue
 	// with (next and index are then its own).
 	resume *partitionState
@@ -533,7 +534,7 @@ func (c *copier) assign(as []assignment, srcOpts []kgo.Opt) (started bool, err e
 		} else {
 			ps = &partitionState{tp: a.tp, target: a.target, topicID: a.topicID, acked: a.next, persisted: a.next, committed: a.next, end: -1, metrics: c.metrics, index: a.index, isolateUntil: -1}
 			if ps.index == nil {
-				ps.index = newPartitionIndex()
+				ps.index = index.New()
 			}
 			ps.onFail = c.wakeFn
 			ps.changes = &c.changes
@@ -735,8 +736,8 @@ func (c *copier) parkedState(tp topicPartition) (ps *partitionState, settled boo
 // dropParked forgets the parked state of the given partitions (their
 // source topic is gone, or the copy starts over) and returns their
 // indexes, whose stored chunks the caller deletes.
-func (c *copier) dropParked(tps []topicPartition) map[topicPartition]*partitionIndex {
-	out := make(map[topicPartition]*partitionIndex)
+func (c *copier) dropParked(tps []topicPartition) map[topicPartition]*index.Partition {
+	out := make(map[topicPartition]*index.Partition)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, tp := range tps {

@@ -568,7 +568,7 @@ func TestPoisonRecordDeadLettered(t *testing.T) {
 	// record after it.
 	ps := h.cp.partition(tp)
 	ps.mu.Lock()
-	to, err := ps.index.translate(20)
+	to, err := ps.index.Translate(20)
 	ps.mu.Unlock()
 	if err != nil || to != 20 {
 		t.Fatalf("translate(20) = %d, %v; want 20 (r-21 on the target)", to, err)
@@ -652,7 +652,7 @@ func TestDeletedTopicStateFreed(t *testing.T) {
 		ps := h.cp.partition(tp)
 		ps.mu.Lock()
 		ps.acked = 9 // as if records were copied since
-		ps.index.add(5, 0)
+		ps.index.Add(5, 0)
 		ps.mu.Unlock()
 	}
 	ctx := context.Background()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kmirror/kmirror/connector/index"
 	"log/slog"
 	"maps"
 	"slices"
@@ -132,34 +133,36 @@ func newGroupState() *groupState {
 // copied source record at or after s, or, when no such record was copied
 // yet, the end of the copy (behind when records before s are still to be
 // copied).
-func translateOffset(ix *partitionIndex, acked, s int64) (target int64, behind bool, err error) {
-	t, err := ix.translate(s)
+func translateOffset(ix *index.Partition, acked, s int64) (target int64, behind bool, err error) {
+	t, err := ix.Translate(s)
 	switch {
 	case err == nil:
 		return t, false, nil
-	case errors.Is(err, ErrPastIndex) && len(ix.runs) > 0:
-		last := ix.runs[len(ix.runs)-1]
-		return last.dst + last.n, s > acked, nil
-	case errors.Is(err, ErrPastIndex) && ix.adopted() && len(ix.evicted) == 0:
-		// Adopted, nothing copied since: the copy ends at the floor.
-		return ix.floor.dst, s > acked, nil
-	default:
+	case !errors.Is(err, index.ErrPastIndex):
 		return 0, false, err
 	}
+	if last, ok := ix.Last(); ok {
+		return last.Dst + last.N, s > acked, nil
+	}
+	if floor, ok := ix.Floor(); ok && ix.Evicted() == 0 {
+		// Adopted, nothing copied since: the copy ends at the floor.
+		return floor.Dst, s > acked, nil
+	}
+	return 0, false, err
 }
 
 // translate sets TargetOffset and Behind from gp.SourceOffset through ix
 // (acked is the partition's acked position), or, when it has no exact
 // translation, Untranslatable and Reason (TargetOffset -1): a guess would
 // make a consumer skip or re-read records.
-func (gp *GroupPartition) translate(ix *partitionIndex, acked int64) {
+func (gp *GroupPartition) translate(ix *index.Partition, acked int64) {
 	to, behind, err := translateOffset(ix, acked, gp.SourceOffset)
 	gp.setTranslation(ix, to, behind, err)
 }
 
 // setTranslation sets what translateOffset (or translatePartition) found
 // for gp.SourceOffset through ix.
-func (gp *GroupPartition) setTranslation(ix *partitionIndex, to int64, behind bool, err error) {
+func (gp *GroupPartition) setTranslation(ix *index.Partition, to int64, behind bool, err error) {
 	if err != nil {
 		gp.TargetOffset, gp.Untranslatable, gp.Reason = -1, true, untranslatableReason(ix, gp.SourceOffset, err)
 		return
@@ -187,13 +190,13 @@ func (st *GroupStatus) settle() {
 
 // untranslatableReason says why translateOffset could not translate
 // source offset s through ix (err is its error), for an operator.
-func untranslatableReason(ix *partitionIndex, s int64, err error) string {
+func untranslatableReason(ix *index.Partition, s int64, err error) string {
 	switch {
-	case errors.Is(err, ErrBelowAdopted):
-		return fmt.Sprintf("source offset %d is older than source offset %d, where kmirror took over from MirrorMaker 2 (mirrors[].mm2.adopt): MM2 copied the records before it, and the mirror has no mm2 block to read MM2's offset syncs from", s, ix.floor.src)
-	case errors.Is(err, ErrBehindIndex):
-		return fmt.Sprintf("source offset %d is older than the offset index, which starts at source offset %d: its target offset is no longer known", s, ix.oldestSource())
-	case errors.Is(err, ErrPastIndex) && len(ix.runs) == 0:
+	case errors.Is(err, index.ErrBelowAdopted):
+		return fmt.Sprintf("source offset %d is older than source offset %d, where kmirror took over from MirrorMaker 2 (mirrors[].mm2.adopt): MM2 copied the records before it, and the mirror has no mm2 block to read MM2's offset syncs from", s, floorSource(ix))
+	case errors.Is(err, index.ErrBehindIndex):
+		return fmt.Sprintf("source offset %d is older than the offset index, which starts at source offset %d: its target offset is no longer known", s, ix.OldestSource())
+	case errors.Is(err, index.ErrPastIndex) && ix.Len() == 0:
 		return fmt.Sprintf("nothing of this partition is copied yet (empty offset index): source offset %d has no target offset", s)
 	}
 	return fmt.Sprintf("source offset %d: %v", s, err)
@@ -522,12 +525,12 @@ func (m *Mirror) translateGroup(ctx context.Context, c *clients, group string, g
 		}
 		gp := GroupPartition{SourceTopic: o.Topic, TargetTopic: targetTopic, Partition: o.Partition, SourceOffset: o.At}
 		tto, tbehind, terr := m.translatePartition(ctx, c.dstAdm, ps, o.At)
-		var floor offsetRun
+		var floor index.Run
 		ps.mu.Lock()
 		gp.setTranslation(ps.index, tto, tbehind, terr)
-		below := errors.Is(terr, ErrBelowAdopted)
+		below := errors.Is(terr, index.ErrBelowAdopted)
 		if below {
-			floor = *ps.index.floor
+			floor, _ = ps.index.Floor()
 		}
 		ps.mu.Unlock()
 		if below && m.mm2Syncs != nil {
@@ -790,12 +793,13 @@ func (m *Mirror) Translate(ctx context.Context, group string, opts TranslateOpti
 			return // nothing committed
 		}
 		if ix == nil {
-			ix = newPartitionIndex()
+			ix = index.New()
 		}
 		to, behind, err := translateOffset(ix, pos.next, o.At)
 		gp.setTranslation(ix, to, behind, err)
-		if errors.Is(err, ErrBelowAdopted) && m.mm2Syncs != nil {
-			m.translateFromMM2(ctx, c, &gp, tp, *ix.floor, indexFloors(ld.indexes))
+		if errors.Is(err, index.ErrBelowAdopted) && m.mm2Syncs != nil {
+			floor, _ := ix.Floor()
+			m.translateFromMM2(ctx, c, &gp, tp, floor, indexFloors(ld.indexes))
 		}
 		st.Partitions = append(st.Partitions, gp)
 		if !gp.Untranslatable {

@@ -3,6 +3,7 @@ package connector
 import (
 	"context"
 	"fmt"
+	"github.com/kmirror/kmirror/connector/index"
 	"reflect"
 	"testing"
 	"time"
@@ -16,9 +17,9 @@ import (
 
 func TestTranslateOffset(t *testing.T) {
 	t.Parallel()
-	ix := newPartitionIndex()
+	ix := index.New()
 	for _, m := range [][2]int64{{0, 0}, {1, 1}, {3, 2}, {4, 3}} { // 2 is a marker
-		ix.add(m[0], m[1])
+		ix.Add(m[0], m[1])
 	}
 	for _, tc := range []struct {
 		s, acked, want int64
@@ -33,7 +34,7 @@ func TestTranslateOffset(t *testing.T) {
 			t.Errorf("translate(%d, acked %d) = %d, %v, %v; want %d, %v", tc.s, tc.acked, got, behind, err, tc.want, tc.behind)
 		}
 	}
-	if _, _, err := translateOffset(newPartitionIndex(), 0, 0); err == nil {
+	if _, _, err := translateOffset(index.New(), 0, 0); err == nil {
 		t.Error("an empty index cannot translate")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kmirror/kmirror/connector/index"
 	"log/slog"
 	"maps"
 	"strings"
@@ -115,7 +116,7 @@ func newGroupHarnessOn(t *testing.T, src, dst *kfake.Cluster, partitions int32) 
 }
 
 // copied makes partition p of "orders" copied with index ix up to acked.
-func (h *groupHarness) copied(p int32, ix *partitionIndex, acked int64) {
+func (h *groupHarness) copied(p int32, ix *index.Partition, acked int64) {
 	tp := topicPartition{hTopic, p}
 	h.cp.mu.Lock()
 	h.cp.parts[tp] = &partitionState{tp: tp, target: hTarget, index: ix, acked: acked, persisted: acked, end: -1}
@@ -125,7 +126,7 @@ func (h *groupHarness) copied(p int32, ix *partitionIndex, acked int64) {
 // copiedShifted makes partition p copied up to acked, source offset s at
 // target offset s+hShift.
 func (h *groupHarness) copiedShifted(p int32, acked int64) {
-	h.copied(p, &partitionIndex{runs: []offsetRun{{src: 0, dst: hShift, n: acked}}, dirtyFrom: -1}, acked)
+	h.copied(p, index.Assemble([]index.Chunk{{K: 0, Runs: []index.Run{{Src: 0, Dst: hShift, N: acked}}}}), acked)
 }
 
 func commitOffsets(t *testing.T, adm *kadm.Client, group, topic string, offs map[int32]int64) {
@@ -353,9 +354,9 @@ func TestGroupSyncUntranslatablePartitions(t *testing.T) {
 	t.Parallel()
 	h := newGroupHarness(t, 3)
 	// Partition 0: the index's first chunk was pruned, it starts at 100.
-	h.copied(0, &partitionIndex{runs: []offsetRun{{src: 100, dst: hShift + 100, n: 100}}, first: 1, dirtyFrom: -1}, 200)
+	h.copied(0, index.Assemble([]index.Chunk{{K: 1, Runs: []index.Run{{Src: 100, Dst: hShift + 100, N: 100}}}}), 200)
 	h.copiedShifted(1, 100)
-	h.copied(2, newPartitionIndex(), 0) // nothing copied
+	h.copied(2, index.New(), 0) // nothing copied
 	commitOffsets(t, h.srcAdm, hGroup, hTopic, map[int32]int64{0: 20, 1: 60, 2: 5})
 	h.sync(t)
 

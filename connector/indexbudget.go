@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"fmt"
+	"github.com/kmirror/kmirror/connector/index"
 	"slices"
 	"sync"
 
@@ -30,7 +31,7 @@ import (
 const indexRunBytes = 24
 
 // indexChunkBytes is what a full chunk costs in memory.
-const indexChunkBytes = indexChunkRuns * indexRunBytes
+const indexChunkBytes = index.ChunkRuns * indexRunBytes
 
 // indexMemory is the memory the indexes of states hold (the runs in
 // memory, by length).
@@ -39,7 +40,7 @@ func indexMemory(states []*partitionState) int64 {
 	for _, ps := range states {
 		ps.mu.Lock()
 		if ix := ps.index; ix != nil {
-			total += int64(len(ix.runs)) * indexRunBytes
+			total += int64(ix.Len()) * indexRunBytes
 		}
 		ps.mu.Unlock()
 	}
@@ -61,8 +62,8 @@ func enforceIndexBudget(states []*partitionState, limit int64) (held int64, evic
 	var cands []candidate
 	for _, ps := range states {
 		ps.mu.Lock()
-		if ix := ps.index; ix != nil && ix.evictable() > 0 {
-			cands = append(cands, candidate{ps, len(ix.runs)})
+		if ix := ps.index; ix != nil && ix.Evictable() > 0 {
+			cands = append(cands, candidate{ps, ix.Len()})
 		}
 		ps.mu.Unlock()
 	}
@@ -75,8 +76,8 @@ func enforceIndexBudget(states []*partitionState, limit int64) (held int64, evic
 		c.ps.mu.Lock()
 		if ix := c.ps.index; ix != nil {
 			need := int((held - target + indexChunkBytes - 1) / indexChunkBytes)
-			n := min(ix.evictable(), need)
-			ix.evict(n)
+			n := min(ix.Evictable(), need)
+			ix.Evict(n)
 			held -= int64(n) * indexChunkBytes
 			evicted += n
 		}
@@ -105,21 +106,21 @@ type chunkCache struct {
 	max   int
 	order *list.List // of chunkCacheKey, most recent first
 	items map[chunkCacheKey]*list.Element
-	runs  map[chunkCacheKey][]offsetRun
+	runs  map[chunkCacheKey][]index.Run
 }
 
 // chunkCacheKey names a chunk of one index: an index that starts over is a
 // new index, and its chunk numbers start over too.
 type chunkCacheKey struct {
-	ix *partitionIndex
+	ix *index.Partition
 	k  int64
 }
 
 func newChunkCache(max int) *chunkCache {
-	return &chunkCache{max: max, order: list.New(), items: map[chunkCacheKey]*list.Element{}, runs: map[chunkCacheKey][]offsetRun{}}
+	return &chunkCache{max: max, order: list.New(), items: map[chunkCacheKey]*list.Element{}, runs: map[chunkCacheKey][]index.Run{}}
 }
 
-func (c *chunkCache) get(key chunkCacheKey) ([]offsetRun, bool) {
+func (c *chunkCache) get(key chunkCacheKey) ([]index.Run, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.items[key]
@@ -130,7 +131,7 @@ func (c *chunkCache) get(key chunkCacheKey) ([]offsetRun, bool) {
 	return c.runs[key], true
 }
 
-func (c *chunkCache) put(key chunkCacheKey, runs []offsetRun) {
+func (c *chunkCache) put(key chunkCacheKey, runs []index.Run) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.items[key]; ok {
@@ -150,7 +151,7 @@ func (c *chunkCache) put(key chunkCacheKey, runs []offsetRun) {
 // readIndexChunk reads stored chunk k of tp's index back from the progress
 // topic: the partition that holds tp's records, its committed records to
 // the end; the last record of the chunk's key wins.
-func (m *Mirror) readIndexChunk(ctx context.Context, dstAdm *kadm.Client, tp topicPartition, k int64) ([]offsetRun, error) {
+func (m *Mirror) readIndexChunk(ctx context.Context, dstAdm *kadm.Client, tp topicPartition, k int64) ([]index.Run, error) {
 	key := string(indexChunkKey(tp, k))
 	var value []byte
 	found := false
@@ -171,7 +172,7 @@ func (m *Mirror) readIndexChunk(ctx context.Context, dstAdm *kadm.Client, tp top
 	if err != nil {
 		return nil, fmt.Errorf("chunk %d of the offset index of %s/%d: %w", k, tp.topic, tp.partition, err)
 	}
-	return decodeIndexChunk(payload)
+	return index.DecodeChunk(payload)
 }
 
 // translatePartition translates committed source offset s of ps for a
@@ -182,7 +183,7 @@ func (m *Mirror) translatePartition(ctx context.Context, dstAdm *kadm.Client, ps
 	ix, acked := ps.index, ps.acked
 	target, behind, err = translateOffset(ix, acked, s)
 	ps.mu.Unlock()
-	ev, ok := err.(*EvictedChunkError)
+	ev, ok := err.(*index.EvictedChunkError)
 	if !ok {
 		return target, behind, err
 	}
@@ -194,6 +195,6 @@ func (m *Mirror) translatePartition(ctx context.Context, dstAdm *kadm.Client, ps
 		}
 		m.chunks.put(key, runs)
 	}
-	target, err = translateRuns(runs, s)
+	target, err = index.TranslateRuns(runs, s)
 	return target, false, err
 }

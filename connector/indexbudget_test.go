@@ -2,6 +2,7 @@ package connector
 
 import (
 	"context"
+	"github.com/kmirror/kmirror/connector/index"
 	"testing"
 )
 
@@ -21,12 +22,12 @@ func TestIndexBudgetEvictsStoredChunksAndTranslatesExactly(t *testing.T) {
 		t.Fatal("orders/0 is not copied")
 	}
 	const chunks = 6
-	const runs = chunks * indexChunkRuns
+	const runs = chunks * index.ChunkRuns
 	// Every other source offset was compacted away: a run per record,
 	// source 2i landed at target i.
 	ps.mu.Lock()
 	for i := range int64(runs) {
-		ps.index.add(2*i, i)
+		ps.index.Add(2*i, i)
 	}
 	ps.acked = 2 * runs
 	ps.mu.Unlock()
@@ -44,16 +45,16 @@ func TestIndexBudgetEvictsStoredChunksAndTranslatesExactly(t *testing.T) {
 		t.Fatalf("after storing: %d chunks evicted, %d bytes held; want %d evicted (all but the last two), %d held", n, held, chunks-2, 2*indexChunkBytes)
 	}
 	ps.mu.Lock()
-	stored := len(ps.index.storedChunks())
-	inMemory := len(ps.index.runs)
+	stored := len(ps.index.StoredChunks())
+	inMemory := ps.index.Len()
 	ps.mu.Unlock()
-	if stored != chunks || inMemory != 2*indexChunkRuns {
-		t.Fatalf("index: %d stored chunks (want %d), %d runs in memory (want %d)", stored, chunks, inMemory, 2*indexChunkRuns)
+	if stored != chunks || inMemory != 2*index.ChunkRuns {
+		t.Fatalf("index: %d stored chunks (want %d), %d runs in memory (want %d)", stored, chunks, inMemory, 2*index.ChunkRuns)
 	}
 
 	// The first record at or after source offset s is source 2*ceil(s/2),
 	// at target ceil(s/2): in evicted chunks, between them, in memory.
-	for _, s := range []int64{0, 1, 2, 2*indexChunkRuns - 1, 2 * indexChunkRuns, 5001, 2*4*indexChunkRuns - 1, 2 * 4 * indexChunkRuns, 2*runs - 2} {
+	for _, s := range []int64{0, 1, 2, 2*index.ChunkRuns - 1, 2 * index.ChunkRuns, 5001, 2*4*index.ChunkRuns - 1, 2 * 4 * index.ChunkRuns, 2*runs - 2} {
 		to, behind, err := h.m.translatePartition(ctx, h.dstAdm, ps, s)
 		if err != nil || behind || to != (s+1)/2 {
 			t.Errorf("translate %d = %d, behind %v, %v; want %d", s, to, behind, err, (s+1)/2)
@@ -61,42 +62,9 @@ func TestIndexBudgetEvictsStoredChunksAndTranslatesExactly(t *testing.T) {
 	}
 	// Read back into the cache, not into the index.
 	ps.mu.Lock()
-	evicted := len(ps.index.evicted)
+	evicted := ps.index.Evicted()
 	ps.mu.Unlock()
 	if evicted != chunks-2 || len(h.m.chunks.items) == 0 {
 		t.Fatalf("after translating: %d chunks evicted (want %d), %d cached (want some)", evicted, chunks-2, len(h.m.chunks.items))
-	}
-}
-
-// TestIndexEvictableOnlyWhenStored: a chunk may leave memory only once it is
-// stored as it is: written and not changed since (not dirty), its write
-// acknowledged, and in a transaction committed (an aborted transaction's
-// chunk writes count for nothing).
-func TestIndexEvictableOnlyWhenStored(t *testing.T) {
-	ix := newPartitionIndex()
-	for i := range int64(5 * indexChunkRuns) {
-		ix.add(2*i, i)
-	}
-	if n := ix.evictable(); n != 0 {
-		t.Fatalf("dirty chunks: %d evictable, want 0", n)
-	}
-	ix.dirtyFrom = -1 // written (as writeAsync does), not acknowledged
-	if n := ix.evictable(); n != 0 {
-		t.Fatalf("written, unacknowledged chunks: %d evictable, want 0", n)
-	}
-	for k := range int64(5) {
-		ix.chunkAcked(k, false) // acknowledged inside an open transaction
-	}
-	if n := ix.evictable(); n != 0 {
-		t.Fatalf("uncommitted chunks: %d evictable, want 0", n)
-	}
-	ix.ackedBelow = ix.storedBelow // the transaction aborted
-	ix.chunkAcked(4, true)         // written again, outside a transaction
-	if n := ix.evictable(); n != 3 {
-		t.Fatalf("stored chunks: %d evictable, want 3 (all but the last two)", n)
-	}
-	ix.markDirty(1 * indexChunkRuns) // chunk 1 changed since
-	if n := ix.evictable(); n != 1 {
-		t.Fatalf("chunk 1 dirty: %d evictable, want 1 (chunk 0)", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kmirror/kmirror/connector/index"
 	"log/slog"
 	"sort"
 	"sync"
@@ -192,9 +193,9 @@ type Mirror struct {
 	sel atomic.Pointer[Selection]
 
 	mu            sync.Mutex
-	topics        map[string]*topicState             // by source topic
-	indexes       map[topicPartition]*partitionIndex // loaded at start, handed to the copier
-	metaPersisted map[string]map[string]string       // by target topic, as last acknowledged
+	topics        map[string]*topicState              // by source topic
+	indexes       map[topicPartition]*index.Partition // loaded at start, handed to the copier
+	metaPersisted map[string]map[string]string        // by target topic, as last acknowledged
 	lastPassAt    time.Time
 	lastPassErr   error
 	endsAt        time.Time // the last refreshEnds (endsDue)
@@ -250,7 +251,7 @@ func New(cfg Config) (*Mirror, error) {
 		produceCtx:          produceCtx,
 		cancelProduce:       cancel,
 		topics:              make(map[string]*topicState),
-		indexes:             make(map[topicPartition]*partitionIndex),
+		indexes:             make(map[topicPartition]*index.Partition),
 		metaPersisted:       make(map[string]map[string]string),
 	}
 	m.sel.Store(&Selection{Filters: cfg.Filters, ConfigFilters: cfg.ConfigFilters, GroupFilters: cfg.GroupFilters, Labels: cfg.Labels, TrustedUpstreams: cfg.TrustedUpstreams})
@@ -259,7 +260,7 @@ func New(cfg Config) (*Mirror, error) {
 	}
 	m.slots = newSlotPlane(m)
 	if cfg.MM2 != nil && cfg.MM2.Adopt {
-		m.adopt = &adoption{decided: make(map[topicPartition]*offsetRun)}
+		m.adopt = &adoption{decided: make(map[topicPartition]*index.Run)}
 	}
 	if cfg.MM2 != nil {
 		m.mm2Syncs = newMM2SyncStore()

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kmirror/kmirror/connector/index"
 	"log/slog"
 	"sort"
 	"strconv"
@@ -150,7 +151,7 @@ type adoption struct {
 	// decided: the floor a partition's copy starts from (source offset
 	// src is target offset dst), or nil: from the source's start. A
 	// partition not in it waits for the decision.
-	decided map[topicPartition]*offsetRun
+	decided map[topicPartition]*index.Run
 }
 
 // adoptionCandidates are the partitions assignments() would start without
@@ -261,7 +262,7 @@ func (m *Mirror) decideAdoption(ctx context.Context, c *clients, tl targetListin
 					m.adopt.decided[tp] = nil
 					fresh++
 				default:
-					m.adopt.decided[tp] = &offsetRun{src: next, dst: end.Offset}
+					m.adopt.decided[tp] = &index.Run{Src: next, Dst: end.Offset}
 					adopted++
 				}
 			}
@@ -309,7 +310,7 @@ func foreignConnectorErr(mc *MM2Config, foreign map[string]bool, waiting []topic
 // adoptedStart is where tp starts when it has no stored position: wait
 // is true while the adoption is undecided; otherwise floor is MM2's
 // position (nil: from the start). The caller holds m.mu.
-func (m *Mirror) adoptedStart(tp topicPartition) (floor *offsetRun, wait bool) {
+func (m *Mirror) adoptedStart(tp topicPartition) (floor *index.Run, wait bool) {
 	if m.adopt == nil {
 		return nil, false
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/kmirror/kmirror/connector/index"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -245,7 +247,7 @@ func TestAdoptionContinuesWhereMM2Stopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	p0, p1 := topicPartition{"orders", 0}, topicPartition{"orders", 1}
-	if f := ld.positions[p0].floor; f == nil || *f != (offsetRun{src: 7, dst: 7}) {
+	if f := ld.positions[p0].floor; f == nil || *f != (index.Run{Src: 7, Dst: 7}) {
 		t.Fatalf("partition 0 floor %v, want source 7 = target 7", f)
 	}
 	if f := ld.positions[p1].floor; f != nil {
@@ -263,7 +265,7 @@ func TestAdoptionContinuesWhereMM2Stopped(t *testing.T) {
 			t.Fatalf("translate %d = %d, %v; want %d", s, got, err, want)
 		}
 	}
-	if _, err := ix.translate(6); !errors.Is(err, ErrBelowAdopted) {
+	if _, err := ix.Translate(6); !errors.Is(err, index.ErrBelowAdopted) {
 		t.Fatalf("translate 6: %v", err)
 	}
 }
@@ -325,9 +327,10 @@ func TestAdoptionFaults(t *testing.T) {
 		t.Fatal("partition 0 not started once MM2's position could be read")
 	}
 	ps.mu.Lock()
-	acked, floor := ps.acked, ps.index.floor
+	acked := ps.acked
+	floor, adopted := ps.index.Floor()
 	ps.mu.Unlock()
-	if acked != 7 || floor == nil || *floor != (offsetRun{src: 7, dst: 7}) {
+	if acked != 7 || !adopted || floor != (index.Run{Src: 7, Dst: 7}) {
 		t.Fatalf("partition 0 starts at %d with floor %v, want 7 with floor 7->7", acked, floor)
 	}
 	if ps := h.cp.partition(topicPartition{"orders", 1}); ps == nil || ps.acked != -1 {
@@ -406,21 +409,21 @@ func TestMM2Checkpoints(t *testing.T) {
 // since translates its floor exactly and later offsets as behind, at the
 // floor; older ones are untranslatable.
 func TestAdoptedIndexBeforeAnyCopy(t *testing.T) {
-	ix := adoptedIndex(nil, 100, 90)
+	ix := index.NewAdopted(nil, 100, 90)
 	if got, behind, err := translateOffset(ix, 100, 100); err != nil || got != 90 || behind {
 		t.Fatalf("floor: %d %v %v", got, behind, err)
 	}
 	if got, behind, err := translateOffset(ix, 100, 105); err != nil || got != 90 || !behind {
 		t.Fatalf("past the floor: %d %v %v", got, behind, err)
 	}
-	if _, _, err := translateOffset(ix, 100, 99); !errors.Is(err, ErrBelowAdopted) {
+	if _, _, err := translateOffset(ix, 100, 99); !errors.Is(err, index.ErrBelowAdopted) {
 		t.Fatalf("below the floor: %v", err)
 	}
 	// Stored chunks of an earlier index are deleted by the adopted one.
-	old := newPartitionIndex()
-	old.add(0, 0)
-	old.storedBelow = 1
-	if got := adoptedIndex(old, 5, 5).dropped; len(got) != 1 || got[0] != 0 {
+	old := index.New()
+	old.Add(0, 0)
+	old.ChunkAcked(0, true)
+	if got := index.NewAdopted(old, 5, 5).ChunksToDelete(); !slices.Contains(got, 0) {
 		t.Fatalf("dropped %v, want chunk 0", got)
 	}
 }

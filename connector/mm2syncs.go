@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/kmirror/kmirror/connector/index"
 	"log/slog"
 	"sort"
 	"sync"
@@ -14,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Offsets older than an adopted partition's floor (partitionIndex.floor)
+// Offsets older than an adopted partition's floor (index.Partition.floor)
 // point at records MirrorMaker 2 copied; kmirror's index does not map
 // them. They are translated as MM2 translates them, from MM2's offset
 // syncs: sparse pairs "source record u is target record d" that MM2's
@@ -102,8 +103,8 @@ var ErrNoMM2Sync = errors.New("no MirrorMaker 2 offset sync at or before the sou
 // before s, its target offset when s is the synced record, else the
 // offset after it (MM2 cannot know how many records between the sync
 // and s reached the target; assuming more could skip records). The result
-// never passes floor.dst, where kmirror's copy starts.
-func translateMM2Syncs(syncs []mm2Sync, floor offsetRun, s int64) (int64, error) {
+// never passes floor.Dst, where kmirror's copy starts.
+func translateMM2Syncs(syncs []mm2Sync, floor index.Run, s int64) (int64, error) {
 	i := sort.Search(len(syncs), func(i int) bool { return syncs[i].upstream > s })
 	if i == 0 {
 		return 0, ErrNoMM2Sync
@@ -113,7 +114,7 @@ func translateMM2Syncs(syncs []mm2Sync, floor offsetRun, s int64) (int64, error)
 	if sy.upstream < s {
 		t++
 	}
-	return min(t, floor.dst), nil
+	return min(t, floor.Dst), nil
 }
 
 // MM2SyncsMissingError: MM2's offset-syncs topic does not exist where the
@@ -191,11 +192,11 @@ func (st *mm2SyncStore) nextPass() {
 // from MM2's offset syncs. floors lists every adopted partition's floor
 // (source offset), for a read to cover them all at once; the syncs are
 // read when tp is not covered yet, at most once per pass after a failure.
-func (m *Mirror) translateBelowFloor(ctx context.Context, c *clients, tp topicPartition, floor offsetRun, s int64, floors func() map[topicPartition]int64) (int64, error) {
+func (m *Mirror) translateBelowFloor(ctx context.Context, c *clients, tp topicPartition, floor index.Run, s int64, floors func() map[topicPartition]int64) (int64, error) {
 	st := m.mm2Syncs
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if f, ok := st.covered[tp]; !ok || f != floor.src {
+	if f, ok := st.covered[tp]; !ok || f != floor.Src {
 		if st.err != nil && st.errPass == st.pass {
 			return 0, st.err
 		}
@@ -205,7 +206,7 @@ func (m *Mirror) translateBelowFloor(ctx context.Context, c *clients, tp topicPa
 			opts, adm, cluster, explain = m.cfg.TargetOpts, c.dstAdm, "target", m.dstErr
 		}
 		fl := floors()
-		fl[tp] = floor.src
+		fl[tp] = floor.Src
 		rctx, cancel := context.WithTimeout(ctx, mm2SyncsReadTimeout)
 		syncs, err := readMM2OffsetSyncs(rctx, m.log, opts, adm, mc.OffsetSyncsTopic, cluster, fl)
 		cancel()
@@ -229,8 +230,8 @@ func (m *Mirror) translateBelowFloor(ctx context.Context, c *clients, tp topicPa
 
 // mm2SyncsReason says why an offset below tp's floor has no translation
 // from MM2's offset syncs (err is translateBelowFloor's error).
-func mm2SyncsReason(floor offsetRun, s int64, err error) string {
-	below := fmt.Sprintf("source offset %d is older than source offset %d, where kmirror took over from MirrorMaker 2 (mirrors[].mm2.adopt)", s, floor.src)
+func mm2SyncsReason(floor index.Run, s int64, err error) string {
+	below := fmt.Sprintf("source offset %d is older than source offset %d, where kmirror took over from MirrorMaker 2 (mirrors[].mm2.adopt)", s, floor.Src)
 	if errors.Is(err, ErrNoMM2Sync) {
 		return below + ": MM2's offset syncs have none at or before it, so MM2 could not translate it either"
 	}
@@ -243,7 +244,7 @@ const mm2SyncsNote = "translated from MirrorMaker 2's offset syncs (MM2-accurate
 // translateFromMM2 sets gp, whose source offset is below tp's floor, from
 // MM2's offset syncs: Approximate with the translation, or untranslatable
 // with why not.
-func (m *Mirror) translateFromMM2(ctx context.Context, c *clients, gp *GroupPartition, tp topicPartition, floor offsetRun, floors func() map[topicPartition]int64) {
+func (m *Mirror) translateFromMM2(ctx context.Context, c *clients, gp *GroupPartition, tp topicPartition, floor index.Run, floors func() map[topicPartition]int64) {
 	to, err := m.translateBelowFloor(ctx, c, tp, floor, gp.SourceOffset, floors)
 	if err != nil {
 		gp.TargetOffset, gp.Untranslatable, gp.Reason = -1, true, mm2SyncsReason(floor, gp.SourceOffset, err)
@@ -258,8 +259,8 @@ func planeFloors(cp dataPlane) func() map[topicPartition]int64 {
 		out := make(map[topicPartition]int64)
 		for _, ps := range cp.snapshot() {
 			ps.mu.Lock()
-			if ps.index != nil && ps.index.adopted() {
-				out[ps.tp] = ps.index.floor.src
+			if ps.index != nil && ps.index.Adopted() {
+				out[ps.tp] = floorSource(ps.index)
 			}
 			ps.mu.Unlock()
 		}
@@ -268,14 +269,21 @@ func planeFloors(cp dataPlane) func() map[topicPartition]int64 {
 }
 
 // indexFloors lists the floors of the adopted partitions in indexes.
-func indexFloors(indexes map[topicPartition]*partitionIndex) func() map[topicPartition]int64 {
+func indexFloors(indexes map[topicPartition]*index.Partition) func() map[topicPartition]int64 {
 	return func() map[topicPartition]int64 {
 		out := make(map[topicPartition]int64)
 		for tp, ix := range indexes {
-			if ix.adopted() {
-				out[tp] = ix.floor.src
+			if ix.Adopted() {
+				out[tp] = floorSource(ix)
 			}
 		}
 		return out
 	}
+}
+
+// floorSource is the source offset an adopted partition's copy started
+// from (see index.NewAdopted).
+func floorSource(ix *index.Partition) int64 {
+	floor, _ := ix.Floor()
+	return floor.Src
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"github.com/kmirror/kmirror/connector/index"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -47,7 +48,7 @@ func TestDecodeMM2OffsetSync(t *testing.T) {
 // first sync, never past the floor.
 func TestTranslateMM2Syncs(t *testing.T) {
 	syncs := []mm2Sync{{10, 5}, {20, 12}, {30, 20}}
-	floor := offsetRun{src: 40, dst: 30}
+	floor := index.Run{Src: 40, Dst: 30}
 	for s, want := range map[int64]int64{10: 5, 11: 6, 19: 6, 20: 12, 25: 13, 30: 20, 39: 21} {
 		if got, err := translateMM2Syncs(syncs, floor, s); err != nil || got != want {
 			t.Errorf("translate %d = %d, %v; want %d", s, got, err, want)
@@ -62,7 +63,7 @@ func TestTranslateMM2Syncs(t *testing.T) {
 		t.Errorf("no syncs: %v", err)
 	}
 	// Capped at the floor's target offset.
-	if got, err := translateMM2Syncs([]mm2Sync{{30, 29}}, offsetRun{src: 40, dst: 29}, 35); err != nil || got != 29 {
+	if got, err := translateMM2Syncs([]mm2Sync{{30, 29}}, index.Run{Src: 40, Dst: 29}, 35); err != nil || got != 29 {
 		t.Errorf("capped: %d, %v; want 29", got, err)
 	}
 }
@@ -263,7 +264,7 @@ func TestGroupOffsetsBelowAdoptionFromMM2Syncs(t *testing.T) {
 	cfg.SourceOpts = []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)}
 	cfg.TargetOpts = []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}
 	// The progress the worker stores for the adopted partition.
-	k, v := encodeProgress(topicPartition{"orders", 0}, position{next: 7, floor: &offsetRun{src: 7, dst: 7}})
+	k, v := encodeProgress(topicPartition{"orders", 0}, position{next: 7, floor: &index.Run{Src: 7, Dst: 7}})
 	if err := h.dst.ProduceSync(ctx, &kgo.Record{Topic: h.m.progressTopic, Key: k, Value: h.m.sealer.seal(v)}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,10 @@
 package connector
 
-import "github.com/twmb/franz-go/pkg/kgo"
+import (
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/connector/index"
+)
 
 // dataPlane is what the control plane drives: the partitions being copied,
 // parked or assigned. A slotPlane (cluster.go) routes each partition to the
@@ -15,7 +19,7 @@ type dataPlane interface {
 	assign(as []assignment, srcOpts []kgo.Opt) (started bool, err error)
 	unassign(tps []topicPartition)
 	parkedState(tp topicPartition) (ps *partitionState, settled bool)
-	dropParked(tps []topicPartition) map[topicPartition]*partitionIndex
+	dropParked(tps []topicPartition) map[topicPartition]*index.Partition
 	// partition is the state of a partition copied here, nil otherwise.
 	partition(tp topicPartition) *partitionState
 	// snapshot is every partition copied here.

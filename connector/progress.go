@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kmirror/kmirror/connector/index"
 	"log/slog"
 	"slices"
 	"sync"
@@ -26,7 +27,7 @@ import (
 //	             value {"next_offset":1234,"topic_id":"<base64 source topic ID>",
 //	                    "mm2_adopted":{"source":1000,"target":990}}
 //	index chunk  key {"topic":"orders","partition":0,"chunk":3}
-//	             value: runs of the offset index (offsetindex.go)
+//	             value: runs of the offset index (package index)
 //
 // Every value is wrapped in the offset envelope (connector/offsets); a
 // progress value written before the envelope existed is bare JSON, which
@@ -63,7 +64,7 @@ type adoptedValue struct {
 type position struct {
 	next    int64
 	topicID string
-	floor   *offsetRun // the index's floor (partitionIndex.floor), or nil
+	floor   *index.Run // the index's floor (index.Partition.floor), or nil
 }
 
 // sealer wraps record values in the offset envelope with the configured
@@ -88,7 +89,7 @@ func encodeProgress(tp topicPartition, pos position) (key, value []byte) {
 	key, _ = json.Marshal(progressKey{Topic: tp.topic, Partition: tp.partition})
 	v := progressValue{NextOffset: pos.next, TopicID: pos.topicID}
 	if f := pos.floor; f != nil {
-		v.MM2Adopted = &adoptedValue{Source: f.src, Target: f.dst}
+		v.MM2Adopted = &adoptedValue{Source: f.Src, Target: f.Dst}
 	}
 	value, _ = json.Marshal(v)
 	return key, value
@@ -111,7 +112,7 @@ func decodeProgress(key, value []byte) (topicPartition, position, error) {
 	}
 	pos := position{next: v.NextOffset, topicID: v.TopicID}
 	if a := v.MM2Adopted; a != nil {
-		pos.floor = &offsetRun{src: a.Source, dst: a.Target}
+		pos.floor = &index.Run{Src: a.Source, Dst: a.Target}
 	}
 	return topicPartition{k.Topic, k.Partition}, pos, nil
 }
@@ -119,7 +120,7 @@ func decodeProgress(key, value []byte) (topicPartition, position, error) {
 // loaded is what a mirror finds in its progress topic at start.
 type loaded struct {
 	positions map[topicPartition]position
-	indexes   map[topicPartition]*partitionIndex
+	indexes   map[topicPartition]*index.Partition
 }
 
 // resume returns a with the position and index ld holds for its
@@ -134,9 +135,10 @@ func (ld loaded) resume(a assignment) assignment {
 	case ok && (pos.topicID == "" || a.topicID == "" || pos.topicID == a.topicID):
 		a.next, a.index = pos.next, ix
 	case ix != nil && a.index == nil:
-		a.next, a.index = -1, ix.replacement()
-	case ix != nil && a.index.adopted():
-		a.index = adoptedIndex(ix, a.index.floor.src, a.index.floor.dst)
+		a.next, a.index = -1, ix.Replacement()
+	case ix != nil && a.index.Adopted():
+		floor, _ := a.index.Floor()
+		a.index = index.NewAdopted(ix, floor.Src, floor.Dst)
 	}
 	delete(ld.positions, a.tp)
 	delete(ld.indexes, a.tp)
@@ -162,36 +164,30 @@ type progressState struct {
 	// chunks holds each partition's stored index chunks by number,
 	// sorted: a slice rather than a map per partition (most have one or
 	// two chunks), which at 100,000 partitions was 25 MB of the state.
-	chunks map[topicPartition][]storedChunk
+	chunks map[topicPartition][]index.Chunk
 	keep   func(topicPartition) bool // nil: every partition
 	// ids interns the topic IDs of positions: one string per topic, not
 	// one per partition.
 	ids map[string]string
 }
 
-// storedChunk is one index chunk as stored: its number and its runs.
-type storedChunk struct {
-	n    int64
-	runs []offsetRun
-}
-
 func newProgressState() *progressState {
-	return &progressState{positions: make(map[topicPartition]position), chunks: make(map[topicPartition][]storedChunk), ids: make(map[string]string)}
+	return &progressState{positions: make(map[topicPartition]position), chunks: make(map[topicPartition][]index.Chunk), ids: make(map[string]string)}
 }
 
 // setChunk stores chunk n of tp's index, or deletes it when runs is nil.
-func (st *progressState) setChunk(tp topicPartition, n int64, runs []offsetRun) {
+func (st *progressState) setChunk(tp topicPartition, n int64, runs []index.Run) {
 	cs := st.chunks[tp]
-	i, found := slices.BinarySearchFunc(cs, n, func(c storedChunk, n int64) int { return cmp.Compare(c.n, n) })
+	i, found := slices.BinarySearchFunc(cs, n, func(c index.Chunk, n int64) int { return cmp.Compare(c.K, n) })
 	switch {
 	case runs == nil && !found:
 		return
 	case runs == nil:
 		cs = slices.Delete(cs, i, i+1)
 	case found:
-		cs[i].runs = runs
+		cs[i].Runs = runs
 	default:
-		cs = slices.Insert(cs, i, storedChunk{n, runs})
+		cs = slices.Insert(cs, i, index.Chunk{K: n, Runs: runs})
 	}
 	if len(cs) == 0 {
 		delete(st.chunks, tp)
@@ -235,12 +231,12 @@ func (st *progressState) apply(key, value []byte) error {
 		st.positions[tp] = pos
 		return nil
 	}
-	runs, err := decodeIndexChunk(payload)
+	runs, err := index.DecodeChunk(payload)
 	if err != nil {
 		return fmt.Errorf("key %s: %w", key, err)
 	}
 	if runs == nil {
-		runs = []offsetRun{} // an empty chunk is stored, not a deletion
+		runs = []index.Run{} // an empty chunk is stored, not a deletion
 	}
 	st.setChunk(tp, *k.Chunk, runs)
 	return nil
@@ -267,10 +263,10 @@ func (st *progressState) copyOf(keep func(topicPartition) bool) *progressState {
 
 // loaded assembles the indexes: what a slot or a worker starts from.
 func (st *progressState) loaded() loaded {
-	out := loaded{positions: st.positions, indexes: make(map[topicPartition]*partitionIndex, len(st.chunks))}
+	out := loaded{positions: st.positions, indexes: make(map[topicPartition]*index.Partition, len(st.chunks))}
 	for tp, cs := range st.chunks {
 		if len(cs) > 0 { // every chunk deleted: nothing to keep
-			out.indexes[tp] = assembleIndex(cs)
+			out.indexes[tp] = index.Assemble(cs)
 		}
 	}
 	for tp, pos := range out.positions {
@@ -278,9 +274,9 @@ func (st *progressState) loaded() loaded {
 			continue
 		}
 		if out.indexes[tp] == nil {
-			out.indexes[tp] = newPartitionIndex()
+			out.indexes[tp] = index.New()
 		}
-		out.indexes[tp].floor = pos.floor
+		out.indexes[tp].SetFloor(pos.floor.Src, pos.floor.Dst)
 	}
 	return out
 }
@@ -386,48 +382,6 @@ func (l *progressLog) current(ctx context.Context, adm *kadm.Client, keep func(t
 	return view.loaded(), nil
 }
 
-// assembleIndex rebuilds an index from its stored chunks. Only the newest
-// contiguous sequence of full chunks (plus the open last one) is kept: a
-// gap means chunks were pruned, and older ones cannot be trusted to line up.
-func assembleIndex(cs []storedChunk) *partitionIndex {
-	// cs is sorted by number (setChunk).
-	ix := newPartitionIndex()
-	start := len(cs) - 1
-	for start > 0 && cs[start-1].n == cs[start].n-1 && len(cs[start-1].runs) == indexChunkRuns {
-		start--
-	}
-	if start < 0 {
-		return ix
-	}
-	// Chunks of an index that started over (a recreated topic) may
-	// outlive a crash before their deletion was written: keep only what
-	// follows the last place the runs go backwards.
-	for {
-		ix.first = cs[start].n
-		ix.runs = ix.runs[:0]
-		restart := -1
-		for i, c := range cs[start:] {
-			rs := c.runs
-			if n := len(ix.runs); n > 0 && len(rs) > 0 && rs[0].src < ix.runs[n-1].srcEnd() {
-				restart = start + i
-			}
-			ix.runs = append(ix.runs, rs...)
-		}
-		if restart < 0 {
-			break
-		}
-		start = restart
-	}
-	// Chunks below the kept sequence are stale: delete them.
-	for _, c := range cs[:start] {
-		ix.dropped = append(ix.dropped, c.n)
-	}
-	// What was read is stored.
-	ix.storedBelow = ix.first + int64(len(ix.runs)+indexChunkRuns-1)/indexChunkRuns
-	ix.ackedBelow = ix.storedBelow
-	return ix
-}
-
 // progressWriter persists, per partition, the index chunks that changed and
 // the acked position, in that order.
 type progressWriter struct {
@@ -483,12 +437,6 @@ func (w *progressWriter) fail(kind string, tp topicPartition, err error) {
 	}
 }
 
-// chunkWrite is one index record to produce.
-type chunkWrite struct {
-	chunk int64
-	runs  []offsetRun // nil: delete the chunk
-}
-
 // writeAsync produces the changed index chunks and position of every
 // partition whose position moved. Promises mark what was persisted; a
 // failed write is retried on the next tick. It blocks while the producer's
@@ -501,23 +449,14 @@ func (w *progressWriter) writeAsync(ctx context.Context) []partitionWrites {
 	for _, ps := range w.c.persistable() {
 		ps.mu.Lock()
 		acked, persisted := ps.acked, ps.persisted
-		var writes []chunkWrite
+		var writes []index.Chunk
 		ix := ps.index
-		var floor *offsetRun
+		var floor *index.Run
 		if ix != nil {
-			floor = ix.floor
-			for _, k := range ix.dropped {
-				writes = append(writes, chunkWrite{chunk: k})
+			if f, ok := ix.Floor(); ok {
+				floor = &f
 			}
-			ix.dropped = nil
-			if ix.dirtyFrom >= 0 {
-				last := ix.first + int64(len(ix.runs)-1)/indexChunkRuns
-				for k := ix.dirtyFrom / indexChunkRuns; k <= last && len(ix.runs) > 0; k++ {
-					// Copy: the open chunk keeps growing.
-					writes = append(writes, chunkWrite{chunk: k, runs: append([]offsetRun(nil), ix.chunk(k)...)})
-				}
-				ix.dirtyFrom = -1
-			}
+			writes = ix.Changes()
 		}
 		ps.mu.Unlock()
 		if len(writes) > 0 {
@@ -525,17 +464,17 @@ func (w *progressWriter) writeAsync(ctx context.Context) []partitionWrites {
 		}
 		for _, cw := range writes {
 			var value []byte
-			if cw.runs != nil {
-				value = w.sealer.seal(encodeIndexChunk(cw.runs))
+			if cw.Runs != nil {
+				value = w.sealer.seal(index.EncodeChunk(cw.Runs))
 			}
-			w.dst.Produce(ctx, &kgo.Record{Topic: w.topic, Partition: w.partition(ps.tp), Key: indexChunkKey(ps.tp, cw.chunk), Value: value}, func(_ *kgo.Record, err error) {
+			w.dst.Produce(ctx, &kgo.Record{Topic: w.topic, Partition: w.partition(ps.tp), Key: indexChunkKey(ps.tp, cw.K), Value: value}, func(_ *kgo.Record, err error) {
 				if err == nil {
-					if cw.runs != nil {
+					if cw.Runs != nil {
 						ps.mu.Lock()
 						if ps.index == ix { // not replaced meanwhile
 							// Durable now, or at the commit of
 							// the transaction it belongs to.
-							ix.chunkAcked(cw.chunk, w.c.txn == nil)
+							ix.ChunkAcked(cw.K, w.c.txn == nil)
 						}
 						ps.mu.Unlock()
 					}
@@ -567,20 +506,16 @@ func (w *progressWriter) writeAsync(ctx context.Context) []partitionWrites {
 // partitionWrites are the index writes produced for one partition.
 type partitionWrites struct {
 	ps     *partitionState
-	writes []chunkWrite
+	writes []index.Chunk
 }
 
 // unwrite makes an index write that did not reach the target (refused, or
 // in a transaction that aborted) pending again.
-func (ps *partitionState) unwrite(cw chunkWrite) {
+func (ps *partitionState) unwrite(cw index.Chunk) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	ps.changed()
-	if cw.runs == nil {
-		ps.index.dropped = append(ps.index.dropped, cw.chunk)
-	} else {
-		ps.index.markDirty(cw.chunk * indexChunkRuns)
-	}
+	ps.index.Unwrite(cw)
 }
 
 // writeSync writes every change and waits for the target to acknowledge
@@ -629,14 +564,14 @@ func (g *persistGate) due(changes uint64, now time.Time) bool {
 // index chunks (its source topic is gone), so that a restart does not load
 // them again. A failed tombstone is logged and counted; the record it
 // should have deleted stays harmless (tied to the old topic's ID).
-func (m *Mirror) deleteStoredProgress(dst *kgo.Client, tp topicPartition, ix *partitionIndex) {
+func (m *Mirror) deleteStoredProgress(dst *kgo.Client, tp topicPartition, ix *index.Partition) {
 	type tomb struct {
 		kind string
 		key  []byte
 	}
 	var tombs []tomb
 	if ix != nil {
-		for _, k := range append(ix.storedChunks(), ix.dropped...) {
+		for _, k := range ix.ChunksToDelete() {
 			tombs = append(tombs, tomb{writeIndex, indexChunkKey(tp, k)})
 		}
 	}

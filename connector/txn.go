@@ -293,7 +293,7 @@ func (c *copier) committed() {
 			}
 		}
 		if ps.index != nil {
-			ps.index.storedBelow = ps.index.ackedBelow // committed: durable
+			ps.index.Committed() // durable
 		}
 		ps.mu.Unlock()
 	}
@@ -384,10 +384,10 @@ func (c *copier) txnAbort(ctx context.Context, written []partitionWrites, why er
 		if ps.committed >= 0 {
 			// Entries for records of the aborted transaction: their
 			// target offsets hold nothing a consumer will ever see.
-			ps.index.truncate(ps.committed)
+			ps.index.Truncate(ps.committed)
 		}
 		if ps.index != nil {
-			ps.index.ackedBelow = ps.index.storedBelow // those writes were aborted
+			ps.index.Aborted() // those writes were aborted
 		}
 		ps.inflight, ps.head = ps.inflight[:0], 0
 		if ps.failed != nil {

@@ -307,7 +307,7 @@ func TestTxnPoisonRecordDeadLettered(t *testing.T) {
 	}
 	ps := c.cp.partition(tp)
 	ps.mu.Lock()
-	to, err := ps.index.translate(20)
+	to, err := ps.index.Translate(20)
 	ps.mu.Unlock()
 	if err != nil || to != r21 {
 		t.Fatalf("translate(20) = %d, %v; want %d (r-21 on the target)", to, err, r21)

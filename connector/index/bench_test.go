@@ -1,4 +1,4 @@
-package connector
+package index
 
 import (
 	"math/rand/v2"
@@ -10,12 +10,12 @@ import (
 // buildIndex simulates mirroring n records of a partition whose source
 // has a transaction marker after every txnSize records and, now and then,
 // a stretch removed by compaction: the gaps that make an index grow.
-func buildIndex(n int, txnSize int) *partitionIndex {
+func buildIndex(n int, txnSize int) *Partition {
 	r := rand.New(rand.NewPCG(1, 2))
-	ix := newPartitionIndex()
+	ix := New()
 	src, dst := int64(0), int64(0)
 	for i := range n {
-		ix.add(src, dst)
+		ix.Add(src, dst)
 		src++
 		dst++
 		if txnSize > 0 && (i+1)%txnSize == 0 {
@@ -35,8 +35,8 @@ func buildIndex(n int, txnSize int) *partitionIndex {
 func BenchmarkOffsetStorage(b *testing.B) {
 	ix := buildIndex(1_000_000, 100)
 	var chunks [][]byte
-	for k := ix.first; k <= ix.first+int64(len(ix.runs)-1)/indexChunkRuns; k++ {
-		chunks = append(chunks, encodeIndexChunk(ix.chunk(k)))
+	for k := ix.first; k <= ix.first+int64(len(ix.runs)-1)/ChunkRuns; k++ {
+		chunks = append(chunks, EncodeChunk(ix.chunk(k)))
 	}
 	b.Logf("1M records -> %d runs in %d chunks", len(ix.runs), len(chunks))
 	for _, c := range offsets.Codecs() {
@@ -61,7 +61,7 @@ func BenchmarkOffsetStorage(b *testing.B) {
 // a million records.
 func BenchmarkTranslate(b *testing.B) {
 	ix := buildIndex(1_000_000, 100)
-	end := ix.runs[len(ix.runs)-1].srcEnd()
+	end := ix.runs[len(ix.runs)-1].SrcEnd()
 	r := rand.New(rand.NewPCG(3, 4))
 	qs := make([]int64, 4096)
 	for i := range qs {
@@ -69,7 +69,7 @@ func BenchmarkTranslate(b *testing.B) {
 	}
 	i := 0
 	for b.Loop() {
-		if _, err := ix.translate(qs[i%len(qs)]); err != nil {
+		if _, err := ix.Translate(qs[i%len(qs)]); err != nil {
 			b.Fatal(err)
 		}
 		i++
