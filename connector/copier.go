@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/kmirror/kmirror/connector/index"
+	"github.com/kmirror/kmirror/connector/recordbatch"
 	"log/slog"
 	"maps"
 	"slices"
@@ -1079,8 +1080,8 @@ func (c *copier) rewindFailed() {
 					// isolation of a refused record) take over.
 					ps.passthrough = false
 					c.pt.remove(ps.tp)
-					c.pt.logFallback(ps.tp, reasonRefused, ps.failed)
-					c.metrics.incFallback(reasonRefused)
+					c.pt.logFallback(ps.tp, recordbatch.ReasonRefused, ps.failed)
+					c.metrics.incFallback(recordbatch.ReasonRefused)
 					fallback = append(fallback, ps)
 				case ps.passthrough:
 					if ps.expired == nil && !errors.Is(ps.failed, context.Canceled) {

@@ -1,6 +1,7 @@
 package connector
 
 import (
+	"github.com/kmirror/kmirror/connector/recordbatch"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -507,7 +508,7 @@ const (
 )
 
 // fallbackReasons label kmirror_passthrough_fallbacks_total (pre-initialised).
-var fallbackReasons = []string{reasonAborted, reasonStraddle, reasonGaps, reasonLogAppendTime, reasonMalformed, reasonRefused}
+var fallbackReasons = []string{recordbatch.ReasonAborted, recordbatch.ReasonStraddle, recordbatch.ReasonGaps, recordbatch.ReasonLogAppendTime, recordbatch.ReasonMalformed, recordbatch.ReasonRefused}
 
 // batchWritten counts a batch acknowledged by the target on path.
 func (mm *mirrorMetrics) batchWritten(passthrough bool) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kmirror/kmirror/connector/recordbatch"
 	"hash/fnv"
 	"sync"
 	"sync/atomic"
@@ -17,8 +18,8 @@ import (
 // passthrough is the copier's batch path (producer.compression: source,
 // without exactly_once): it fetches source partitions with raw Fetch
 // requests, so batches stay compressed, and forwards each batch that is
-// safe to forward (passReason) to the target with a raw Produce request,
-// rewriting only its header (rewriteBatch). Batches that are not safe are
+// safe to forward (recordbatch.PassReason) to the target with a raw Produce request,
+// rewriting only its header (recordbatch.Rewrite). Batches that are not safe are
 // decoded with franz-go's own parser (kgo.ProcessFetchPartition: aborted
 // transactions and markers dropped) and re-encoded into a batch of their
 // records, with the source codec, on the same path: one producer per
@@ -189,10 +190,10 @@ type ptFetch struct {
 	gen  uint64
 	from int64
 	rp   kmsg.FetchResponseTopicPartition
-	// rp's record bytes cut into batches once, by accept (splitBatches
+	// rp's record bytes cut into batches once, by accept (recordbatch.Split
 	// reads each batch's CRC: a pass over every byte).
 	batches  [][]byte
-	hs       []batchHeader
+	hs       []recordbatch.Header
 	splitErr error
 }
 
@@ -326,17 +327,12 @@ func newPassthrough(c *copier, dstOpts []kgo.Opt) *passthrough {
 		space:          make(chan struct{}),
 		pid:            -1,
 		decomp:         kgo.DefaultDecompressor(),
-		comps:          make(map[int8]kgo.Compressor),
+		comps:          recordbatch.Compressors(),
 		loggedFallback: make(map[string]bool),
 		txnAdded:       make(map[topicPartition]bool),
 	}
 	p.srcMeta.init()
 	p.dstMeta.init()
-	for codec, cc := range map[int8]kgo.CompressionCodec{1: kgo.GzipCompression(), 2: kgo.SnappyCompression(), 3: kgo.Lz4Compression(), 4: kgo.ZstdCompression()} {
-		if comp, err := kgo.DefaultCompressor(cc); err == nil {
-			p.comps[codec] = comp
-		}
-	}
 	return p
 }
 
@@ -483,13 +479,13 @@ func (c *copier) produceFetch(ps *partitionState, f ptFetch) {
 	}
 	reason := ""
 	if splitErr != nil {
-		reason = reasonMalformed
+		reason = recordbatch.ReasonMalformed
 	}
 	for _, h := range hs {
 		if reason != "" {
 			break
 		}
-		if r := passReason(h, f.from, aborted); r != reasonControl {
+		if r := recordbatch.PassReason(h, f.from, aborted); r != recordbatch.ReasonControl {
 			reason = r
 		}
 	}
@@ -512,13 +508,13 @@ func (c *copier) produceFetch(ps *partitionState, f ptFetch) {
 	if reason == "" {
 		for i, b := range batches {
 			h := hs[i]
-			if h.control() {
+			if h.Control() {
 				continue
 			}
-			u := &ptUnit{batch: b, count: h.count, ts: batchTime(h), forward: true}
-			u.src = make([]int64, h.count)
+			u := &ptUnit{batch: b, count: h.Count, ts: h.Time(), forward: true}
+			u.src = make([]int64, h.Count)
 			for j := range u.src {
-				u.src[j] = h.base + int64(j)
+				u.src[j] = h.Base + int64(j)
 			}
 			units = append(units, u)
 		}
@@ -595,7 +591,7 @@ func (c *copier) decodeFetch(f ptFetch) (units []*ptUnit, ok bool) {
 	}
 	codec := int8(0)
 	if len(f.hs) > 0 {
-		codec = f.hs[0].codec()
+		codec = f.hs[0].Codec()
 	} else if len(fp.Records) > 0 {
 		codec = int8(fp.Records[0].Attrs.CompressionType())
 	}
@@ -625,7 +621,7 @@ func decodedTo(f ptFetch, fp kgo.FetchPartition, next int64) (int64, error) {
 		}
 		return stop, fp.Err
 	}
-	if n := len(f.hs); n > 0 && next <= f.hs[n-1].base+int64(f.hs[n-1].lastDelta) {
+	if n := len(f.hs); n > 0 && next <= f.hs[n-1].Base+int64(f.hs[n-1].LastDelta) {
 		return next, fmt.Errorf("%w at offset %d", errUndecodable, next)
 	}
 	return next, nil
@@ -641,7 +637,7 @@ func (p *passthrough) encodeUnits(records []*kgo.Record, codec int8) []*ptUnit {
 			size += recordBytes(records[n]) + 32
 			n++
 		}
-		b, err := encodeBatch(records[:n], codec, p.comps[codec])
+		b, err := recordbatch.Encode(records[:n], codec, p.comps[codec])
 		if err != nil {
 			p.c.log.Error("could not encode a batch", "err", err)
 			return nil
@@ -862,7 +858,7 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 				if pid < 0 {
 					pid, epoch = p.pid, p.epoch
 				}
-				if err := rewriteBatch(s.u.batch, pid, epoch, s.q.seq, p.txn); err != nil {
+				if err := recordbatch.Rewrite(s.u.batch, pid, epoch, s.q.seq, p.txn); err != nil {
 					// Failed once nothing before it is in flight.
 					if s.q.sent == 0 {
 						p.failQueueLocked(s.tp, s.q, err)

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/kmirror/kmirror/connector/recordbatch"
 	"hash/crc32"
 	"log/slog"
 	"slices"
@@ -282,7 +283,7 @@ func TestUndecodableBatchNeverSkipped(t *testing.T) {
 			}
 			produceRawBatch(t, src, "orders", rawBatch(t, cs, 0))
 			if tc.targetRefuses {
-				payload := bad[batchHeaderLen:]
+				payload := bad[recordbatch.HeaderLen:]
 				dst.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
 					dst.KeepControl()
 					req := kr.(*kmsg.ProduceRequest)
@@ -361,8 +362,7 @@ func targetValuesFrom(t *testing.T, dst *kfake.Cluster, from int64) []string {
 // 0..n-1, no producer), compressed with codec.
 func rawBatch(t *testing.T, recs []*kgo.Record, codec int8) []byte {
 	t.Helper()
-	p := newPassthrough(&copier{}, nil)
-	b, err := encodeBatch(recs, codec, p.comps[codec])
+	b, err := recordbatch.Encode(recs, codec, recordbatch.Compressors()[codec])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,12 +375,12 @@ func rawBatch(t *testing.T, recs []*kgo.Record, codec int8) []byte {
 // it).
 func undecodableBatch(t *testing.T) []byte {
 	t.Helper()
-	b := rawBatch(t, testRecords(), 4)
-	for i := batchHeaderLen; i < len(b); i++ {
+	b := rawBatch(t, []*kgo.Record{{Value: []byte("a")}, {Value: []byte("b")}, {Value: []byte("c")}}, 4)
+	for i := recordbatch.HeaderLen; i < len(b); i++ {
 		b[i] = byte(i * 7)
 	}
-	binary.BigEndian.PutUint32(b[batchOffCRC:], crc32.Checksum(b[batchOffAttrs:], crc32c))
-	if _, err := kgo.DefaultDecompressor().Decompress(b[batchHeaderLen:], kgo.CodecZstd); err == nil {
+	binary.BigEndian.PutUint32(b[recordbatch.OffCRC:], crc32.Checksum(b[recordbatch.OffAttrs:], recordbatch.CRCTable))
+	if _, err := kgo.DefaultDecompressor().Decompress(b[recordbatch.HeaderLen:], kgo.CodecZstd); err == nil {
 		t.Fatal("the garbage payload decompresses")
 	}
 	return b

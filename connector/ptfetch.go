@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kmirror/kmirror/connector/recordbatch"
 	"maps"
 	"math"
 	"math/rand/v2"
@@ -559,7 +560,7 @@ func (p *passthrough) accept(leader int32, tp topicPartition, rp kmsg.FetchRespo
 		return false
 	}
 	last := int64(-1)
-	batches, hs, err := splitBatches(rp.RecordBatches)
+	batches, hs, err := recordbatch.Split(rp.RecordBatches)
 	f := ptFetch{tp: tp, gen: gen, from: from, rp: rp, batches: batches, hs: hs, splitErr: err}
 	if err != nil {
 		// Not v2 batches (an old message format): the record path's
@@ -567,7 +568,7 @@ func (p *passthrough) accept(leader int32, tp topicPartition, rp kmsg.FetchRespo
 		last = -1
 	}
 	for _, h := range hs {
-		last = h.base + int64(h.lastDelta)
+		last = h.Base + int64(h.LastDelta)
 	}
 	if err == nil && last < 0 && len(rp.RecordBatches) == 0 {
 		// Nothing new: still hand the watermarks over (lag), when they

@@ -19,7 +19,7 @@ import (
 //
 //   - with the slot producer's ID and epoch (txnBegin, read again at every
 //     BeginTransaction: franz-go may bump the epoch after an abort), the
-//     transactional bit set (rewriteBatch), so that a fence (the next
+//     transactional bit set (recordbatch.Rewrite), so that a fence (the next
 //     owner's InitProducerID) refuses them like any write of the old owner,
 //     and read_committed consumers see them only once committed;
 //   - each target partition added to the transaction (AddPartitionsToTxn,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/kmirror/kmirror/connector/recordbatch"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,7 +46,7 @@ func rawLog(t *testing.T, c *kfake.Cluster, topic string, partition int32) [][]b
 		if err != nil {
 			t.Fatalf("fetch %s/%d at %d: %v", topic, partition, pos, err)
 		}
-		batches, hs, err := splitBatches(resp.Topics[0].Partitions[0].RecordBatches)
+		batches, hs, err := recordbatch.Split(resp.Topics[0].Partitions[0].RecordBatches)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,11 +54,11 @@ func rawLog(t *testing.T, c *kfake.Cluster, topic string, partition int32) [][]b
 			t.Fatalf("fetch %s/%d at %d of %d: no batch", topic, partition, pos, end)
 		}
 		for i, b := range batches {
-			if hs[i].base+int64(hs[i].lastDelta) < pos {
+			if hs[i].Base+int64(hs[i].LastDelta) < pos {
 				continue
 			}
 			out = append(out, append([]byte(nil), b...))
-			pos = hs[i].base + int64(hs[i].lastDelta) + 1
+			pos = hs[i].Base + int64(hs[i].LastDelta) + 1
 		}
 	}
 	return out
@@ -156,23 +157,23 @@ func TestTxnBatchPathForwardsCompressed(t *testing.T) {
 			var data [][]byte
 			var pid int64 = -1
 			for _, b := range rawLog(t, dst, "src."+topic, p) {
-				h, err := parseBatch(b)
+				h, err := recordbatch.Parse(b)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if h.control() {
+				if h.Control() {
 					if m := markerType(t, b); m != 1 {
 						t.Fatalf("%s/%d: a transaction marker of type %d: nothing was to abort", topic, p, m)
 					}
 					continue
 				}
-				if !h.transactional() {
-					t.Fatalf("%s/%d: a target batch at %d without the transactional bit", topic, p, h.base)
+				if !h.Transactional() {
+					t.Fatalf("%s/%d: a target batch at %d without the transactional bit", topic, p, h.Base)
 				}
-				if pid >= 0 && h.producerID != pid {
-					t.Fatalf("%s/%d: target batches of producers %d and %d: one slot producer wrote them", topic, p, pid, h.producerID)
+				if pid >= 0 && h.ProducerID != pid {
+					t.Fatalf("%s/%d: target batches of producers %d and %d: one slot producer wrote them", topic, p, pid, h.ProducerID)
 				}
-				pid = h.producerID
+				pid = h.ProducerID
 				data = append(data, b)
 			}
 			if len(data) != len(srcBatches) {
@@ -180,12 +181,12 @@ func TestTxnBatchPathForwardsCompressed(t *testing.T) {
 			}
 			for i, b := range data {
 				s := srcBatches[i]
-				hs, _ := parseBatch(s)
-				hd, _ := parseBatch(b)
-				if hd.codec() != codec || hd.codec() != hs.codec() || hd.count != hs.count {
-					t.Fatalf("%s/%d batch %d: codec %d, %d records; the source's: codec %d, %d records", topic, p, i, hd.codec(), hd.count, hs.codec(), hs.count)
+				hs, _ := recordbatch.Parse(s)
+				hd, _ := recordbatch.Parse(b)
+				if hd.Codec() != codec || hd.Codec() != hs.Codec() || hd.Count != hs.Count {
+					t.Fatalf("%s/%d batch %d: codec %d, %d records; the source's: codec %d, %d records", topic, p, i, hd.Codec(), hd.Count, hs.Codec(), hs.Count)
 				}
-				if !bytes.Equal(b[batchHeaderLen:], s[batchHeaderLen:]) {
+				if !bytes.Equal(b[recordbatch.HeaderLen:], s[recordbatch.HeaderLen:]) {
 					t.Fatalf("%s/%d batch %d: the compressed records differ from the source's: decoded and encoded again", topic, p, i)
 				}
 			}
@@ -245,10 +246,10 @@ func TestTxnBatchPathAbortEnds(t *testing.T) {
 	if len(log) < 2 {
 		t.Fatalf("the target holds %d batches", len(log))
 	}
-	if h, _ := parseBatch(log[0]); h.control() || !h.transactional() {
+	if h, _ := recordbatch.Parse(log[0]); h.Control() || !h.Transactional() {
 		t.Fatalf("the target's first batch is not the transactional data batch that was appended: %+v", h)
 	}
-	if h, _ := parseBatch(log[1]); !h.control() || markerType(t, log[1]) != 0 {
+	if h, _ := recordbatch.Parse(log[1]); !h.Control() || markerType(t, log[1]) != 0 {
 		t.Fatalf("the batch after the aborted one is not an abort marker (%+v): its transaction was never aborted", h)
 	}
 }
@@ -324,8 +325,8 @@ func TestTxnBatchPathFenced(t *testing.T) {
 	}
 	var written int32
 	for _, b := range rawLog(t, dst, "src.orders", 0) {
-		if h, _ := parseBatch(b); !h.control() {
-			written += h.count
+		if h, _ := recordbatch.Parse(b); !h.Control() {
+			written += h.Count
 		}
 	}
 	if written != 20 {
@@ -394,7 +395,7 @@ func TestTxnBatchPathLeavesForRecordPath(t *testing.T) {
 		req := kr.(*kmsg.ProduceRequest)
 		for _, rt := range req.Topics {
 			for _, rp := range rt.Partitions {
-				if rt.Topic == "src.orders" && len(rp.Records) > batchHeaderLen && rp.Records[batchOffAttrs+1]&attrCodecMask == 4 {
+				if rt.Topic == "src.orders" && len(rp.Records) > recordbatch.HeaderLen && rp.Records[recordbatch.OffAttrs+1]&recordbatch.AttrCodecMask == 4 {
 					refused.Add(1)
 					return refuseProduce(req, kerr.InvalidRecord.Code), nil, true
 				}

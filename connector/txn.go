@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kmirror/kmirror/connector/recordbatch"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -461,8 +462,8 @@ func (c *copier) leavesBatchPath(ps *partitionState) bool {
 	if !fallbackErr(ps.failed) && ps.ptRefusals < ptMaxRefusals {
 		return false
 	}
-	c.pt.logFallback(ps.tp, reasonRefused, ps.failed)
-	c.metrics.incFallback(reasonRefused)
+	c.pt.logFallback(ps.tp, recordbatch.ReasonRefused, ps.failed)
+	c.metrics.incFallback(recordbatch.ReasonRefused)
 	return true
 }
 

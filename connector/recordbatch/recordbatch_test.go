@@ -1,4 +1,4 @@
-package connector
+package recordbatch
 
 import (
 	"bytes"
@@ -65,17 +65,17 @@ func sameRecords(t *testing.T, got, want []*kgo.Record) {
 // offset deltas 0..n-1 (what the offset index relies on).
 func TestEncodeBatchRoundTrip(t *testing.T) {
 	t.Parallel()
-	p := newPassthrough(&copier{}, nil)
+	comps := Compressors()
 	for codec := int8(0); codec <= 4; codec++ {
-		b, err := encodeBatch(testRecords(), codec, p.comps[codec])
+		b, err := Encode(testRecords(), codec, comps[codec])
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := parseBatch(b)
+		h, err := Parse(b)
 		if err != nil {
 			t.Fatalf("codec %d: %v", codec, err)
 		}
-		if h.codec() != codec || h.count != 3 || h.lastDelta != 2 || h.logAppendTime() || h.transactional() {
+		if h.Codec() != codec || h.Count != 3 || h.LastDelta != 2 || h.LogAppendTime() || h.Transactional() {
 			t.Fatalf("codec %d: header %+v", codec, h)
 		}
 		got := decodeBatch(t, b)
@@ -94,18 +94,17 @@ func TestEncodeBatchRoundTrip(t *testing.T) {
 // sourceBatch builds a batch as a source broker stores it: base offset,
 // leader epoch, a producer, a sequence, maybe transactional.
 func sourceBatch(t testing.TB, base int64, codec int8, attrs uint16) []byte {
-	p := newPassthrough(&copier{}, nil)
-	b, err := encodeBatch(testRecords(), codec, p.comps[codec])
+	b, err := Encode(testRecords(), codec, Compressors()[codec])
 	if err != nil {
 		t.Fatal(err)
 	}
-	binary.BigEndian.PutUint64(b[batchOffBase:], uint64(base))
-	binary.BigEndian.PutUint32(b[batchOffLeaderEpoch:], 7)
-	binary.BigEndian.PutUint16(b[batchOffAttrs:], binary.BigEndian.Uint16(b[batchOffAttrs:])|attrs)
-	binary.BigEndian.PutUint64(b[batchOffProducerID:], 4242)
-	binary.BigEndian.PutUint16(b[batchOffEpoch:], 3)
-	binary.BigEndian.PutUint32(b[batchOffSequence:], 99)
-	binary.BigEndian.PutUint32(b[batchOffCRC:], crc32.Checksum(b[batchOffAttrs:], crc32c))
+	binary.BigEndian.PutUint64(b[OffBase:], uint64(base))
+	binary.BigEndian.PutUint32(b[OffLeaderEpoch:], 7)
+	binary.BigEndian.PutUint16(b[OffAttrs:], binary.BigEndian.Uint16(b[OffAttrs:])|attrs)
+	binary.BigEndian.PutUint64(b[OffProducerID:], 4242)
+	binary.BigEndian.PutUint16(b[OffEpoch:], 3)
+	binary.BigEndian.PutUint32(b[OffSequence:], 99)
+	binary.BigEndian.PutUint32(b[OffCRC:], crc32.Checksum(b[OffAttrs:], CRCTable))
 	return b
 }
 
@@ -114,44 +113,44 @@ func sourceBatch(t testing.TB, base int64, codec int8, attrs uint16) []byte {
 // records are byte for byte the source's.
 func TestRewriteBatch(t *testing.T) {
 	t.Parallel()
-	src := sourceBatch(t, 1000, 4, attrTransactional)
+	src := sourceBatch(t, 1000, 4, AttrTransactional)
 	b := append([]byte(nil), src...)
-	if err := rewriteBatch(b, 77, 1, 12345, false); err != nil {
+	if err := Rewrite(b, 77, 1, 12345, false); err != nil {
 		t.Fatal(err)
 	}
-	h, err := parseBatch(b) // checks the CRC
+	h, err := Parse(b) // checks the CRC
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.base != 0 || h.producerID != 77 || h.transactional() || h.codec() != 4 || h.count != 3 {
+	if h.Base != 0 || h.ProducerID != 77 || h.Transactional() || h.Codec() != 4 || h.Count != 3 {
 		t.Fatalf("header %+v", h)
 	}
-	if e := int32(binary.BigEndian.Uint32(b[batchOffLeaderEpoch:])); e != -1 {
+	if e := int32(binary.BigEndian.Uint32(b[OffLeaderEpoch:])); e != -1 {
 		t.Fatalf("leader epoch %d", e)
 	}
-	if e := int16(binary.BigEndian.Uint16(b[batchOffEpoch:])); e != 1 {
+	if e := int16(binary.BigEndian.Uint16(b[OffEpoch:])); e != 1 {
 		t.Fatalf("producer epoch %d", e)
 	}
-	if s := int32(binary.BigEndian.Uint32(b[batchOffSequence:])); s != 12345 {
+	if s := int32(binary.BigEndian.Uint32(b[OffSequence:])); s != 12345 {
 		t.Fatalf("sequence %d", s)
 	}
-	if !bytes.Equal(b[batchOffLastDelta:batchOffProducerID], src[batchOffLastDelta:batchOffProducerID]) || !bytes.Equal(b[batchOffCount:], src[batchOffCount:]) {
+	if !bytes.Equal(b[OffLastDelta:OffProducerID], src[OffLastDelta:OffProducerID]) || !bytes.Equal(b[OffCount:], src[OffCount:]) {
 		t.Fatal("timestamps, deltas or records changed")
 	}
 	sameRecords(t, decodeBatch(t, b), testRecords())
 
 	// Inside the slot's transaction (exactly_once) the bit is set, on a
 	// source batch that had it or not, and the CRC is valid again.
-	for _, attrs := range []uint16{0, attrTransactional} {
+	for _, attrs := range []uint16{0, AttrTransactional} {
 		b := append([]byte(nil), sourceBatch(t, 1000, 4, attrs)...)
-		if err := rewriteBatch(b, 77, 1, 12345, true); err != nil {
+		if err := Rewrite(b, 77, 1, 12345, true); err != nil {
 			t.Fatal(err)
 		}
-		h, err := parseBatch(b)
+		h, err := Parse(b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !h.transactional() || h.control() || h.codec() != 4 || h.producerID != 77 {
+		if !h.Transactional() || h.Control() || h.Codec() != 4 || h.ProducerID != 77 {
 			t.Fatalf("transactional rewrite of a source batch with attributes %#x: header %+v", attrs, h)
 		}
 		sameRecords(t, decodeBatch(t, b), testRecords())
@@ -161,33 +160,33 @@ func TestRewriteBatch(t *testing.T) {
 // TestPassReason: every rule that sends a batch to the record path.
 func TestPassReason(t *testing.T) {
 	t.Parallel()
-	h := func(attrs uint16, base int64) batchHeader {
-		hh, err := parseBatch(sourceBatch(t, base, 3, attrs))
+	h := func(attrs uint16, base int64) Header {
+		hh, err := Parse(sourceBatch(t, base, 3, attrs))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return hh
 	}
 	gaps := h(0, 100)
-	gaps.count = 2 // compacted: lastDelta 2, two records left
+	gaps.Count = 2 // compacted: lastDelta 2, two records left
 	for _, c := range []struct {
 		name    string
-		h       batchHeader
+		h       Header
 		pos     int64
 		aborted map[int64]bool
 		want    string
 	}{
 		{"plain", h(0, 100), 100, nil, ""},
 		{"after the position", h(0, 150), 100, nil, ""},
-		{"committed transaction", h(attrTransactional, 100), 100, map[int64]bool{1: true}, ""},
-		{"aborted transaction", h(attrTransactional, 100), 100, map[int64]bool{4242: true}, reasonAborted},
+		{"committed transaction", h(AttrTransactional, 100), 100, map[int64]bool{1: true}, ""},
+		{"aborted transaction", h(AttrTransactional, 100), 100, map[int64]bool{4242: true}, ReasonAborted},
 		{"non-transactional, same producer", h(0, 100), 100, map[int64]bool{4242: true}, ""},
-		{"control", h(attrControl|attrTransactional, 100), 100, nil, reasonControl},
-		{"straddles", h(0, 100), 101, nil, reasonStraddle},
-		{"compacted", gaps, 100, nil, reasonGaps},
-		{"log append time", h(attrLogAppendTime, 100), 100, nil, reasonLogAppendTime},
+		{"control", h(AttrControl|AttrTransactional, 100), 100, nil, ReasonControl},
+		{"straddles", h(0, 100), 101, nil, ReasonStraddle},
+		{"compacted", gaps, 100, nil, ReasonGaps},
+		{"log append time", h(AttrLogAppendTime, 100), 100, nil, ReasonLogAppendTime},
 	} {
-		if got := passReason(c.h, c.pos, c.aborted); got != c.want {
+		if got := PassReason(c.h, c.pos, c.aborted); got != c.want {
 			t.Errorf("%s: reason %q, want %q", c.name, got, c.want)
 		}
 	}
@@ -199,18 +198,18 @@ func TestSplitBatches(t *testing.T) {
 	t.Parallel()
 	a, b := sourceBatch(t, 0, 0, 0), sourceBatch(t, 3, 4, 0)
 	all := append(append([]byte(nil), a...), b...)
-	bs, hs, err := splitBatches(append(all, b[:len(b)/2]...))
-	if err != nil || len(bs) != 2 || hs[1].base != 3 {
+	bs, hs, err := Split(append(all, b[:len(b)/2]...))
+	if err != nil || len(bs) != 2 || hs[1].Base != 3 {
 		t.Fatalf("got %d batches, err %v", len(bs), err)
 	}
 	bad := append([]byte(nil), all...)
-	bad[len(a)+batchHeaderLen+2] ^= 0xff // a record byte of the second batch
-	if _, _, err := splitBatches(bad); !errors.Is(err, errBatchMalformed) {
+	bad[len(a)+HeaderLen+2] ^= 0xff // a record byte of the second batch
+	if _, _, err := Split(bad); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("corrupt batch: err %v", err)
 	}
 	old := append([]byte(nil), a...)
-	old[batchOffMagic] = 1
-	if _, _, err := splitBatches(old); !errors.Is(err, errBatchMalformed) {
+	old[OffMagic] = 1
+	if _, _, err := Split(old); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("magic 1: err %v", err)
 	}
 }
@@ -222,47 +221,47 @@ func FuzzRewriteBatch(f *testing.F) {
 	for codec := int8(0); codec <= 4; codec++ {
 		f.Add(sourceBatch(f, 5, codec, 0), false)
 	}
-	two := append(sourceBatch(f, 0, 0, attrTransactional), sourceBatch(f, 3, 3, 0)...)
+	two := append(sourceBatch(f, 0, 0, AttrTransactional), sourceBatch(f, 3, 3, 0)...)
 	f.Add(two, true)
 	f.Add(two[:len(two)-7], false)
 	f.Add([]byte{}, false)
-	f.Add(make([]byte, batchHeaderLen), true)
+	f.Add(make([]byte, HeaderLen), true)
 	f.Fuzz(func(t *testing.T, data []byte, fixCRC bool) {
 		in := append([]byte(nil), data...)
 		if fixCRC {
 			// Random bytes almost never carry a valid CRC: give the
 			// header checks behind it a chance too.
-			for b := in; len(b) >= batchHeaderLen; {
-				n := int(int32(binary.BigEndian.Uint32(b[batchOffLength:]))) + 12
-				if n < batchHeaderLen || n > len(b) {
+			for b := in; len(b) >= HeaderLen; {
+				n := int(int32(binary.BigEndian.Uint32(b[OffLength:]))) + 12
+				if n < HeaderLen || n > len(b) {
 					break
 				}
-				binary.BigEndian.PutUint32(b[batchOffCRC:], crc32.Checksum(b[batchOffAttrs:n], crc32c))
+				binary.BigEndian.PutUint32(b[OffCRC:], crc32.Checksum(b[OffAttrs:n], CRCTable))
 				b = b[n:]
 			}
 		}
-		bs, hs, err := splitBatches(in)
+		bs, hs, err := Split(in)
 		if err != nil {
 			return
 		}
 		for i, b := range bs {
 			before := append([]byte(nil), b...)
-			if err := rewriteBatch(b, 9, 2, 40, false); err != nil {
+			if err := Rewrite(b, 9, 2, 40, false); err != nil {
 				t.Fatalf("rewrite of an accepted batch: %v", err)
 			}
-			h, err := parseBatch(b)
+			h, err := Parse(b)
 			if err != nil {
 				t.Fatalf("rewritten batch malformed: %v", err)
 			}
-			if h.count != hs[i].count || h.lastDelta != hs[i].lastDelta || h.producerID != 9 || len(b) != len(before) ||
-				!bytes.Equal(b[batchHeaderLen:], before[batchHeaderLen:]) {
+			if h.Count != hs[i].Count || h.LastDelta != hs[i].LastDelta || h.ProducerID != 9 || len(b) != len(before) ||
+				!bytes.Equal(b[HeaderLen:], before[HeaderLen:]) {
 				t.Fatalf("rewrite changed more than the header: %+v vs %+v", h, hs[i])
 			}
 		}
 		// A truncated or corrupt single batch is an error, not a panic.
 		if len(data) > 0 {
-			_ = rewriteBatch(append([]byte(nil), data[:len(data)/2]...), 1, 1, 1, false)
-			_, _ = parseBatch(data[:len(data)/2])
+			_ = Rewrite(append([]byte(nil), data[:len(data)/2]...), 1, 1, 1, false)
+			_, _ = Parse(data[:len(data)/2])
 		}
 	})
 }
@@ -277,7 +276,7 @@ func TestCRC32CAdjust(t *testing.T) {
 		for i := range msg {
 			msg[i] = byte(rng.Uint32())
 		}
-		before := crc32.Checksum(msg, crc32c)
+		before := crc32.Checksum(msg, CRCTable)
 		delta := make([]byte, 40)
 		for i := range delta {
 			if rng.IntN(3) == 0 {
@@ -285,7 +284,7 @@ func TestCRC32CAdjust(t *testing.T) {
 			}
 			msg[i] ^= delta[i]
 		}
-		if got, want := crc32cAdjust(before, delta, tail), crc32.Checksum(msg, crc32c); got != want {
+		if got, want := crc32cAdjust(before, delta, tail), crc32.Checksum(msg, CRCTable); got != want {
 			t.Errorf("tail %d: adjusted CRC %08x, want %08x", tail, got, want)
 		}
 	}

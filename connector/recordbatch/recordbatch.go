@@ -1,4 +1,7 @@
-package connector
+// Package recordbatch reads and rewrites Kafka record batches (magic v2)
+// without decompressing them: what the batch path needs to forward a
+// source batch to the target as it is.
+package recordbatch
 
 import (
 	"bytes"
@@ -36,67 +39,67 @@ import (
 // covered, so setting them means a new CRC (cheap: CRC-32C is hardware
 // accelerated, and it never needs the payload decompressed).
 const (
-	batchOffBase        = 0
-	batchOffLength      = 8
-	batchOffLeaderEpoch = 12
-	batchOffMagic       = 16
-	batchOffCRC         = 17
-	batchOffAttrs       = 21
-	batchOffLastDelta   = 23
-	batchOffBaseTS      = 27
-	batchOffMaxTS       = 35
-	batchOffProducerID  = 43
-	batchOffEpoch       = 51
-	batchOffSequence    = 53
-	batchOffCount       = 57
-	batchHeaderLen      = 61
+	OffBase        = 0
+	OffLength      = 8
+	OffLeaderEpoch = 12
+	OffMagic       = 16
+	OffCRC         = 17
+	OffAttrs       = 21
+	OffLastDelta   = 23
+	OffBaseTS      = 27
+	OffMaxTS       = 35
+	OffProducerID  = 43
+	OffEpoch       = 51
+	OffSequence    = 53
+	OffCount       = 57
+	HeaderLen      = 61
 
-	attrCodecMask     = 0x07
-	attrLogAppendTime = 0x08
-	attrTransactional = 0x10
-	attrControl       = 0x20
+	AttrCodecMask     = 0x07
+	AttrLogAppendTime = 0x08
+	AttrTransactional = 0x10
+	AttrControl       = 0x20
 )
 
-var crc32c = crc32.MakeTable(crc32.Castagnoli)
+var CRCTable = crc32.MakeTable(crc32.Castagnoli)
 
-// batchHeader is what kmirror reads from a v2 batch's header.
-type batchHeader struct {
-	base       int64
-	attrs      int16
-	lastDelta  int32
-	maxTS      int64
-	producerID int64
-	count      int32
-	size       int // the whole batch, in bytes
+// Header is what kmirror reads from a v2 batch's header.
+type Header struct {
+	Base       int64
+	Attrs      int16
+	LastDelta  int32
+	MaxTS      int64
+	ProducerID int64
+	Count      int32
+	Size       int // the whole batch, in bytes
 }
 
-func (h batchHeader) codec() int8         { return int8(h.attrs & attrCodecMask) }
-func (h batchHeader) control() bool       { return h.attrs&attrControl != 0 }
-func (h batchHeader) transactional() bool { return h.attrs&attrTransactional != 0 }
-func (h batchHeader) logAppendTime() bool { return h.attrs&attrLogAppendTime != 0 }
+func (h Header) Codec() int8         { return int8(h.Attrs & AttrCodecMask) }
+func (h Header) Control() bool       { return h.Attrs&AttrControl != 0 }
+func (h Header) Transactional() bool { return h.Attrs&AttrTransactional != 0 }
+func (h Header) LogAppendTime() bool { return h.Attrs&AttrLogAppendTime != 0 }
 
-var errBatchMalformed = errors.New("malformed record batch")
+var ErrMalformed = errors.New("malformed record batch")
 
-// splitBatches cuts a fetch response's record bytes into whole batches. A
+// Split cuts a fetch response's record bytes into whole batches. A
 // broker may end a response with a partial batch (it cuts at the byte
 // limit, KIP-74): that tail is not returned, it is fetched again from its
 // offset. Anything that is not a v2 batch with a valid CRC is an error.
-func splitBatches(b []byte) ([][]byte, []batchHeader, error) {
+func Split(b []byte) ([][]byte, []Header, error) {
 	var out [][]byte
-	var hs []batchHeader
-	for len(b) >= batchOffMagic+1 {
-		length := int64(int32(binary.BigEndian.Uint32(b[batchOffLength:])))
-		if length < batchHeaderLen-12 {
-			return nil, nil, fmt.Errorf("%w: length %d", errBatchMalformed, length)
+	var hs []Header
+	for len(b) >= OffMagic+1 {
+		length := int64(int32(binary.BigEndian.Uint32(b[OffLength:])))
+		if length < HeaderLen-12 {
+			return nil, nil, fmt.Errorf("%w: length %d", ErrMalformed, length)
 		}
-		if b[batchOffMagic] != 2 {
-			return nil, nil, fmt.Errorf("%w: magic %d (only v2 batches pass through)", errBatchMalformed, b[batchOffMagic])
+		if b[OffMagic] != 2 {
+			return nil, nil, fmt.Errorf("%w: magic %d (only v2 batches pass through)", ErrMalformed, b[OffMagic])
 		}
 		if int64(len(b)) < 12+length {
 			break // partial tail
 		}
 		batch := b[:12+length]
-		h, err := parseBatch(batch)
+		h, err := Parse(batch)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -107,38 +110,38 @@ func splitBatches(b []byte) ([][]byte, []batchHeader, error) {
 	return out, hs, nil
 }
 
-// parseBatch checks one whole v2 batch (its length field, magic and CRC)
+// Parse checks one whole v2 batch (its length field, magic and CRC)
 // and returns its header.
-func parseBatch(b []byte) (batchHeader, error) {
-	if len(b) < batchHeaderLen {
-		return batchHeader{}, fmt.Errorf("%w: %d bytes", errBatchMalformed, len(b))
+func Parse(b []byte) (Header, error) {
+	if len(b) < HeaderLen {
+		return Header{}, fmt.Errorf("%w: %d bytes", ErrMalformed, len(b))
 	}
-	if l := int64(int32(binary.BigEndian.Uint32(b[batchOffLength:]))); l+12 != int64(len(b)) {
-		return batchHeader{}, fmt.Errorf("%w: length field %d for %d bytes", errBatchMalformed, l, len(b))
+	if l := int64(int32(binary.BigEndian.Uint32(b[OffLength:]))); l+12 != int64(len(b)) {
+		return Header{}, fmt.Errorf("%w: length field %d for %d bytes", ErrMalformed, l, len(b))
 	}
-	if b[batchOffMagic] != 2 {
-		return batchHeader{}, fmt.Errorf("%w: magic %d", errBatchMalformed, b[batchOffMagic])
+	if b[OffMagic] != 2 {
+		return Header{}, fmt.Errorf("%w: magic %d", ErrMalformed, b[OffMagic])
 	}
-	if crc32.Checksum(b[batchOffAttrs:], crc32c) != binary.BigEndian.Uint32(b[batchOffCRC:]) {
-		return batchHeader{}, fmt.Errorf("%w: CRC mismatch", errBatchMalformed)
+	if crc32.Checksum(b[OffAttrs:], CRCTable) != binary.BigEndian.Uint32(b[OffCRC:]) {
+		return Header{}, fmt.Errorf("%w: CRC mismatch", ErrMalformed)
 	}
-	h := batchHeader{
-		base:       int64(binary.BigEndian.Uint64(b[batchOffBase:])),
-		attrs:      int16(binary.BigEndian.Uint16(b[batchOffAttrs:])),
-		lastDelta:  int32(binary.BigEndian.Uint32(b[batchOffLastDelta:])),
-		maxTS:      int64(binary.BigEndian.Uint64(b[batchOffMaxTS:])),
-		producerID: int64(binary.BigEndian.Uint64(b[batchOffProducerID:])),
-		count:      int32(binary.BigEndian.Uint32(b[batchOffCount:])),
-		size:       len(b),
+	h := Header{
+		Base:       int64(binary.BigEndian.Uint64(b[OffBase:])),
+		Attrs:      int16(binary.BigEndian.Uint16(b[OffAttrs:])),
+		LastDelta:  int32(binary.BigEndian.Uint32(b[OffLastDelta:])),
+		MaxTS:      int64(binary.BigEndian.Uint64(b[OffMaxTS:])),
+		ProducerID: int64(binary.BigEndian.Uint64(b[OffProducerID:])),
+		Count:      int32(binary.BigEndian.Uint32(b[OffCount:])),
+		Size:       len(b),
 	}
-	if h.count < 0 || h.lastDelta < 0 || h.base < 0 {
-		return batchHeader{}, fmt.Errorf("%w: record count %d, last offset delta %d, base offset %d", errBatchMalformed, h.count, h.lastDelta, h.base)
+	if h.Count < 0 || h.LastDelta < 0 || h.Base < 0 {
+		return Header{}, fmt.Errorf("%w: record count %d, last offset delta %d, base offset %d", ErrMalformed, h.Count, h.LastDelta, h.Base)
 	}
-	if h.count == 0 && !h.control() {
-		return batchHeader{}, fmt.Errorf("%w: no records", errBatchMalformed)
+	if h.Count == 0 && !h.Control() {
+		return Header{}, fmt.Errorf("%w: no records", ErrMalformed)
 	}
-	if codec := h.codec(); codec > 4 {
-		return batchHeader{}, fmt.Errorf("%w: unknown codec %d", errBatchMalformed, codec)
+	if codec := h.Codec(); codec > 4 {
+		return Header{}, fmt.Errorf("%w: unknown codec %d", ErrMalformed, codec)
 	}
 	return h, nil
 }
@@ -146,16 +149,16 @@ func parseBatch(b []byte) (batchHeader, error) {
 // Why a batch does not pass through (the label of
 // kmirror_passthrough_fallbacks_total, and of the log line).
 const (
-	reasonControl       = "control"     // a transaction marker: not copied at all
-	reasonAborted       = "aborted"     // its producer has an aborted transaction in the response
-	reasonStraddle      = "straddle"    // it starts before the copy position
-	reasonGaps          = "offset_gaps" // compacted: its offsets are not contiguous
-	reasonLogAppendTime = "log_append_time"
-	reasonMalformed     = "malformed"      // not a v2 batch with a valid CRC (old message format)
-	reasonRefused       = "target_refused" // the target refused a pass-through batch
+	ReasonControl       = "control"     // a transaction marker: not copied at all
+	ReasonAborted       = "aborted"     // its producer has an aborted transaction in the response
+	ReasonStraddle      = "straddle"    // it starts before the copy position
+	ReasonGaps          = "offset_gaps" // compacted: its offsets are not contiguous
+	ReasonLogAppendTime = "log_append_time"
+	ReasonMalformed     = "malformed"      // not a v2 batch with a valid CRC (old message format)
+	ReasonRefused       = "target_refused" // the target refused a pass-through batch
 )
 
-// passReason returns why batch h cannot be forwarded as it is, "" if it can.
+// PassReason returns why batch h cannot be forwarded as it is, "" if it can.
 // pos is the partition's copy position; abortedPIDs the producers the fetch
 // response lists with aborted transactions.
 //
@@ -182,23 +185,23 @@ const (
 //     in its max timestamp; a target topic with CreateTime would take the
 //     records' own (producer) timestamps instead, one with LogAppendTime
 //     its own clock: neither keeps the source's timestamps.
-func passReason(h batchHeader, pos int64, abortedPIDs map[int64]bool) string {
+func PassReason(h Header, pos int64, abortedPIDs map[int64]bool) string {
 	switch {
-	case h.control():
-		return reasonControl
-	case h.transactional() && abortedPIDs[h.producerID]:
-		return reasonAborted
-	case h.base < pos:
-		return reasonStraddle
-	case int64(h.count) != int64(h.lastDelta)+1:
-		return reasonGaps
-	case h.logAppendTime():
-		return reasonLogAppendTime
+	case h.Control():
+		return ReasonControl
+	case h.Transactional() && abortedPIDs[h.ProducerID]:
+		return ReasonAborted
+	case h.Base < pos:
+		return ReasonStraddle
+	case int64(h.Count) != int64(h.LastDelta)+1:
+		return ReasonGaps
+	case h.LogAppendTime():
+		return ReasonLogAppendTime
 	}
 	return ""
 }
 
-// rewriteBatch prepares a source batch for an idempotent produce to the
+// Rewrite prepares a source batch for an idempotent produce to the
 // target, in place: base offset 0 and leader epoch -1 (the broker assigns
 // both), the target producer's ID, epoch and the partition's next sequence,
 // the transactional bit set when the batch is written inside the slot's
@@ -207,38 +210,38 @@ func passReason(h batchHeader, pos int64, abortedPIDs map[int64]bool) string {
 // the target), and the CRC recomputed. The broker de-duplicates a retried
 // batch by producer ID, epoch and sequence range, so a retry must send the
 // same values.
-func rewriteBatch(b []byte, pid int64, epoch int16, seq int32, txn bool) error {
-	if _, err := parseBatchUnchecked(b); err != nil {
+func Rewrite(b []byte, pid int64, epoch int16, seq int32, txn bool) error {
+	if _, err := parseUnchecked(b); err != nil {
 		return err
 	}
-	var old [batchHeaderLen - batchOffAttrs]byte
-	copy(old[:], b[batchOffAttrs:batchHeaderLen])
-	binary.BigEndian.PutUint64(b[batchOffBase:], 0)
-	binary.BigEndian.PutUint32(b[batchOffLeaderEpoch:], 0xffffffff)
-	attrs := binary.BigEndian.Uint16(b[batchOffAttrs:]) &^ attrTransactional
+	var old [HeaderLen - OffAttrs]byte
+	copy(old[:], b[OffAttrs:HeaderLen])
+	binary.BigEndian.PutUint64(b[OffBase:], 0)
+	binary.BigEndian.PutUint32(b[OffLeaderEpoch:], 0xffffffff)
+	attrs := binary.BigEndian.Uint16(b[OffAttrs:]) &^ AttrTransactional
 	if txn {
 		// A transactional batch is held back from read_committed
 		// consumers until the coordinator's marker commits it, and
 		// dropped if it aborts: without the bit the batch would be
 		// visible at once, whatever the transaction did.
-		attrs |= attrTransactional
+		attrs |= AttrTransactional
 	}
-	binary.BigEndian.PutUint16(b[batchOffAttrs:], attrs)
-	binary.BigEndian.PutUint64(b[batchOffProducerID:], uint64(pid))
-	binary.BigEndian.PutUint16(b[batchOffEpoch:], uint16(epoch))
-	binary.BigEndian.PutUint32(b[batchOffSequence:], uint32(seq))
+	binary.BigEndian.PutUint16(b[OffAttrs:], attrs)
+	binary.BigEndian.PutUint64(b[OffProducerID:], uint64(pid))
+	binary.BigEndian.PutUint16(b[OffEpoch:], uint16(epoch))
+	binary.BigEndian.PutUint32(b[OffSequence:], uint32(seq))
 	// The CRC covers attributes to the end. Only the header changed, so
 	// the new CRC is the old one adjusted by the header's difference
 	// (crc32cAdjust): no pass over the records. The batch's CRC was valid
-	// (splitBatches checked the source's; kmirror's own rewrites and
-	// encodeBatch keep it valid), so the result is the CRC of the bytes.
-	tail := len(b) - batchHeaderLen
-	var delta [batchHeaderLen - batchOffAttrs]byte
+	// (Split checked the source's; kmirror's own rewrites and
+	// Encode keep it valid), so the result is the CRC of the bytes.
+	tail := len(b) - HeaderLen
+	var delta [HeaderLen - OffAttrs]byte
 	for i := range delta {
-		delta[i] = old[i] ^ b[batchOffAttrs+i]
+		delta[i] = old[i] ^ b[OffAttrs+i]
 	}
-	crc := binary.BigEndian.Uint32(b[batchOffCRC:])
-	binary.BigEndian.PutUint32(b[batchOffCRC:], crc32cAdjust(crc, delta[:], tail))
+	crc := binary.BigEndian.Uint32(b[OffCRC:])
+	binary.BigEndian.PutUint32(b[OffCRC:], crc32cAdjust(crc, delta[:], tail))
 	return nil
 }
 
@@ -250,7 +253,7 @@ func rewriteBatch(b []byte, pid int64, epoch int16, seq int32, txn bool) error {
 // the zeros are applied as a matrix over GF(2), as zlib's crc32_combine
 // does, in time logarithmic in tail.
 func crc32cAdjust(crc uint32, delta []byte, tail int) uint32 {
-	reg := ^crc32.Update(^uint32(0), crc32c, delta) // the bare register after delta
+	reg := ^crc32.Update(^uint32(0), CRCTable, delta) // the bare register after delta
 	for k := 0; tail > 0; k, tail = k+1, tail>>1 {
 		if tail&1 != 0 {
 			reg = gf2Times(&crc32cZeros[k], reg)
@@ -296,30 +299,30 @@ func gf2Square(m *[32]uint32) (sq [32]uint32) {
 	return sq
 }
 
-// parseBatchUnchecked checks the structure of a batch kmirror rewrote
+// parseUnchecked checks the structure of a batch kmirror rewrote
 // itself (its CRC no longer matches the source's after a first rewrite).
-func parseBatchUnchecked(b []byte) (batchHeader, error) {
-	if len(b) < batchHeaderLen {
-		return batchHeader{}, fmt.Errorf("%w: %d bytes", errBatchMalformed, len(b))
+func parseUnchecked(b []byte) (Header, error) {
+	if len(b) < HeaderLen {
+		return Header{}, fmt.Errorf("%w: %d bytes", ErrMalformed, len(b))
 	}
-	if l := int64(int32(binary.BigEndian.Uint32(b[batchOffLength:]))); l+12 != int64(len(b)) {
-		return batchHeader{}, fmt.Errorf("%w: length field %d for %d bytes", errBatchMalformed, l, len(b))
+	if l := int64(int32(binary.BigEndian.Uint32(b[OffLength:]))); l+12 != int64(len(b)) {
+		return Header{}, fmt.Errorf("%w: length field %d for %d bytes", ErrMalformed, l, len(b))
 	}
-	if b[batchOffMagic] != 2 {
-		return batchHeader{}, fmt.Errorf("%w: magic %d", errBatchMalformed, b[batchOffMagic])
+	if b[OffMagic] != 2 {
+		return Header{}, fmt.Errorf("%w: magic %d", ErrMalformed, b[OffMagic])
 	}
-	return batchHeader{count: int32(binary.BigEndian.Uint32(b[batchOffCount:]))}, nil
+	return Header{Count: int32(binary.BigEndian.Uint32(b[OffCount:]))}, nil
 }
 
-// encodeBatch builds a v2 batch of records (the record path of a
+// Encode builds a v2 batch of records (the record path of a
 // pass-through partition: records decoded from batches that could not be
 // forwarded), compressed with codec (a batch attribute, 0 = none) when
 // compressor is not nil. Offset deltas are 0..n-1, so the target maps the
 // i-th record to its base offset + i. Timestamps are CreateTime, the
 // decoded records' own (for a LogAppendTime source batch, its append time).
-func encodeBatch(records []*kgo.Record, codec int8, compressor kgo.Compressor) ([]byte, error) {
+func Encode(records []*kgo.Record, codec int8, compressor kgo.Compressor) ([]byte, error) {
 	if len(records) == 0 {
-		return nil, errors.New("encodeBatch: no records")
+		return nil, errors.New("Encode: no records")
 	}
 	baseTS := records[0].Timestamp.UnixMilli()
 	maxTS := baseTS
@@ -351,22 +354,35 @@ func encodeBatch(records []*kgo.Record, codec int8, compressor kgo.Compressor) (
 			attrs = uint16(codec)
 		}
 	}
-	b := make([]byte, batchHeaderLen, batchHeaderLen+len(body))
-	binary.BigEndian.PutUint32(b[batchOffLength:], uint32(batchHeaderLen-12+len(body)))
-	binary.BigEndian.PutUint32(b[batchOffLeaderEpoch:], 0xffffffff)
-	b[batchOffMagic] = 2
-	binary.BigEndian.PutUint16(b[batchOffAttrs:], attrs)
-	binary.BigEndian.PutUint32(b[batchOffLastDelta:], uint32(len(records)-1))
-	binary.BigEndian.PutUint64(b[batchOffBaseTS:], uint64(baseTS))
-	binary.BigEndian.PutUint64(b[batchOffMaxTS:], uint64(maxTS))
-	binary.BigEndian.PutUint64(b[batchOffProducerID:], ^uint64(0))
-	binary.BigEndian.PutUint16(b[batchOffEpoch:], 0xffff)
-	binary.BigEndian.PutUint32(b[batchOffSequence:], 0xffffffff)
-	binary.BigEndian.PutUint32(b[batchOffCount:], uint32(len(records)))
+	b := make([]byte, HeaderLen, HeaderLen+len(body))
+	binary.BigEndian.PutUint32(b[OffLength:], uint32(HeaderLen-12+len(body)))
+	binary.BigEndian.PutUint32(b[OffLeaderEpoch:], 0xffffffff)
+	b[OffMagic] = 2
+	binary.BigEndian.PutUint16(b[OffAttrs:], attrs)
+	binary.BigEndian.PutUint32(b[OffLastDelta:], uint32(len(records)-1))
+	binary.BigEndian.PutUint64(b[OffBaseTS:], uint64(baseTS))
+	binary.BigEndian.PutUint64(b[OffMaxTS:], uint64(maxTS))
+	binary.BigEndian.PutUint64(b[OffProducerID:], ^uint64(0))
+	binary.BigEndian.PutUint16(b[OffEpoch:], 0xffff)
+	binary.BigEndian.PutUint32(b[OffSequence:], 0xffffffff)
+	binary.BigEndian.PutUint32(b[OffCount:], uint32(len(records)))
 	b = append(b, body...)
-	binary.BigEndian.PutUint32(b[batchOffCRC:], crc32.Checksum(b[batchOffAttrs:], crc32c))
+	binary.BigEndian.PutUint32(b[OffCRC:], crc32.Checksum(b[OffAttrs:], CRCTable))
 	return b, nil
 }
 
 // batchTime is a batch's max timestamp as a time (for latency).
-func batchTime(h batchHeader) time.Time { return time.UnixMilli(h.maxTS) }
+// Time is the batch's max timestamp.
+func (h Header) Time() time.Time { return time.UnixMilli(h.MaxTS) }
+
+// Compressors returns franz-go's compressor for each codec a batch can
+// carry (1 gzip, 2 snappy, 3 lz4, 4 zstd), for Encode.
+func Compressors() map[int8]kgo.Compressor {
+	out := make(map[int8]kgo.Compressor)
+	for codec, cc := range map[int8]kgo.CompressionCodec{1: kgo.GzipCompression(), 2: kgo.SnappyCompression(), 3: kgo.Lz4Compression(), 4: kgo.ZstdCompression()} {
+		if comp, err := kgo.DefaultCompressor(cc); err == nil {
+			out[codec] = comp
+		}
+	}
+	return out
+}
