@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"github.com/kmirror/kmirror/connector/index"
+	"github.com/kmirror/kmirror/connector/state"
 	"io"
 	"log/slog"
 	"os"
@@ -273,7 +274,7 @@ func newPassHarnessFor(t *testing.T, src, dst *kfake.Cluster, cfg Config, opts .
 		dst:    dstCl,
 	}
 	for _, topic := range []string{m.progressTopic, m.metadataTopic} {
-		if _, err := ensureCompactedTopic(context.Background(), h.dstAdm, topic, 1, -1); err != nil {
+		if _, err := state.EnsureCompacted(context.Background(), h.dstAdm, topic, 1, -1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -494,10 +495,10 @@ func TestLoadProgressKeepsLatestPerPartition(t *testing.T) {
 	adm := kadm.NewClient(cl)
 	ctx := context.Background()
 	topic := policy.InternalTopic("m", "progress")
-	if _, err := ensureCompactedTopic(ctx, adm, topic, 1, -1); err != nil {
+	if _, err := state.EnsureCompacted(ctx, adm, topic, 1, -1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ensureCompactedTopic(ctx, adm, topic, 1, -1); err != nil {
+	if _, err := state.EnsureCompacted(ctx, adm, topic, 1, -1); err != nil {
 		t.Fatalf("an existing progress topic must be fine: %v", err)
 	}
 	empty, err := loadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, topic)

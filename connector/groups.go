@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/kmirror/kmirror/connector/index"
+	"github.com/kmirror/kmirror/connector/state"
 	"log/slog"
 	"maps"
 	"slices"
@@ -600,7 +601,7 @@ func (m *Mirror) writeCheckpoint(dst *kgo.Client, w pendingCheckpoint) {
 	k, _ := json.Marshal(w.key)
 	v, _ := json.Marshal(w.value)
 	// A group's checkpoints share a partition of the checkpoint topic.
-	m.dstProduce(dst, &kgo.Record{Topic: m.checkpointTopic, Partition: statePartition(m.statePartitions(m.checkpointTopic), w.key.Group, 0), Key: k, Value: m.sealer.seal(v)}, func(_ *kgo.Record, err error) {
+	m.dstProduce(dst, &kgo.Record{Topic: m.checkpointTopic, Partition: state.PartitionFor(m.statePartitions(m.checkpointTopic), w.key.Group, 0), Key: k, Value: m.sealer.seal(v)}, func(_ *kgo.Record, err error) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if w.gs.checkpointing[w.tp] == w.value {

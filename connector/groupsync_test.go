@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/kmirror/kmirror/connector/index"
+	"github.com/kmirror/kmirror/connector/state"
 	"log/slog"
 	"maps"
 	"strings"
@@ -100,7 +101,7 @@ func newGroupHarnessOn(t *testing.T, src, dst *kfake.Cluster, partitions int32) 
 	h := &groupHarness{passHarness: ph, src: src, dst: dst, metrics: metrics, logs: logs}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := ensureCompactedTopic(ctx, h.dstAdm, h.m.checkpointTopic, 1, -1); err != nil {
+	if _, err := state.EnsureCompacted(ctx, h.dstAdm, h.m.checkpointTopic, 1, -1); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.srcAdm.CreateTopic(ctx, partitions, 1, nil, hTopic); err != nil {

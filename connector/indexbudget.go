@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/kmirror/kmirror/connector/index"
+	"github.com/kmirror/kmirror/connector/state"
 	"slices"
 	"sync"
 
@@ -155,8 +156,8 @@ func (m *Mirror) readIndexChunk(ctx context.Context, dstAdm *kadm.Client, tp top
 	key := string(indexChunkKey(tp, k))
 	var value []byte
 	found := false
-	part := statePartition(m.statePartitions(m.progressTopic), tp.topic, tp.partition)
-	err := readCompacted(ctx, nil, m.cfg.TargetOpts, dstAdm, m.progressTopic, part, func(kb, v []byte) error {
+	part := state.PartitionFor(m.statePartitions(m.progressTopic), tp.topic, tp.partition)
+	err := state.Read(ctx, nil, m.cfg.TargetOpts, dstAdm, m.progressTopic, part, func(kb, v []byte) error {
 		if string(kb) == key {
 			value, found = v, v != nil
 		}

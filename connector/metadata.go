@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/kmirror/kmirror/connector/state"
 	"log/slog"
 	"maps"
 	"regexp"
@@ -95,7 +96,7 @@ func decodeMetadata(value []byte) (map[string]string, error) {
 // loadMetadata reads a metadata topic to its end: the latest map per topic.
 func loadMetadata(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm *kadm.Client, topic string) (map[string]map[string]string, error) {
 	out := make(map[string]map[string]string)
-	err := readCompacted(ctx, log, opts, adm, topic, -1, func(key, value []byte) error {
+	err := state.Read(ctx, log, opts, adm, topic, -1, func(key, value []byte) error {
 		if value == nil {
 			delete(out, string(key))
 			return nil
@@ -213,7 +214,7 @@ func (m *Mirror) writeMetadata(dst *kgo.Client, removed []*topicState) {
 	}
 	m.mu.Unlock()
 	for _, w := range writes {
-		m.dstProduce(dst, &kgo.Record{Topic: m.metadataTopic, Partition: statePartition(m.statePartitions(m.metadataTopic), w.target, 0), Key: []byte(w.target), Value: encodeMetadata(w.md)}, func(_ *kgo.Record, err error) {
+		m.dstProduce(dst, &kgo.Record{Topic: m.metadataTopic, Partition: state.PartitionFor(m.statePartitions(m.metadataTopic), w.target, 0), Key: []byte(w.target), Value: encodeMetadata(w.md)}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				m.metrics.incInternalWriteErrors(writeMetadata)
 				m.logEvery.warn(m.log, "write:"+writeMetadata, "could not write topic metadata; retrying on the next pass", "target_topic", w.target, "err", err)

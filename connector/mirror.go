@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/kmirror/kmirror/connector/index"
+	"github.com/kmirror/kmirror/connector/state"
 	"log/slog"
 	"sort"
 	"sync"
@@ -168,7 +169,7 @@ type Mirror struct {
 	metadataTopic   string
 	checkpointTopic string
 	// stateParts is each state topic's partition count, known once
-	// start created or found the topics (see compacted.go).
+	// start created or found the topics (see package state).
 	stateParts map[string]int32
 	// chunks caches offset index chunks read back for translations
 	// (indexbudget.go).
@@ -666,19 +667,19 @@ func (m *Mirror) start(ctx context.Context, c *clients) error {
 		err := func() error {
 			// Creating the topics is a few requests: bounded as a
 			// whole. Loading the state is as long as the state is
-			// large: readCompacted bounds it by a stall instead.
+			// large: state.Read bounds it by a stall instead.
 			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
 			parts := make(map[string]int32, 3)
 			for _, topic := range []string{m.progressTopic, m.metadataTopic, m.checkpointTopic} {
-				n, err := ensureCompactedTopic(cctx, c.dstAdm, topic, m.cfg.StatePartitions, m.cfg.ReplicationFactor)
+				n, err := state.EnsureCompacted(cctx, c.dstAdm, topic, m.cfg.StatePartitions, m.cfg.ReplicationFactor)
 				if err != nil {
 					return err
 				}
 				parts[topic] = n
 			}
 			if dl := m.cfg.DeadLetterTopic; dl != "" {
-				if err := ensureTopic(cctx, c.dstAdm, dl, 1, m.cfg.ReplicationFactor, nil); err != nil {
+				if err := state.EnsureTopic(cctx, c.dstAdm, dl, 1, m.cfg.ReplicationFactor, nil); err != nil {
 					return fmt.Errorf("dead-letter topic: %w", err)
 				}
 			}
@@ -875,4 +876,15 @@ func (m *Mirror) updateTopicMetrics() {
 	m.metrics.pending.Set(float64(counts[StatePending]))
 	m.metrics.mirroring.Set(float64(counts[StateMirroring]))
 	m.metrics.failed.Set(float64(counts[StateFailed]))
+}
+
+// statePartitions is the partition count of one of the mirror's state
+// topics: 1 before start found it (nothing writes state before that).
+func (m *Mirror) statePartitions(topic string) int32 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n := m.stateParts[topic]; n > 0 {
+		return n
+	}
+	return 1
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/kmirror/kmirror/connector/index"
+	"github.com/kmirror/kmirror/connector/state"
 	"log/slog"
 	"sort"
 	"strconv"
@@ -83,7 +84,7 @@ func readMM2Positions(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm
 		return nil, fmt.Errorf("MirrorMaker 2's offsets topic %s does not exist on the target (mirrors[].mm2.offsets_topic: MM2's offset.storage.topic, mm2-offsets.<source alias>.internal by default); set mirrors[].mm2.adopt: false to copy every topic from its start", topic)
 	}
 	out := make(mm2Positions)
-	err = readCompacted(ctx, log, opts, adm, topic, -1, func(key, value []byte) error {
+	err = state.Read(ctx, log, opts, adm, topic, -1, func(key, value []byte) error {
 		connector, cluster, tp, ok, err := parseMM2OffsetKey(key)
 		if err != nil {
 			return err
@@ -385,7 +386,7 @@ func mm2CheckpointsTopic(sourceAlias string) string { return sourceAlias + ".che
 func (m *Mirror) ensureMM2Topic(ctx context.Context, c *clients, topic string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	_, err := ensureCompactedTopic(ctx, c.dstAdm, topic, 1, m.cfg.ReplicationFactor)
+	_, err := state.EnsureCompacted(ctx, c.dstAdm, topic, 1, m.cfg.ReplicationFactor)
 	return err
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/kmirror/kmirror/connector/index"
+	"github.com/kmirror/kmirror/connector/state"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -89,7 +90,7 @@ func writeCompacted(t *testing.T, c *kfake.Cluster, topic string, partitions int
 	cl := newClient(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := ensureCompactedTopic(ctx, kadm.NewClient(cl), topic, partitions, -1); err != nil {
+	if _, err := state.EnsureCompacted(ctx, kadm.NewClient(cl), topic, partitions, -1); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range recs {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/kmirror/kmirror/connector/index"
+	"github.com/kmirror/kmirror/connector/state"
 	"log/slog"
 	"sort"
 	"sync"
@@ -142,7 +143,7 @@ func readMM2OffsetSyncs(ctx context.Context, log *slog.Logger, opts []kgo.Opt, a
 		return nil, &MM2SyncsMissingError{Topic: topic, Cluster: cluster}
 	}
 	out := make(map[topicPartition][]mm2Sync)
-	err = readCompacted(ctx, log, opts, adm, topic, 0, func(key, value []byte) error {
+	err = state.Read(ctx, log, opts, adm, topic, 0, func(key, value []byte) error {
 		if value == nil {
 			return nil // a tombstone: MM2 writes none, compaction may keep one
 		}

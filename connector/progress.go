@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/kmirror/kmirror/connector/index"
+	"github.com/kmirror/kmirror/connector/state"
 	"log/slog"
 	"slices"
 	"sync"
@@ -151,7 +152,7 @@ func (ld loaded) resume(a assignment) assignment {
 // records.
 func loadProgress(ctx context.Context, log *slog.Logger, targetOpts []kgo.Opt, adm *kadm.Client, topic string) (loaded, error) {
 	st := newProgressState()
-	if err := readCompacted(ctx, log, targetOpts, adm, topic, -1, st.apply); err != nil {
+	if err := state.Read(ctx, log, targetOpts, adm, topic, -1, st.apply); err != nil {
 		return loaded{}, err
 	}
 	return st.loaded(), nil
@@ -313,7 +314,7 @@ type progressLog struct {
 
 	mu     sync.Mutex // one read at a time; guards what follows
 	state  *progressState
-	reader *compactedReader
+	reader *state.Reader
 	id     kadm.TopicID // the topic's ID when it was first read
 }
 
@@ -325,7 +326,7 @@ func newProgressLog(log *slog.Logger, opts []kgo.Opt, topic string) *progressLog
 
 func (l *progressLog) reset() {
 	l.state = newProgressState()
-	l.reader = newCompactedReader(l.topic, l.state.apply)
+	l.reader = state.NewReader(l.topic, l.state.apply)
 }
 
 // stored returns the partitions of tps (by target topic) that have a
@@ -359,14 +360,14 @@ func (l *progressLog) current(ctx context.Context, adm *kadm.Client, keep func(t
 		return loaded{}, err
 	}
 	if l.id != (kadm.TopicID{}) && id != l.id {
-		err = fmt.Errorf("its topic ID changed from %s to %s: %w", l.id, id, errStateShrank)
+		err = fmt.Errorf("its topic ID changed from %s to %s: %w", l.id, id, state.ErrShrank)
 	} else {
-		err = l.reader.readToEnd(ctx, l.log, l.opts, adm, -1)
+		err = l.reader.ReadToEnd(ctx, l.log, l.opts, adm, -1)
 	}
-	if errors.Is(err, errStateShrank) {
+	if errors.Is(err, state.ErrShrank) {
 		l.log.Warn("the progress topic was created again: reading it from its start", "progress_topic", l.topic, "err", err)
 		l.reset()
-		err = l.reader.readToEnd(ctx, l.log, l.opts, adm, -1)
+		err = l.reader.ReadToEnd(ctx, l.log, l.opts, adm, -1)
 	}
 	l.id = id
 	if err != nil {
@@ -376,7 +377,7 @@ func (l *progressLog) current(ctx context.Context, adm *kadm.Client, keep func(t
 	// would count it: the open transaction's records do not (its owner's
 	// successor aborts it), the committed ones behind it do.
 	view := l.state.copyOf(keep)
-	if err := l.reader.heldBack(view.apply); err != nil {
+	if err := l.reader.HeldBack(view.apply); err != nil {
 		return loaded{}, err
 	}
 	return view.loaded(), nil
@@ -387,7 +388,7 @@ func (l *progressLog) current(ctx context.Context, adm *kadm.Client, keep func(t
 type progressWriter struct {
 	topic string
 	// partitions is the progress topic's partition count: a source
-	// partition's progress and index chunks go to statePartition.
+	// partition's progress and index chunks go to state.PartitionFor.
 	partitions int32
 	dst        *kgo.Client
 	c          *copier
@@ -421,7 +422,7 @@ func (m *Mirror) newProgressWriter(dst *kgo.Client, cp *copier) *progressWriter 
 
 // partition is where the records about tp go in the progress topic.
 func (w *progressWriter) partition(tp topicPartition) int32 {
-	return statePartition(w.partitions, tp.topic, tp.partition)
+	return state.PartitionFor(w.partitions, tp.topic, tp.partition)
 }
 
 func (w *progressWriter) fail(kind string, tp topicPartition, err error) {
@@ -578,7 +579,7 @@ func (m *Mirror) deleteStoredProgress(dst *kgo.Client, tp topicPartition, ix *in
 	k, _ := encodeProgress(tp, position{})
 	tombs = append(tombs, tomb{writeProgress, k})
 	for _, t := range tombs {
-		m.dstProduce(dst, &kgo.Record{Topic: m.progressTopic, Partition: statePartition(m.statePartitions(m.progressTopic), tp.topic, tp.partition), Key: t.key}, func(_ *kgo.Record, err error) {
+		m.dstProduce(dst, &kgo.Record{Topic: m.progressTopic, Partition: state.PartitionFor(m.statePartitions(m.progressTopic), tp.topic, tp.partition), Key: t.key}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				m.metrics.incInternalWriteErrors(t.kind)
 				m.logEvery.warn(m.log, "tombstone:"+tp.topic, "could not delete the stored progress of a deleted source topic", "topic", tp.topic, "partition", tp.partition, "err", err)

@@ -3,6 +3,7 @@ package connector
 import (
 	"context"
 	"github.com/kmirror/kmirror/connector/index"
+	"github.com/kmirror/kmirror/connector/state"
 	"reflect"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ func TestIndexPersistsWithProgress(t *testing.T) {
 	adm := kadm.NewClient(cl)
 	ctx := context.Background()
 	topic := policy.InternalTopic("m", "progress")
-	if _, err := ensureCompactedTopic(ctx, adm, topic, 1, -1); err != nil {
+	if _, err := state.EnsureCompacted(ctx, adm, topic, 1, -1); err != nil {
 		t.Fatal(err)
 	}
 	cp := newCopier(discardLogger(), nil, cl, ctx, copierOpts{})

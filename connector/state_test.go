@@ -3,6 +3,7 @@ package connector
 import (
 	"context"
 	"fmt"
+	"github.com/kmirror/kmirror/connector/state"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -120,7 +121,7 @@ func TestStateTopicsSpreadAndResume(t *testing.T) {
 			want := int32(4)
 			if existing {
 				for _, topic := range []string{"kmirror.m.progress.internal", "kmirror.m.metadata.internal", "kmirror.m.checkpoints.internal"} {
-					if _, err := ensureCompactedTopic(ctx, dstAdm, topic, 1, -1); err != nil {
+					if _, err := state.EnsureCompacted(ctx, dstAdm, topic, 1, -1); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -131,7 +132,7 @@ func TestStateTopicsSpreadAndResume(t *testing.T) {
 
 			progress := "kmirror.m.progress.internal"
 			for _, topic := range []string{progress, "kmirror.m.metadata.internal", "kmirror.m.checkpoints.internal"} {
-				if n, err := topicPartitions(ctx, dstAdm, topic); err != nil || n != want {
+				if n, err := state.Partitions(ctx, dstAdm, topic); err != nil || n != want {
 					t.Fatalf("%s has %d partitions (%v), want %d", topic, n, err, want)
 				}
 			}
@@ -168,19 +169,19 @@ func TestStateTopicsSpreadAndResume(t *testing.T) {
 }
 
 // TestStateLoadBoundedByStallNotTotal: reading the state has no budget for
-// the whole read, only for a stall: a read much longer than stateStall
+// the whole read, only for a stall: a read much longer than state.Stall
 // succeeds while records keep arriving, and one that gets nothing for
-// stateStall fails, saying so.
+// state.Stall fails, saying so.
 func TestStateLoadBoundedByStallNotTotal(t *testing.T) {
-	old := stateStall
-	stateStall = time.Second
-	t.Cleanup(func() { stateStall = old })
+	old := state.Stall
+	state.Stall = time.Second
+	t.Cleanup(func() { state.Stall = old })
 	_, dst := testClusters(t)
 	ctx := context.Background()
 	cl := newClient(t, dst, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	adm := kadm.NewClient(cl)
 	const topic = "kmirror.m.progress.internal"
-	if _, err := ensureCompactedTopic(ctx, adm, topic, 2, -1); err != nil {
+	if _, err := state.EnsureCompacted(ctx, adm, topic, 2, -1); err != nil {
 		t.Fatal(err)
 	}
 	var recs []*kgo.Record
@@ -213,11 +214,11 @@ func TestStateLoadBoundedByStallNotTotal(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a slow but steady read failed after %v: %v", took, err)
 	}
-	if len(ld.positions) != 12 || took < 2*stateStall {
-		t.Fatalf("read %d positions in %v; want 12, in more than %v (to show the read is not bounded as a whole)", len(ld.positions), took, 2*stateStall)
+	if len(ld.positions) != 12 || took < 2*state.Stall {
+		t.Fatalf("read %d positions in %v; want 12, in more than %v (to show the read is not bounded as a whole)", len(ld.positions), took, 2*state.Stall)
 	}
 
-	delay = 3 * stateStall
+	delay = 3 * state.Stall
 	_, err = loadProgress(ctx, nil, small, adm, topic)
 	if err == nil || !strings.Contains(err.Error(), "no record for") {
 		t.Fatalf("a read that stalls: %v, want an error saying no record arrived", err)

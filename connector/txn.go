@@ -26,7 +26,7 @@ import (
 //     A read_committed consumer of the target sees every source record once;
 //     a restart (or the next owner) resumes from the committed progress:
 //     every record whose transaction committed, also those behind another
-//     slot's open transaction (readCompacted).
+//     slot's open transaction (state.Read).
 //
 // Inside a transaction the copier works as it does without one: promises
 // move each partition's acked position and index. A commit first flushes

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"github.com/kmirror/kmirror/connector/state"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -208,7 +209,7 @@ func TestTxnFencedProgressWriteStops(t *testing.T) {
 	_, dst := testClusters(t)
 	ctx := context.Background()
 	const progress = "kmirror.m.progress.internal"
-	if _, err := ensureCompactedTopic(ctx, kadm.NewClient(newClient(t, dst)), progress, 1, 1); err != nil {
+	if _, err := state.EnsureCompacted(ctx, kadm.NewClient(newClient(t, dst)), progress, 1, 1); err != nil {
 		t.Fatal(err)
 	}
 	slot := func() *kgo.Client {

@@ -2,6 +2,7 @@ package connector
 
 import (
 	"context"
+	"github.com/kmirror/kmirror/connector/state"
 	"log/slog"
 	"maps"
 	"testing"
@@ -23,7 +24,7 @@ func TestLoadProgressPastOpenTransaction(t *testing.T) {
 	defer cancel()
 	const topic = "kmirror.m.progress.internal"
 	adm := kadm.NewClient(newClient(t, dst))
-	if _, err := ensureCompactedTopic(ctx, adm, topic, 1, 1); err != nil {
+	if _, err := state.EnsureCompacted(ctx, adm, topic, 1, 1); err != nil {
 		t.Fatal(err)
 	}
 	write := func(cl *kgo.Client, tp topicPartition, next int64) {
@@ -99,7 +100,7 @@ func TestStateTopicRolls(t *testing.T) {
 	defer cancel()
 	adm := kadm.NewClient(newClient(t, dst))
 	const topic = "kmirror.m.progress.internal"
-	if _, err := ensureCompactedTopic(ctx, adm, topic, 2, 1); err != nil {
+	if _, err := state.EnsureCompacted(ctx, adm, topic, 2, 1); err != nil {
 		t.Fatal(err)
 	}
 	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
@@ -131,13 +132,13 @@ func TestProgressLogFollows(t *testing.T) {
 	const topic = "kmirror.m.progress.internal"
 	opts := []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}
 	adm := kadm.NewClient(newClient(t, dst))
-	if _, err := ensureCompactedTopic(ctx, adm, topic, 2, 1); err != nil {
+	if _, err := state.EnsureCompacted(ctx, adm, topic, 2, 1); err != nil {
 		t.Fatal(err)
 	}
 	write := func(cl *kgo.Client, tp topicPartition, next int64) {
 		t.Helper()
 		k, v := encodeProgress(tp, position{next: next})
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: statePartition(2, tp.topic, tp.partition), Key: k, Value: sealer{}.seal(v)}).FirstErr(); err != nil {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: state.PartitionFor(2, tp.topic, tp.partition), Key: k, Value: sealer{}.seal(v)}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -181,8 +182,8 @@ func TestProgressLogFollows(t *testing.T) {
 		write(plain, tp, int64(100+i))
 	}
 	same("first read")
-	if l.reader.read != 6 {
-		t.Fatalf("first read: %d records read, want 6", l.reader.read)
+	if l.reader.Records != 6 {
+		t.Fatalf("first read: %d records read, want 6", l.reader.Records)
 	}
 
 	open := txn("kmirror.m.slot-1")
@@ -197,7 +198,7 @@ func TestProgressLogFollows(t *testing.T) {
 	if got.positions[tps[1]].next != 101 || got.positions[tps[0]].next != 500 {
 		t.Fatalf("a transaction open: %v, want orders/1 at 101 (the open transaction not counted) and orders/0 at 500", got.positions)
 	}
-	before := l.reader.read
+	before := l.reader.Records
 
 	write(plain, tps[1], 3) // behind the open transaction in the log: it wins once that commits
 	end(open, kgo.TryCommit)
@@ -206,7 +207,7 @@ func TestProgressLogFollows(t *testing.T) {
 		t.Fatalf("the transaction committed: orders/1 at %d, want 3 (the later plain write, in the log's order)", got.positions[tps[1]].next)
 	}
 	// The plain record and the commit marker(s), not the topic again.
-	if n := l.reader.read - before; n < 2 || n > 3 {
+	if n := l.reader.Records - before; n < 2 || n > 3 {
 		t.Fatalf("the second read read %d records, want only the 2 or 3 written since", n)
 	}
 
@@ -224,7 +225,7 @@ func TestProgressLogFollows(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool {
-		_, err := ensureCompactedTopic(ctx, adm, topic, 2, 1)
+		_, err := state.EnsureCompacted(ctx, adm, topic, 2, 1)
 		return err == nil
 	}, "the progress topic created again")
 	// More records than the old topic had, so that only its ID tells

@@ -1,4 +1,8 @@
-package connector
+// Package state reads and creates kmirror's state topics: compacted
+// topics on the target cluster (progress, offset index chunks, topic
+// metadata, checkpoints), read from the start with their transactions
+// folded as a read_committed consumer would see them.
+package state
 
 import (
 	"context"
@@ -9,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -23,55 +28,55 @@ import (
 // A state topic has Config.StatePartitions partitions, fixed when kmirror
 // creates it; one that exists keeps its own count (topics created by
 // earlier versions have one). Every key lives in one partition, chosen by
-// statePartition from what the key is about, so compaction and "the last
+// PartitionFor from what the key is about, so compaction and "the last
 // record of a key wins" hold per partition, and records about one source
 // partition (its progress and its index chunks) stay in order. The
 // partitions are read together at start.
 
-// ensureCompactedTopic creates a compacted state topic with partitions
-// partitions if it is missing (stateTopicConfigs), and returns the
+// EnsureCompacted creates a compacted state topic with partitions
+// partitions if it is missing (topicConfigs), and returns the
 // partition count it has.
-func ensureCompactedTopic(ctx context.Context, adm *kadm.Client, topic string, partitions int32, rf int16) (int32, error) {
-	if err := ensureTopic(ctx, adm, topic, partitions, rf, stateTopicConfigs()); err != nil {
+func EnsureCompacted(ctx context.Context, adm *kadm.Client, topic string, partitions int32, rf int16) (int32, error) {
+	if err := EnsureTopic(ctx, adm, topic, partitions, rf, topicConfigs()); err != nil {
 		return 0, err
 	}
-	return topicPartitions(ctx, adm, topic)
+	return Partitions(ctx, adm, topic)
 }
 
-// stateSegmentMs is the segment roll time of the state topics kmirror
+// segmentMs is the segment roll time of the state topics kmirror
 // creates. A broker compacts only closed segments, and its default segment
 // (1 GiB) takes hours to fill with progress records: the 30-minute chaos
 // soak (bench/results/chaos.md) never saw its progress topic compacted,
 // and every slot takeover, which reads the topic to its end, slowed from
 // 0.1 s to 20 s. Rolling every few minutes bounds what is read to a few
 // minutes of writes beyond the compacted state.
-const stateSegmentMs = 5 * 60 * 1000
+const segmentMs = 5 * 60 * 1000
 
-// stateTopicConfigs are the configs of a state topic kmirror creates: a
+// topicConfigs are the configs of a state topic kmirror creates: a
 // topic that exists keeps its own.
-func stateTopicConfigs() map[string]*string {
+func topicConfigs() map[string]*string {
 	return map[string]*string{
 		"cleanup.policy": kadm.StringPtr("compact"),
-		"segment.ms":     kadm.StringPtr(strconv.Itoa(stateSegmentMs)),
+		"segment.ms":     kadm.StringPtr(strconv.Itoa(segmentMs)),
 	}
 }
 
-// ensureTopic creates a topic of kmirror's own with configs if it is
+// EnsureTopic creates a topic of kmirror's own with configs if it is
 // missing; one that exists is left as it is.
-func ensureTopic(ctx context.Context, adm *kadm.Client, topic string, partitions int32, rf int16, configs map[string]*string) error {
+func EnsureTopic(ctx context.Context, adm *kadm.Client, topic string, partitions int32, rf int16, configs map[string]*string) error {
 	resp, err := adm.CreateTopic(ctx, partitions, rf, configs, topic)
 	if err == nil {
 		err = resp.Err
 	}
-	if err != nil && !isTopicExists(err) {
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		return fmt.Errorf("create internal topic %s: %w", topic, err)
 	}
 	return nil
 }
 
-// topicPartitions returns how many partitions topic has. A listing that
+// Partitions returns how many partitions topic has. A listing that
 // fails or lacks the topic is an error, never a guess.
-func topicPartitions(ctx context.Context, adm *kadm.Client, topic string) (int32, error) {
+func Partitions(ctx context.Context, adm *kadm.Client, topic string) (int32, error) {
 	tds, err := adm.ListTopics(ctx, topic)
 	if err != nil {
 		return 0, fmt.Errorf("describe internal topic %s: %w", topic, err)
@@ -88,41 +93,30 @@ func topicPartitions(ctx context.Context, adm *kadm.Client, topic string) (int32
 	return int32(len(td.Partitions)), nil
 }
 
-// statePartition is the partition of a state topic with n partitions that
+// PartitionFor is the partition of a state topic with n partitions that
 // holds the records about name (a source topic with its partition, a
 // target topic, a group; part 0 where there is no partition).
-func statePartition(n int32, name string, part int32) int32 {
+func PartitionFor(n int32, name string, part int32) int32 {
 	if n <= 1 {
 		return 0
 	}
 	return slots.SlotOf(name, part, n)
 }
 
-// statePartitions is the partition count of one of the mirror's state
-// topics: 1 before start found it (nothing writes state before that).
-func (m *Mirror) statePartitions(topic string) int32 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if n := m.stateParts[topic]; n > 0 {
-		return n
-	}
-	return 1
-}
-
-// stateStall bounds reading a state topic: it fails when no record
+// Stall bounds reading a state topic: it fails when no record
 // arrives for this long, however large the state (a fixed budget for the
 // whole read would fail a large one). A variable for tests.
-var stateStall = 30 * time.Second
+var Stall = 30 * time.Second
 
-// stateReportEvery is how often a long read of a state topic logs how far
+// reportEvery is how often a long read of a state topic logs how far
 // it got.
-const stateReportEvery = 5 * time.Second
+const reportEvery = 5 * time.Second
 
-// readCompacted reads topic from its start to the end offsets it has when
+// Read reads topic from its start to the end offsets it has when
 // the call starts, calling fn for every committed record in the log's order
 // per partition (value nil for a tombstone). It stops at the first error fn
 // returns, is bounded by ctx, and fails when no record arrives for
-// stateStall. A read that takes long logs its progress on log (nil:
+// Stall. A read that takes long logs its progress on log (nil:
 // silent). only, when 0 or more, reads that partition alone.
 //
 // Slots write progress and index in transactions, all slots into the same
@@ -134,40 +128,42 @@ const stateReportEvery = 5 * time.Second
 // uncommitted, with the transaction markers, and committed folds it
 // (committedFold): a transaction's records count once its commit marker is
 // read, in their place in the log; an aborted or still open one's never do.
-func readCompacted(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm *kadm.Client, topic string, only int32, fn func(key, value []byte) error) error {
-	r := newCompactedReader(topic, fn)
-	if err := r.readToEnd(ctx, log, opts, adm, only); err != nil {
+func Read(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm *kadm.Client, topic string, only int32, fn func(key, value []byte) error) error {
+	r := NewReader(topic, fn)
+	if err := r.ReadToEnd(ctx, log, opts, adm, only); err != nil {
 		return err
 	}
-	return r.finish()
+	return r.Finish()
 }
 
-// compactedReader reads a state topic in steps: each readToEnd continues
+// Reader reads a state topic in steps: each ReadToEnd continues
 // where the previous one stopped, so a reader kept between reads (the
 // progress log of a member, progressLog) reads only what was written
 // since. Each partition's committedFold lives as long as the reader: a
 // transaction still open at the end of one read is decided by a marker a
 // later read finds.
-type compactedReader struct {
+type Reader struct {
 	topic string
 	fn    func(key, value []byte) error
 	next  map[int32]int64 // first offset not read yet, per partition
 	folds map[int32]*committedFold
-	read  int64 // records read, markers included, over every readToEnd
+	// Records counts the records read, markers included, over every
+	// ReadToEnd.
+	Records int64
 }
 
-func newCompactedReader(topic string, fn func(key, value []byte) error) *compactedReader {
-	return &compactedReader{topic: topic, fn: fn, next: make(map[int32]int64), folds: make(map[int32]*committedFold)}
+func NewReader(topic string, fn func(key, value []byte) error) *Reader {
+	return &Reader{topic: topic, fn: fn, next: make(map[int32]int64), folds: make(map[int32]*committedFold)}
 }
 
-// errStateShrank is a state topic that ends before what was read from it:
+// ErrShrank is a state topic that ends before what was read from it:
 // deleted and created again. What was read from it is void.
-var errStateShrank = errors.New("the topic was deleted and created again")
+var ErrShrank = errors.New("the topic was deleted and created again")
 
-// readToEnd reads from where the last read stopped to the end offsets the
+// ReadToEnd reads from where the last read stopped to the end offsets the
 // topic has when the call starts (only, when 0 or more, reads that
 // partition alone), handing the committed records to fn in their order.
-func (cr *compactedReader) readToEnd(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm *kadm.Client, only int32) error {
+func (cr *Reader) ReadToEnd(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm *kadm.Client, only int32) error {
 	topic := cr.topic
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
@@ -186,7 +182,7 @@ func (cr *compactedReader) readToEnd(ctx context.Context, log *slog.Logger, opts
 		from := cr.next[o.Partition]
 		switch {
 		case o.Offset < from:
-			shrank = fmt.Errorf("read %s partition %d: ends at %d, read to %d: %w", topic, o.Partition, o.Offset, from, errStateShrank)
+			shrank = fmt.Errorf("read %s partition %d: ends at %d, read to %d: %w", topic, o.Partition, o.Offset, from, ErrShrank)
 		case o.Offset > from:
 			want[o.Partition] = o.Offset
 			start[o.Partition] = kgo.NewOffset().At(from)
@@ -213,7 +209,7 @@ func (cr *compactedReader) readToEnd(ctx context.Context, log *slog.Logger, opts
 	begin, reported := time.Now(), time.Now()
 	var read int64
 	for len(want) > 0 {
-		pollCtx, cancel := context.WithTimeout(ctx, stateStall)
+		pollCtx, cancel := context.WithTimeout(ctx, Stall)
 		fetches := cl.PollFetches(pollCtx)
 		stalled := pollCtx.Err() != nil && ctx.Err() == nil
 		cancel()
@@ -221,11 +217,11 @@ func (cr *compactedReader) readToEnd(ctx context.Context, log *slog.Logger, opts
 			return fmt.Errorf("read %s: %w (%d partitions not read to the end)", topic, ctx.Err(), len(want))
 		}
 		if stalled && fetches.NumRecords() == 0 {
-			return fmt.Errorf("read %s: no record for %v (%d records read, %d partitions not read to the end)", topic, stateStall, read, len(want))
+			return fmt.Errorf("read %s: no record for %v (%d records read, %d partitions not read to the end)", topic, Stall, read, len(want))
 		}
 		read += int64(fetches.NumRecords())
-		cr.read += int64(fetches.NumRecords())
-		if log != nil && time.Since(reported) >= stateReportEvery {
+		cr.Records += int64(fetches.NumRecords())
+		if log != nil && time.Since(reported) >= reportEvery {
 			reported = time.Now()
 			log.Info("loading state", "topic", topic, "records", read, "partitions_left", len(want), "took", time.Since(begin).Round(time.Second))
 		}
@@ -259,9 +255,9 @@ func (cr *compactedReader) readToEnd(ctx context.Context, log *slog.Logger, opts
 	return nil
 }
 
-// finish ends a one-off read: records of transactions still open are not
+// Finish ends a one-off read: records of transactions still open are not
 // committed (committedFold.finish).
-func (cr *compactedReader) finish() error {
+func (cr *Reader) Finish() error {
 	for _, f := range cr.folds {
 		if err := f.finish(); err != nil {
 			return err
@@ -270,12 +266,12 @@ func (cr *compactedReader) finish() error {
 	return nil
 }
 
-// heldBack calls fn, in log order per partition, for the committed
+// HeldBack calls fn, in log order per partition, for the committed
 // records a read could not hand on yet because they follow a transaction
 // still open: what a one-off read ending now would count (finish), without
 // consuming them, for they stay in their place should that transaction
 // commit later.
-func (cr *compactedReader) heldBack(fn func(key, value []byte) error) error {
+func (cr *Reader) HeldBack(fn func(key, value []byte) error) error {
 	for _, f := range cr.folds {
 		for _, e := range f.queue {
 			if e.decided && e.r != nil {
