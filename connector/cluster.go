@@ -57,7 +57,7 @@ type ClusterConfig struct {
 // DefaultClusterConfig is the slot plane of a mirror whose config says
 // nothing (as config.MirrorCluster's defaults).
 func DefaultClusterConfig() *ClusterConfig {
-	return &ClusterConfig{Slots: 16, SessionTimeout: 10 * time.Second, CommitInterval: defaultCommitInterval}
+	return &ClusterConfig{Slots: 16, SessionTimeout: 10 * time.Second, CommitInterval: DefaultCommitInterval}
 }
 
 // controlSlot is the slot whose owner runs the control plane.
@@ -100,7 +100,7 @@ type slotPlane struct {
 	closing bool
 	// progress is this worker's copy of the progress topic, kept current
 	// by each takeover and group-sync pass (progressLog).
-	progress *progressLog
+	progress *ProgressLog
 	// shared is, without exactly_once, the one copier of every slot this
 	// worker owns (created with the first slot): a single worker's data
 	// path, whose partitions come and go with the slots. One copier
@@ -112,22 +112,22 @@ type slotPlane struct {
 	// recordPath: partitions whose slot copies them on the record path
 	// although the batch path is on (exactly_once: txnAbort). It
 	// survives the slot's copiers.
-	recordPath *recordPathSet
+	recordPath *RecordPathSet
 }
 
 // slotWorker is one owned slot: its copier and what it found in the
 // progress topic when it took the slot over.
 type slotWorker struct {
 	slot int32
-	cp   *copier
+	cp   *Copier
 	// dst is the slot's producer: transactional (kmirror.<mirror>.slot-<n>)
 	// with exactly_once, else idempotent.
 	dst    *kgo.Client
-	loaded loaded // committed progress and indexes of the slot's partitions
+	loaded Loaded // committed progress and indexes of the slot's partitions
 	// writer persists the progress every progress_interval (at least
 	// once); nil with exactly_once, where progress commits with the
 	// records (cp.txn).
-	writer *progressWriter
+	writer *ProgressWriter
 
 	// shared is set on the owned slots that copy through the plane's
 	// shared copier (without exactly_once): cp, dst and writer are the
@@ -143,7 +143,7 @@ type slotWorker struct {
 
 func newSlotPlane(m *Mirror) *slotPlane {
 	return &slotPlane{m: m, owned: make(map[int32]*slotWorker), assigned: make(map[int32]bool),
-		progress: newProgressLog(m.log, m.cfg.TargetOpts, m.progressTopic), recordPath: newRecordPathSet()}
+		progress: NewProgressLog(m.log, m.cfg.TargetOpts, m.progressTopic), recordPath: NewRecordPathSet()}
 }
 
 func (p *slotPlane) transactionalID(slot int32) string {
@@ -217,7 +217,7 @@ func (p *slotPlane) takeOverMissing(ctx context.Context) {
 
 // slotOf is the slot of a source partition (0 before the slot count is
 // known).
-func (p *slotPlane) slotOf(tp topicPartition) int32 {
+func (p *slotPlane) slotOf(tp TopicPartition) int32 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.slotOfLocked(tp)
@@ -254,7 +254,7 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 	// exactly_once a revoked owner persisted its progress before the
 	// group moved the slot; a lost one, what it last wrote.)
 	fenced := make(map[int32]*kgo.Client, len(ss))
-	endTxns := make(map[int32]*endTxnCounter, len(ss))
+	endTxns := make(map[int32]*EndTxnCounter, len(ss))
 	for _, slot := range ss {
 		// Revoked while earlier slots were fenced: fencing it now would
 		// fence its new owner's producer (which then takes it over
@@ -266,7 +266,7 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 			continue
 		}
 		var dst *kgo.Client
-		var ends *endTxnCounter
+		var ends *EndTxnCounter
 		var err error
 		if p.m.cfg.Cluster.ExactlyOnce {
 			dst, ends, err = p.slotProducer(ctx, slot)
@@ -288,7 +288,7 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 		break
 	}
 	// Only the fenced slots' partitions: the progress log holds them all.
-	ld, err := p.progress.current(ctx, kadm.NewClient(any), func(tp topicPartition) bool {
+	ld, err := p.progress.Current(ctx, kadm.NewClient(any), func(tp TopicPartition) bool {
 		_, ok := fenced[p.slotOf(tp)]
 		return ok
 	})
@@ -297,18 +297,18 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 		p.closeProducers(fenced)
 		return
 	}
-	bySlot := make(map[int32]loaded, len(fenced))
+	bySlot := make(map[int32]Loaded, len(fenced))
 	for slot := range fenced {
-		bySlot[slot] = loaded{positions: make(map[topicPartition]position), indexes: make(map[topicPartition]*index.Partition)}
+		bySlot[slot] = Loaded{Positions: make(map[TopicPartition]Position), Indexes: make(map[TopicPartition]*index.Partition)}
 	}
-	for tp, pos := range ld.positions {
+	for tp, pos := range ld.Positions {
 		if l, ok := bySlot[p.slotOf(tp)]; ok {
-			l.positions[tp] = pos
+			l.Positions[tp] = pos
 		}
 	}
-	for tp, ix := range ld.indexes {
+	for tp, ix := range ld.Indexes {
 		if l, ok := bySlot[p.slotOf(tp)]; ok {
-			l.indexes[tp] = ix
+			l.Indexes[tp] = ix
 		}
 	}
 	var installed []int32
@@ -333,7 +333,7 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 	}
 	ss = installed
 	slices.Sort(installed)
-	p.m.log.Info("slots taken over", "slots", installed, "partitions_stored", len(ld.positions), "took", time.Since(begin).Round(time.Millisecond))
+	p.m.log.Info("slots taken over", "slots", installed, "partitions_stored", len(ld.Positions), "took", time.Since(begin).Round(time.Millisecond))
 	// Partitions of topics already mirrored start now, not at the next
 	// pass.
 	p.assignKnown(ss)
@@ -354,7 +354,7 @@ func (p *slotPlane) sharedProducer() (*kgo.Client, error) {
 	cfg := p.m.cfg
 	produceCtx, cancelProduce := context.WithCancel(context.Background())
 	w := &slotWorker{slot: -1, dst: dst, produceCtx: produceCtx, cancelProduce: cancelProduce, done: make(chan struct{})}
-	w.cp = newCopier(p.m.log, p.m.metrics, dst, produceCtx, copierOpts{deadLetter: cfg.DeadLetterTopic, deliveryTimeout: cfg.DeliveryTimeout, passthrough: cfg.SourceCompression, dstOpts: cfg.TargetOpts})
+	w.cp = NewCopier(p.m.log, p.m.metrics, dst, produceCtx, CopierOpts{DeadLetter: cfg.DeadLetterTopic, DeliveryTimeout: cfg.DeliveryTimeout, Passthrough: cfg.SourceCompression, DstOpts: cfg.TargetOpts})
 	w.writer = p.m.newProgressWriter(dst, w.cp)
 	p.shared = w
 	return dst, nil
@@ -373,9 +373,9 @@ func (p *slotPlane) closeProducers(bySlot map[int32]*kgo.Client) {
 // slotProducer creates an exactly_once slot's transactional producer, which
 // has taken the transactional ID over, with a hook counting its EndTxn
 // requests (endRaw).
-func (p *slotPlane) slotProducer(ctx context.Context, slot int32) (*kgo.Client, *endTxnCounter, error) {
+func (p *slotPlane) slotProducer(ctx context.Context, slot int32) (*kgo.Client, *EndTxnCounter, error) {
 	cfg := p.m.cfg
-	ends := new(endTxnCounter)
+	ends := new(EndTxnCounter)
 	opts := append(p.m.producerOpts(),
 		kgo.WithHooks(ends),
 		p.m.metadataMinAge(),
@@ -384,13 +384,13 @@ func (p *slotPlane) slotProducer(ctx context.Context, slot int32) (*kgo.Client, 
 		// Transactions the pre-Kafka-4 way (EndTxn at most v4, so
 		// franz-go adds partitions with AddPartitionsToTxn): see
 		// classicTransactions.
-		kgo.MaxVersions(classicTransactions()),
+		kgo.MaxVersions(ClassicTransactions()),
 	)
 	dst, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := fence(ctx, dst); err != nil {
+	if err := Fence(ctx, dst); err != nil {
 		dst.Close()
 		return nil, nil, err
 	}
@@ -420,7 +420,7 @@ func (p *slotPlane) slotProducer(ctx context.Context, slot int32) (*kgo.Client, 
 // runs KIP-890 part 2 add the partition to the transaction itself, in a
 // transaction the coordinator runs the classic way; AddPartitionsToTxn v4+
 // is the brokers' own batched form.
-func classicTransactions() *kversion.Versions {
+func ClassicTransactions() *kversion.Versions {
 	v := kversion.Stable()
 	v.SetMaxKeyVersion(int16(kmsg.EndTxn), 4)
 	v.SetMaxKeyVersion(int16(kmsg.Produce), 11)
@@ -431,7 +431,7 @@ func classicTransactions() *kversion.Versions {
 // newSlotWorker is a slot's copier over its producer: with exactly_once a
 // transactional copier of its own (endTxns counts its producer's EndTxn
 // requests), else the shared copier.
-func (p *slotPlane) newSlotWorker(slot int32, dst *kgo.Client, endTxns *endTxnCounter, ld loaded) *slotWorker {
+func (p *slotPlane) newSlotWorker(slot int32, dst *kgo.Client, endTxns *EndTxnCounter, ld Loaded) *slotWorker {
 	cfg := p.m.cfg
 	if !cfg.Cluster.ExactlyOnce {
 		p.mu.Lock()
@@ -443,12 +443,9 @@ func (p *slotPlane) newSlotWorker(slot int32, dst *kgo.Client, endTxns *endTxnCo
 	w := &slotWorker{slot: slot, dst: dst, loaded: ld, produceCtx: produceCtx, cancelProduce: cancelProduce, done: make(chan struct{})}
 	// The batch path writes inside the slot's transactions (pttxn.go),
 	// with the slot producer's ID and epoch.
-	w.cp = newCopier(p.m.log.With("slot", slot), p.m.metrics, dst, produceCtx, copierOpts{deadLetter: cfg.DeadLetterTopic, deliveryTimeout: cfg.DeliveryTimeout,
-		passthrough: cfg.SourceCompression, dstOpts: cfg.TargetOpts, recordPath: p.recordPath})
-	w.cp.txn = &txnCycle{every: cfg.Cluster.CommitInterval, writer: p.m.newProgressWriter(dst, w.cp), endTxns: endTxns}
-	if w.cp.pt != nil {
-		w.cp.pt.useTransactions(p.transactionalID(slot))
-	}
+	w.cp = NewCopier(p.m.log.With("slot", slot), p.m.metrics, dst, produceCtx, CopierOpts{DeadLetter: cfg.DeadLetterTopic, DeliveryTimeout: cfg.DeliveryTimeout,
+		Passthrough: cfg.SourceCompression, DstOpts: cfg.TargetOpts, RecordPath: p.recordPath})
+	w.cp.Transactional(p.transactionalID(slot), cfg.Cluster.CommitInterval, p.m.newProgressWriter(dst, w.cp), endTxns)
 	return w
 }
 
@@ -472,7 +469,7 @@ func (p *slotPlane) release(ctx context.Context, ss []int32, commit bool) {
 		delete(p.assigned, slot)
 	}
 	p.mu.Unlock()
-	var out []topicPartition
+	var out []TopicPartition
 	if len(shared) > 0 {
 		out = p.takeOutShared(shared)
 	}
@@ -493,19 +490,19 @@ func (p *slotPlane) release(ctx context.Context, ss []int32, commit bool) {
 // leaving this worker (parked: their records in flight still settle) and
 // returns them, those parked already (their topic left the selection)
 // included. The caller holds routeMu.
-func (p *slotPlane) takeOutShared(ws []*slotWorker) []topicPartition {
+func (p *slotPlane) takeOutShared(ws []*slotWorker) []TopicPartition {
 	gone := make(map[int32]bool, len(ws))
 	for _, w := range ws {
 		gone[w.slot] = true
 	}
 	cp := p.shared.cp
-	var tps []topicPartition
-	for _, ps := range cp.persistable() {
-		if gone[p.slotOf(ps.tp)] {
-			tps = append(tps, ps.tp)
+	var tps []TopicPartition
+	for _, ps := range cp.Persistable() {
+		if gone[p.slotOf(ps.TP)] {
+			tps = append(tps, ps.TP)
 		}
 	}
-	cp.unassign(tps)
+	cp.Unassign(tps)
 	return tps
 }
 
@@ -516,9 +513,9 @@ func (p *slotPlane) takeOutShared(ws []*slotWorker) []topicPartition {
 // copied twice. Lost: another worker may own them already; progress
 // written now could move theirs back. Either way their states go, so that
 // the slots taken again later resume from the progress topic.
-func (p *slotPlane) settleShared(ctx context.Context, tps []topicPartition, commit bool) error {
+func (p *slotPlane) settleShared(ctx context.Context, tps []TopicPartition, commit bool) error {
 	sh := p.shared
-	defer sh.cp.dropParked(tps)
+	defer sh.cp.DropParked(tps)
 	if !commit {
 		return nil
 	}
@@ -530,7 +527,7 @@ func (p *slotPlane) settleShared(ctx context.Context, tps []topicPartition, comm
 	for {
 		unsettled := 0
 		for _, tp := range tps {
-			if ps, settled := sh.cp.parkedState(tp); ps != nil && !settled {
+			if ps, settled := sh.cp.ParkedState(tp); ps != nil && !settled {
 				unsettled++
 			}
 		}
@@ -546,13 +543,8 @@ func (p *slotPlane) settleShared(ctx context.Context, tps []topicPartition, comm
 		// own contexts) and leave them to the next owner.
 		n := 0
 		for _, tp := range tps {
-			if ps, settled := sh.cp.parkedState(tp); ps != nil && !settled {
-				ps.mu.Lock()
-				n += len(ps.inflight) - ps.head
-				if ps.cancel != nil {
-					ps.cancel()
-				}
-				ps.mu.Unlock()
+			if ps, settled := sh.cp.ParkedState(tp); ps != nil && !settled {
+				n += ps.Abandon()
 			}
 		}
 		abandonedErr = fmt.Errorf("%d records of %d partitions not acknowledged by the target within shutdown_timeout (%v)", n, unsettled, p.m.cfg.ShutdownTimeout)
@@ -564,7 +556,7 @@ func (p *slotPlane) settleShared(ctx context.Context, tps []topicPartition, comm
 		progressCtx, cancel = context.WithTimeout(context.Background(), finalProgressTimeout)
 		defer cancel()
 	}
-	if err := sh.writer.writeSync(progressCtx); err != nil {
+	if err := sh.writer.WriteSync(progressCtx); err != nil {
 		return errors.Join(abandonedErr, fmt.Errorf("persist the progress of the released slots: %w; the next owner copies their records since the last write again", err))
 	}
 	return abandonedErr
@@ -609,17 +601,17 @@ func (p *slotPlane) stopSlot(ctx context.Context, w *slotWorker, commit bool) er
 	case w.writer != nil:
 		// At least once: what was acknowledged is worth persisting
 		// even after a loop that did not stop in time.
-		err = p.m.drain(cctx, w.dst, w.cp, w.writer, w.cancelProduce, w.cp.log)
+		err = p.m.drain(cctx, w.dst, w.cp, w.writer, w.cancelProduce, w.cp.Logger())
 	case !stopped:
 		err = fmt.Errorf("the poll loop did not stop within the shutdown timeout %v", p.m.cfg.ShutdownTimeout)
 	case cctx.Err() == nil:
-		err = w.cp.txnEnd(cctx)
+		err = w.cp.TxnEnd(cctx)
 	}
 	if !stopped && err == nil {
 		err = fmt.Errorf("the poll loop did not stop within the shutdown timeout %v", p.m.cfg.ShutdownTimeout)
 	}
 	w.cancelProduce()
-	w.cp.close()
+	w.cp.Close()
 	w.dst.Close()
 	return err
 }
@@ -655,28 +647,28 @@ func (p *slotPlane) assignKnown(ss []int32) {
 		want[s] = true
 	}
 	m := p.m
-	var as []assignment
+	var as []Assignment
 	m.mu.Lock()
 	for _, ts := range m.topics {
 		if ts.fatal != nil {
 			continue
 		}
 		for part := range ts.assigned {
-			tp := topicPartition{ts.source, part}
+			tp := TopicPartition{ts.source, part}
 			if !want[p.slotOf(tp)] {
 				continue
 			}
-			a := assignment{tp: tp, target: ts.target, topicID: ts.id, next: -1}
+			a := Assignment{TP: tp, Target: ts.target, TopicID: ts.id, Next: -1}
 			// Where the slot has no committed position: MM2's, as the
 			// control plane decided when it assigned the partition.
 			if floor, _ := m.adoptedStart(tp); floor != nil {
-				a.next, a.index = floor.Src, index.NewAdopted(nil, floor.Src, floor.Dst)
+				a.Next, a.Index = floor.Src, index.NewAdopted(nil, floor.Src, floor.Dst)
 			}
 			as = append(as, a)
 		}
 	}
 	m.mu.Unlock()
-	if _, err := p.assign(as, m.cfg.SourceOpts); err != nil {
+	if _, err := p.Assign(as, m.cfg.SourceOpts); err != nil {
 		m.log.Error("cannot start copying the slots' partitions; retrying on the next pass", "err", err)
 	}
 }
@@ -684,24 +676,24 @@ func (p *slotPlane) assignKnown(ss []int32) {
 // assign routes each assignment to the copier of its slot, from the
 // position that slot found committed when it was taken over; partitions of
 // slots owned elsewhere are skipped.
-func (p *slotPlane) assign(as []assignment, srcOpts []kgo.Opt) (bool, error) {
+func (p *slotPlane) Assign(as []Assignment, srcOpts []kgo.Opt) (bool, error) {
 	p.routeMu.Lock()
 	defer p.routeMu.Unlock()
-	bySlot := make(map[*slotWorker][]assignment)
+	bySlot := make(map[*slotWorker][]Assignment)
 	p.mu.Lock()
 	for _, a := range as {
-		w := p.owned[p.slotOfLocked(a.tp)]
+		w := p.owned[p.slotOfLocked(a.TP)]
 		if w == nil {
 			continue
 		}
 		// The slot's committed position, read when it was taken over,
 		// is where the partition resumes.
-		bySlot[w] = append(bySlot[w], w.loaded.resume(a))
+		bySlot[w] = append(bySlot[w], w.loaded.Resume(a))
 	}
 	p.mu.Unlock()
 	var errs []error
 	for w, as := range bySlot {
-		started, err := w.cp.assign(as, srcOpts)
+		started, err := w.cp.Assign(as, srcOpts)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("slot %d: %w", w.slot, err))
 			continue
@@ -715,11 +707,11 @@ func (p *slotPlane) assign(as []assignment, srcOpts []kgo.Opt) (bool, error) {
 	return false, errors.Join(errs...)
 }
 
-func (p *slotPlane) slotOfLocked(tp topicPartition) int32 {
+func (p *slotPlane) slotOfLocked(tp TopicPartition) int32 {
 	if p.n <= 0 {
 		return 0
 	}
-	return slots.SlotOf(tp.topic, tp.partition, p.n)
+	return slots.SlotOf(tp.Topic, tp.Partition, p.n)
 }
 
 // run starts a slot's poll loop, and without exactly_once its progress
@@ -738,10 +730,10 @@ func (p *slotPlane) run(w *slotWorker) {
 	var ticks sync.WaitGroup
 	if w.writer != nil {
 		ticks.Go(func() {
-			var gate persistGate
-			every(ctx, progressTick(p.m.cfg.ProgressInterval), func() {
-				if gate.due(w.cp.changes.Load(), time.Now()) {
-					w.writer.writeAsync(w.produceCtx)
+			var gate PersistGate
+			every(ctx, ProgressTick(p.m.cfg.ProgressInterval), func() {
+				if gate.Due(w.cp.ChangeCount(), time.Now()) {
+					w.writer.WriteAsync(w.produceCtx)
 				}
 			})
 		})
@@ -749,8 +741,8 @@ func (p *slotPlane) run(w *slotWorker) {
 	go func() {
 		defer close(w.done)
 		defer ticks.Wait()
-		w.cp.run(ctx)
-		if !w.cp.txnStopped() {
+		w.cp.Run(ctx)
+		if !w.cp.TxnStopped() {
 			return
 		}
 		stop() // the writer's ticks too (none with a transaction)
@@ -770,9 +762,9 @@ func (p *slotPlane) run(w *slotWorker) {
 		}
 		p.m.metrics.slotOwned(w.slot, false, "lost")
 		w.cancelProduce()
-		w.cp.close()
+		w.cp.Close()
 		w.dst.Close()
-		if w.cp.txn.fenced != nil {
+		if w.cp.Fenced() {
 			// Fenced: whoever fenced it may own it now; the next
 			// pass takes it over again if the group still says so.
 			p.m.log.Warn("slot fenced by another producer: this copier stops; the next pass takes the slot over again if it is still assigned here", "slot", w.slot)
@@ -799,60 +791,60 @@ func (p *slotPlane) each(fn func(*slotWorker)) {
 	}
 }
 
-func (p *slotPlane) worker(tp topicPartition) *slotWorker {
+func (p *slotPlane) worker(tp TopicPartition) *slotWorker {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.owned[p.slotOfLocked(tp)]
 }
 
-func (p *slotPlane) unassign(tps []topicPartition) {
-	by := make(map[*slotWorker][]topicPartition)
+func (p *slotPlane) Unassign(tps []TopicPartition) {
+	by := make(map[*slotWorker][]TopicPartition)
 	for _, tp := range tps {
 		if w := p.worker(tp); w != nil {
 			by[w] = append(by[w], tp)
 		}
 	}
 	for w, tps := range by {
-		w.cp.unassign(tps)
+		w.cp.Unassign(tps)
 	}
 }
 
-func (p *slotPlane) parkedState(tp topicPartition) (*partitionState, bool) {
+func (p *slotPlane) ParkedState(tp TopicPartition) (*PartitionState, bool) {
 	if w := p.worker(tp); w != nil {
-		return w.cp.parkedState(tp)
+		return w.cp.ParkedState(tp)
 	}
 	return nil, false
 }
 
-func (p *slotPlane) dropParked(tps []topicPartition) map[topicPartition]*index.Partition {
-	out := make(map[topicPartition]*index.Partition)
+func (p *slotPlane) DropParked(tps []TopicPartition) map[TopicPartition]*index.Partition {
+	out := make(map[TopicPartition]*index.Partition)
 	for _, tp := range tps {
 		if w := p.worker(tp); w != nil {
-			maps.Copy(out, w.cp.dropParked([]topicPartition{tp}))
+			maps.Copy(out, w.cp.DropParked([]TopicPartition{tp}))
 		}
 	}
 	return out
 }
 
-func (p *slotPlane) partition(tp topicPartition) *partitionState {
+func (p *slotPlane) Partition(tp TopicPartition) *PartitionState {
 	if w := p.worker(tp); w != nil {
-		return w.cp.partition(tp)
+		return w.cp.Partition(tp)
 	}
 	return nil
 }
 
-func (p *slotPlane) snapshot() []*partitionState {
-	var out []*partitionState
+func (p *slotPlane) Snapshot() []*PartitionState {
+	var out []*PartitionState
 	for _, cp := range p.copiers() {
-		out = append(out, cp.snapshot()...)
+		out = append(out, cp.Snapshot()...)
 	}
 	return out
 }
 
-func (p *slotPlane) inFlight() int {
+func (p *slotPlane) InFlight() int {
 	n := 0
 	for _, cp := range p.copiers() {
-		n += cp.inFlight()
+		n += cp.InFlight()
 	}
 	return n
 }
@@ -860,10 +852,10 @@ func (p *slotPlane) inFlight() int {
 // copiers are the copiers of the slots this worker owns, each once (the
 // shared one serves every slot without exactly_once, and is there while
 // it has records in flight of slots gone).
-func (p *slotPlane) copiers() []*copier {
+func (p *slotPlane) copiers() []*Copier {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []*copier
+	var out []*Copier
 	if p.shared != nil {
 		out = append(out, p.shared.cp)
 	}
@@ -922,7 +914,7 @@ var _ dataPlane = (*slotPlane)(nil)
 // own slots' live ones.
 func (m *Mirror) translationView(ctx context.Context, c *clients, dp dataPlane) (dataPlane, error) {
 	// The partitions copied here answer from their live state.
-	ld, err := m.slots.progress.current(ctx, c.dstAdm, func(tp topicPartition) bool { return dp.partition(tp) == nil })
+	ld, err := m.slots.progress.Current(ctx, c.dstAdm, func(tp TopicPartition) bool { return dp.Partition(tp) == nil })
 	if err != nil {
 		return nil, fmt.Errorf("read the committed offset indexes in %s: %w", m.progressTopic, m.dstErr(err))
 	}
@@ -933,22 +925,22 @@ func (m *Mirror) translationView(ctx context.Context, c *clients, dp dataPlane) 
 // partition is copied here, else from the committed progress and index.
 type storedView struct {
 	dataPlane
-	ld loaded
+	ld Loaded
 }
 
-func (v storedView) partition(tp topicPartition) *partitionState {
-	if ps := v.dataPlane.partition(tp); ps != nil {
+func (v storedView) Partition(tp TopicPartition) *PartitionState {
+	if ps := v.dataPlane.Partition(tp); ps != nil {
 		return ps
 	}
-	pos, ok := v.ld.positions[tp]
+	pos, ok := v.ld.Positions[tp]
 	if !ok {
 		return nil
 	}
-	ix := v.ld.indexes[tp]
+	ix := v.ld.Indexes[tp]
 	if ix == nil {
 		ix = index.New()
 	}
-	return &partitionState{tp: tp, acked: pos.next, persisted: pos.next, committed: pos.next, index: ix, end: -1}
+	return &PartitionState{TP: tp, Acked: pos.Next, Persisted: pos.Next, Committed: pos.Next, Index: ix, End: -1}
 }
 
 // refreshMembers describes the group, for status and the slots without an
@@ -1000,7 +992,7 @@ func (p *slotPlane) watchSettling(member *slots.Member) {
 	s, ok := member.Settling()
 	if !ok {
 		p.m.metrics.setRebalanceSeconds(0)
-		p.m.logEvery.forget(logKeyUnsettled)
+		p.m.logEvery.Forget(logKeyUnsettled)
 		return
 	}
 	took := time.Since(s.Since)
@@ -1012,7 +1004,7 @@ func (p *slotPlane) watchSettling(member *slots.Member) {
 	if s.Err != nil {
 		args = append(args, "last_error", s.Err)
 	}
-	p.m.logEvery.warn(p.m.log, logKeyUnsettled, "the slots group does not settle: this worker is still in a rebalance after the session timeout plus the rebalance timeout; slots may have no owner until it completes", args...)
+	p.m.logEvery.Warn(p.m.log, logKeyUnsettled, "the slots group does not settle: this worker is still in a rebalance after the session timeout plus the rebalance timeout; slots may have no owner until it completes", args...)
 }
 
 // logKeyUnsettled is the logLimiter key of watchSettling's warning.
@@ -1066,9 +1058,9 @@ func (p *slotPlane) status() *ClusterStatus {
 		if w.shared {
 			if !sharedDone { // one walk for every slot of the shared copier
 				sharedDone = true
-				for _, ps := range w.cp.snapshot() {
-					acked, end, _ := ps.status()
-					if s := p.slotOf(ps.tp); p.owns(s) {
+				for _, ps := range w.cp.Snapshot() {
+					acked, end, _ := ps.Status()
+					if s := p.slotOf(ps.TP); p.owns(s) {
 						st.SlotLag[s] += lag(acked, end)
 					}
 				}
@@ -1079,8 +1071,8 @@ func (p *slotPlane) status() *ClusterStatus {
 			continue
 		}
 		var lagSum int64
-		for _, ps := range w.cp.snapshot() {
-			acked, end, _ := ps.status()
+		for _, ps := range w.cp.Snapshot() {
+			acked, end, _ := ps.Status()
 			lagSum += lag(acked, end)
 		}
 		st.SlotLag[w.slot] = lagSum

@@ -107,23 +107,23 @@ func TestSelectTopics(t *testing.T) {
 
 func TestProgressCodec(t *testing.T) {
 	t.Parallel()
-	tp := topicPartition{"orders.eu", 7}
-	k, v := encodeProgress(tp, position{next: 12345, topicID: "AAEC"})
+	tp := TopicPartition{"orders.eu", 7}
+	k, v := EncodeProgress(tp, Position{Next: 12345, TopicID: "AAEC"})
 	if string(k) != `{"topic":"orders.eu","partition":7}` || string(v) != `{"next_offset":12345,"topic_id":"AAEC"}` {
 		t.Fatalf("encoded %s = %s", k, v)
 	}
-	gotTP, pos, err := decodeProgress(k, v)
-	if err != nil || gotTP != tp || pos != (position{next: 12345, topicID: "AAEC"}) {
+	gotTP, pos, err := DecodeProgress(k, v)
+	if err != nil || gotTP != tp || pos != (Position{Next: 12345, TopicID: "AAEC"}) {
 		t.Fatalf("decoded %v %v %v", gotTP, pos, err)
 	}
 	// A value without a topic ID (a broker without IDs) reads back too.
-	if _, pos, err := decodeProgress(k, []byte(`{"next_offset":3}`)); err != nil || pos != (position{next: 3}) {
+	if _, pos, err := DecodeProgress(k, []byte(`{"next_offset":3}`)); err != nil || pos != (Position{Next: 3}) {
 		t.Fatalf("decoded %v %v", pos, err)
 	}
-	if _, _, err := decodeProgress([]byte("garbage"), v); err == nil {
+	if _, _, err := DecodeProgress([]byte("garbage"), v); err == nil {
 		t.Fatal("want an error for a bad key")
 	}
-	if _, _, err := decodeProgress(k, []byte("{")); err == nil {
+	if _, _, err := DecodeProgress(k, []byte("{")); err == nil {
 		t.Fatal("want an error for a bad value")
 	}
 }
@@ -131,26 +131,26 @@ func TestProgressCodec(t *testing.T) {
 func TestPromiseAdvancesInOrderAndHoldsOnFailure(t *testing.T) {
 	t.Parallel()
 	var attention atomic.Bool
-	ps := &partitionState{acked: 10, persisted: 10, onFail: func() { attention.Store(true) }, index: index.New()}
+	ps := &PartitionState{Acked: 10, Persisted: 10, onFail: func() { attention.Store(true) }, Index: index.New()}
 	ps.inflight = []int64{10, 11, 13} // 12 was an aborted record: a gap
 	rec := &kgo.Record{Timestamp: time.Now()}
-	ps.promise(rec, nil)
-	if ps.acked != 11 {
-		t.Fatalf("acked = %d, want 11", ps.acked)
+	ps.Promise(rec, nil)
+	if ps.Acked != 11 {
+		t.Fatalf("acked = %d, want 11", ps.Acked)
 	}
-	ps.promise(rec, nil)
-	ps.promise(rec, nil)
-	if ps.acked != 14 || ps.head != 0 || len(ps.inflight) != 0 {
-		t.Fatalf("acked=%d head=%d inflight=%v, want 14 and an empty queue", ps.acked, ps.head, ps.inflight)
+	ps.Promise(rec, nil)
+	ps.Promise(rec, nil)
+	if ps.Acked != 14 || ps.head != 0 || len(ps.inflight) != 0 {
+		t.Fatalf("acked=%d head=%d inflight=%v, want 14 and an empty queue", ps.Acked, ps.head, ps.inflight)
 	}
 
 	// A refused record fails the partition; later acks must not move it.
 	ps.inflight = append(ps.inflight, 14, 15, 16)
-	ps.promise(rec, errors.New("MESSAGE_TOO_LARGE"))
-	ps.promise(rec, nil)
-	ps.promise(rec, nil)
-	if ps.acked != 14 || ps.failed == nil || !attention.Load() {
-		t.Fatalf("acked=%d failed=%v attention=%v: a failure must hold the position and ask for attention", ps.acked, ps.failed, attention.Load())
+	ps.Promise(rec, errors.New("MESSAGE_TOO_LARGE"))
+	ps.Promise(rec, nil)
+	ps.Promise(rec, nil)
+	if ps.Acked != 14 || ps.failed == nil || !attention.Load() {
+		t.Fatalf("acked=%d failed=%v attention=%v: a failure must hold the position and ask for attention", ps.Acked, ps.failed, attention.Load())
 	}
 	if ps.backoff != minRetryBackoff {
 		t.Fatalf("backoff = %v, want %v", ps.backoff, minRetryBackoff)
@@ -191,7 +191,7 @@ type passHarness struct {
 	c              *clients
 	srcAdm, dstAdm *kadm.Client
 	dst            *kgo.Client
-	cp             *copier
+	cp             *Copier
 	// plane is the data plane the passes drive: cp, resuming partitions
 	// from stored (as a slot resumes them from what it loaded).
 	plane *loadedPlane
@@ -201,30 +201,30 @@ type passHarness struct {
 // stored progress, as a slot does (loaded.resume): the unit tests' data
 // plane.
 type loadedPlane struct {
-	*copier
+	*Copier
 	mu     sync.Mutex
-	stored loaded
+	stored Loaded
 }
 
-func (p *loadedPlane) assign(as []assignment, srcOpts []kgo.Opt) (bool, error) {
+func (p *loadedPlane) Assign(as []Assignment, srcOpts []kgo.Opt) (bool, error) {
 	p.mu.Lock()
 	for i := range as {
-		as[i] = p.stored.resume(as[i])
+		as[i] = p.stored.Resume(as[i])
 	}
 	p.mu.Unlock()
-	return p.copier.assign(as, srcOpts)
+	return p.Copier.Assign(as, srcOpts)
 }
 
 // store makes tp resume from pos when it is next assigned; a negative
 // next drops what was stored for it.
-func (h *passHarness) store(tp topicPartition, pos position) {
+func (h *passHarness) store(tp TopicPartition, pos Position) {
 	h.plane.mu.Lock()
 	defer h.plane.mu.Unlock()
-	if pos.next < 0 {
-		delete(h.plane.stored.positions, tp)
+	if pos.Next < 0 {
+		delete(h.plane.stored.Positions, tp)
 		return
 	}
-	h.plane.stored.positions[tp] = pos
+	h.plane.stored.Positions[tp] = pos
 }
 
 func discardLogger() *slog.Logger {
@@ -278,9 +278,9 @@ func newPassHarnessFor(t *testing.T, src, dst *kfake.Cluster, cfg Config, opts .
 			t.Fatal(err)
 		}
 	}
-	h.cp = newCopier(m.log, nil, dstCl, context.Background(), copierOpts{})
-	t.Cleanup(h.cp.close)
-	h.plane = &loadedPlane{copier: h.cp, stored: loaded{positions: map[topicPartition]position{}, indexes: map[topicPartition]*index.Partition{}}}
+	h.cp = NewCopier(m.log, nil, dstCl, context.Background(), CopierOpts{})
+	t.Cleanup(h.cp.Close)
+	h.plane = &loadedPlane{Copier: h.cp, stored: Loaded{Positions: map[TopicPartition]Position{}, Indexes: map[TopicPartition]*index.Partition{}}}
 	m.copier = h.plane
 	m.controlWithoutGroup = true
 	m.started = true
@@ -451,8 +451,8 @@ func TestPassGrowsPartitionsAndAssignsThem(t *testing.T) {
 		return targetPartitions(t, h.dst)["src.grow"] == 5
 	}, "5 target partitions")
 	var assigned []int
-	for _, ps := range h.cp.snapshot() {
-		assigned = append(assigned, int(ps.tp.partition))
+	for _, ps := range h.cp.Snapshot() {
+		assigned = append(assigned, int(ps.TP.Partition))
 	}
 	sort.Ints(assigned)
 	if !reflect.DeepEqual(assigned, []int{0, 1, 2, 3, 4}) {
@@ -471,8 +471,8 @@ func TestPassDropsDeletedTopics(t *testing.T) {
 	if err := h.pass(t); err != nil {
 		t.Fatal(err)
 	}
-	if len(h.cp.snapshot()) != 2 {
-		t.Fatalf("want 2 partitions assigned, got %d", len(h.cp.snapshot()))
+	if len(h.cp.Snapshot()) != 2 {
+		t.Fatalf("want 2 partitions assigned, got %d", len(h.cp.Snapshot()))
 	}
 	if _, err := h.srcAdm.DeleteTopic(ctx, "gone"); err != nil {
 		t.Fatal(err)
@@ -481,7 +481,7 @@ func TestPassDropsDeletedTopics(t *testing.T) {
 		if err := h.pass(t); err != nil {
 			t.Fatal(err)
 		}
-		return len(h.cp.snapshot()) == 0
+		return len(h.cp.Snapshot()) == 0
 	}, "the partitions of the deleted source topic to be unassigned")
 	if len(h.m.Status().Topics) != 0 {
 		t.Fatalf("status still lists %v", h.m.Status().Topics)
@@ -501,30 +501,30 @@ func TestLoadProgressKeepsLatestPerPartition(t *testing.T) {
 	if _, err := state.EnsureCompacted(ctx, adm, topic, 1, -1); err != nil {
 		t.Fatalf("an existing progress topic must be fine: %v", err)
 	}
-	empty, err := loadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, topic)
-	if err != nil || len(empty.positions) != 0 {
+	empty, err := LoadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, topic)
+	if err != nil || len(empty.Positions) != 0 {
 		t.Fatalf("empty topic: %v, %v", empty, err)
 	}
 	var recs []*kgo.Record
 	for _, p := range []struct {
-		tp   topicPartition
+		tp   TopicPartition
 		next int64
-	}{{topicPartition{"a", 0}, 5}, {topicPartition{"a", 1}, 7}, {topicPartition{"a", 0}, 9}} {
-		k, v := encodeProgress(p.tp, position{next: p.next})
+	}{{TopicPartition{"a", 0}, 5}, {TopicPartition{"a", 1}, 7}, {TopicPartition{"a", 0}, 9}} {
+		k, v := EncodeProgress(p.tp, Position{Next: p.next})
 		recs = append(recs, &kgo.Record{Topic: topic, Key: k, Value: v})
 	}
-	k, _ := encodeProgress(topicPartition{"b", 0}, position{})
+	k, _ := EncodeProgress(TopicPartition{"b", 0}, Position{})
 	recs = append(recs, &kgo.Record{Topic: topic, Key: k}) // a tombstone
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	got, err := loadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, topic)
+	got, err := LoadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[topicPartition]position{{"a", 0}: {next: 9}, {"a", 1}: {next: 7}}
-	if !reflect.DeepEqual(got.positions, want) {
-		t.Fatalf("got %v, want %v", got.positions, want)
+	want := map[TopicPartition]Position{{"a", 0}: {Next: 9}, {"a", 1}: {Next: 7}}
+	if !reflect.DeepEqual(got.Positions, want) {
+		t.Fatalf("got %v, want %v", got.Positions, want)
 	}
 }
 
@@ -548,12 +548,12 @@ func TestPassRecreatedTopicFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	oldID := tds["re"].ID.String()
-	h.store(topicPartition{"re", 0}, position{next: 50, topicID: oldID})
-	h.store(topicPartition{"re", 1}, position{next: 60, topicID: oldID})
+	h.store(TopicPartition{"re", 0}, Position{Next: 50, TopicID: oldID})
+	h.store(TopicPartition{"re", 1}, Position{Next: 60, TopicID: oldID})
 	if err := h.pass(t); err != nil {
 		t.Fatal(err)
 	}
-	if ps := h.cp.partition(topicPartition{"re", 0}); ps == nil || ps.acked != 50 || ps.topicID != oldID {
+	if ps := h.cp.Partition(TopicPartition{"re", 0}); ps == nil || ps.Acked != 50 || ps.TopicID != oldID {
 		t.Fatalf("partition 0 = %+v, want resumed at 50 with id %s", ps, oldID)
 	}
 
@@ -569,7 +569,7 @@ func TestPassRecreatedTopicFails(t *testing.T) {
 		}
 		return h.topicStates()["re"] == StateFailed
 	}, "the recreated topic to fail")
-	if ps := h.cp.partition(topicPartition{"re", 0}); ps != nil {
+	if ps := h.cp.Partition(TopicPartition{"re", 0}); ps != nil {
 		t.Fatalf("a failed topic must not be copied, but partition 0 is assigned: %+v", ps)
 	}
 	if h.topicStates()["other"] != StateMirroring {
@@ -597,8 +597,8 @@ func TestPassRecreatedTopicFails(t *testing.T) {
 		if err := h.pass(t); err != nil {
 			t.Fatal(err)
 		}
-		ps := h.cp.partition(topicPartition{"re", 0})
-		return ps != nil && ps.acked == -1 && ps.topicID != oldID && h.topicStates()["re"] == StateMirroring
+		ps := h.cp.Partition(TopicPartition{"re", 0})
+		return ps != nil && ps.Acked == -1 && ps.TopicID != oldID && h.topicStates()["re"] == StateMirroring
 	}, "the recreated topic to be mirrored from its start")
 }
 
@@ -642,7 +642,7 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 // drains, so acknowledged entries must be dropped from its front.
 func TestInflightQueueStaysBounded(t *testing.T) {
 	t.Parallel()
-	ps := &partitionState{acked: -1, onFail: func() {}, index: index.New()}
+	ps := &PartitionState{Acked: -1, onFail: func() {}, Index: index.New()}
 	rec := &kgo.Record{Timestamp: time.Now()}
 	next := int64(0)
 	for range 100 {
@@ -651,7 +651,7 @@ func TestInflightQueueStaysBounded(t *testing.T) {
 			next++
 		}
 		for range 1000 {
-			ps.promise(rec, nil)
+			ps.Promise(rec, nil)
 		}
 		if next == 1000 {
 			for range 500 {
@@ -666,8 +666,8 @@ func TestInflightQueueStaysBounded(t *testing.T) {
 	if len(ps.inflight) > 10_000 {
 		t.Fatalf("queue holds %d entries for 500 in flight: acknowledged entries are not dropped", len(ps.inflight))
 	}
-	if ps.acked != next-500 {
-		t.Fatalf("acked = %d, want %d", ps.acked, next-500)
+	if ps.Acked != next-500 {
+		t.Fatalf("acked = %d, want %d", ps.Acked, next-500)
 	}
 }
 
@@ -696,7 +696,7 @@ func TestEndsDue(t *testing.T) {
 
 // slotCopier is the copier of the slot that copies tp on m's worker, nil
 // before the slot is taken over.
-func slotCopier(m *Mirror, tp topicPartition) *copier {
+func slotCopier(m *Mirror, tp TopicPartition) *Copier {
 	if w := m.slots.worker(tp); w != nil {
 		return w.cp
 	}

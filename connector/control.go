@@ -99,7 +99,7 @@ func (m *Mirror) doPass(ctx context.Context, c *clients, cp dataPlane) (bool, er
 			passErrs = append(passErrs, err)
 		}
 	}
-	started, err := cp.assign(m.assignments(selected, tl, cp), m.cfg.SourceOpts)
+	started, err := cp.Assign(m.assignments(selected, tl, cp), m.cfg.SourceOpts)
 	if err != nil {
 		return false, fmt.Errorf("source consumer: %w", err)
 	}
@@ -239,7 +239,7 @@ func (m *Mirror) selectDiscovered(ctx context.Context, c *clients, d discovered)
 		if m.topics[u.topic.Name] != nil {
 			selected = append(selected, u.topic)
 		}
-		m.logEvery.warn(m.log, "configs:"+u.topic.Name, "cannot read a source topic's configs for the filters; the topic keeps its last selection state", "topic", u.topic.Name, "mirrored", m.topics[u.topic.Name] != nil, "err", u.err)
+		m.logEvery.Warn(m.log, "configs:"+u.topic.Name, "cannot read a source topic's configs for the filters; the topic keeps its last selection state", "topic", u.topic.Name, "mirrored", m.topics[u.topic.Name] != nil, "err", u.err)
 	}
 	return selected, nil
 }
@@ -322,12 +322,12 @@ var targetPropagation = 2 * time.Minute // a var for tests
 // reconciled is what a pass changes: partitions to stop copying, topics to
 // create or grow, topics that left the selection.
 type reconciled struct {
-	unassign []topicPartition
+	unassign []TopicPartition
 	// restart are partitions whose copy starts over (their state is
 	// dropped, and its stored index chunks deleted); forget are those of
 	// source topics that are gone (their state and stored progress are
 	// deleted).
-	restart, forget []topicPartition
+	restart, forget []TopicPartition
 	creates         []topicSpec
 	grows           map[string]int32
 	removed         []*topicState
@@ -378,7 +378,7 @@ func (m *Mirror) reconcile(selected []filters.Topic, d discovered, tl targetList
 			// Listed with an error (a leader moving, a broker
 			// restarting): unknown this pass. Nothing is forgotten,
 			// created or re-copied; copying goes on as it was.
-			m.logEvery.warn(m.log, "target-unknown:"+ts.target, "target topic listed with an error; keeping its state until it is listed cleanly", "topic", t.Name, "target_topic", ts.target, "err", err)
+			m.logEvery.Warn(m.log, "target-unknown:"+ts.target, "target topic listed with an error; keeping its state until it is listed cleanly", "topic", t.Name, "target_topic", ts.target, "err", err)
 			continue
 		}
 		have, exists := tl.partitions[ts.target]
@@ -446,10 +446,10 @@ func (m *Mirror) restartTopic(ts *topicState, rec *reconciled) {
 	ts.targetID = ""
 }
 
-func partitionsOf(topic string, n int32) []topicPartition {
-	out := make([]topicPartition, 0, n)
+func partitionsOf(topic string, n int32) []TopicPartition {
+	out := make([]TopicPartition, 0, n)
 	for p := range n {
-		out = append(out, topicPartition{topic, p})
+		out = append(out, TopicPartition{topic, p})
 	}
 	return out
 }
@@ -459,9 +459,9 @@ func partitionsOf(topic string, n int32) []topicPartition {
 // deletes them); partitions of deleted source topics are forgotten, in
 // memory and in the progress topic.
 func (m *Mirror) applyUnassigns(dst *kgo.Client, cp dataPlane, rec reconciled) {
-	cp.unassign(rec.unassign)
-	restarted := cp.dropParked(rec.restart)
-	forgotten := cp.dropParked(rec.forget)
+	cp.Unassign(rec.unassign)
+	restarted := cp.DropParked(rec.restart)
+	forgotten := cp.DropParked(rec.forget)
 	m.mu.Lock()
 	maps.Copy(m.indexes, restarted)
 	for _, tp := range rec.forget {
@@ -484,8 +484,8 @@ func (m *Mirror) applyUnassigns(dst *kgo.Client, cp dataPlane, rec reconciled) {
 // position when adopted, else from the start: the data plane resumes a
 // partition from its stored progress (loaded.resume), which the control
 // plane never holds. The caller must not hold m.mu.
-func (m *Mirror) assignments(selected []filters.Topic, tl targetListing, cp dataPlane) []assignment {
-	var assigns []assignment
+func (m *Mirror) assignments(selected []filters.Topic, tl targetListing, cp dataPlane) []Assignment {
+	var assigns []Assignment
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, t := range selected {
@@ -495,21 +495,21 @@ func (m *Mirror) assignments(selected []filters.Topic, tl targetListing, cp data
 			continue
 		}
 		upTo := min(have, ts.partitions)
-		var as []assignment
+		var as []Assignment
 		settled, adopting := true, false
 		for p := ts.assigned; p < upTo; p++ {
-			tp := topicPartition{t.Name, p}
-			if ps, done := cp.parkedState(tp); ps != nil {
+			tp := TopicPartition{t.Name, p}
+			if ps, done := cp.ParkedState(tp); ps != nil {
 				if !done {
 					settled = false
 					break
 				}
-				if ps.topicID == ts.id || ps.topicID == "" || ts.id == "" {
-					as = append(as, assignment{tp: tp, target: ts.target, topicID: ts.id, resume: ps})
+				if ps.TopicID == ts.id || ps.TopicID == "" || ts.id == "" {
+					as = append(as, Assignment{TP: tp, Target: ts.target, TopicID: ts.id, Resume: ps})
 					continue
 				}
 				// Parked under an earlier topic of the same name.
-				m.indexes[tp] = cp.dropParked([]topicPartition{tp})[tp]
+				m.indexes[tp] = cp.DropParked([]TopicPartition{tp})[tp]
 			}
 			next := int64(-1)
 			floor, wait := m.adoptedStart(tp)
@@ -528,7 +528,7 @@ func (m *Mirror) assignments(selected []filters.Topic, tl targetListing, cp data
 			case next < 0 && ix != nil:
 				ix = ix.Replacement()
 			}
-			as = append(as, assignment{tp: tp, target: ts.target, topicID: ts.id, next: next, index: ix})
+			as = append(as, Assignment{TP: tp, Target: ts.target, TopicID: ts.id, Next: next, Index: ix})
 		}
 		if !settled {
 			// Records of the topic's last copy are still in flight:
@@ -543,7 +543,7 @@ func (m *Mirror) assignments(selected []filters.Topic, tl targetListing, cp data
 		// now on: what was loaded for them goes (kept until here, so a
 		// topic that waits keeps its loaded state for the next pass).
 		for _, a := range as {
-			delete(m.indexes, a.tp)
+			delete(m.indexes, a.TP)
 		}
 		assigns = append(assigns, as...)
 		if upTo > ts.assigned {
@@ -556,7 +556,7 @@ func (m *Mirror) assignments(selected []filters.Topic, tl targetListing, cp data
 	// Go maps keep their size: once all that was loaded is assigned (at
 	// 100,000 partitions, tens of MB), fresh ones let it go.
 	if len(m.indexes) == 0 {
-		m.indexes = make(map[topicPartition]*index.Partition)
+		m.indexes = make(map[TopicPartition]*index.Partition)
 	}
 	return assigns
 }
@@ -771,7 +771,7 @@ func (m *Mirror) adminFailed(request, topic string, err error) {
 	if loggedElsewhere(err) {
 		return
 	}
-	m.logEvery.warn(m.log, "admin:"+request+":"+topic, "source request failed; the state it would update is kept as it was", "request", request, "topic", topic, "err", err)
+	m.logEvery.Warn(m.log, "admin:"+request+":"+topic, "source request failed; the state it would update is kept as it was", "request", request, "topic", topic, "err", err)
 }
 
 // endsPartitionsPerPass is how many partitions' offsets refreshEnds lists
@@ -833,10 +833,10 @@ func (m *Mirror) refreshEndsOf(ctx context.Context, srcAdm *kadm.Client, cp data
 				m.adminFailed(adminListStartOffsets, o.Topic, o.Err)
 				return
 			}
-			if ps := cp.partition(topicPartition{o.Topic, o.Partition}); ps != nil {
-				ps.mu.Lock()
-				ps.index.Prune(o.Offset)
-				ps.mu.Unlock()
+			if ps := cp.Partition(TopicPartition{o.Topic, o.Partition}); ps != nil {
+				ps.Mu.Lock()
+				ps.Index.Prune(o.Offset)
+				ps.Mu.Unlock()
 			}
 		})
 	}
@@ -850,10 +850,10 @@ func (m *Mirror) refreshEndsOf(ctx context.Context, srcAdm *kadm.Client, cp data
 			m.adminFailed(adminListCommittedOffsets, o.Topic, o.Err)
 			return
 		}
-		if ps := cp.partition(topicPartition{o.Topic, o.Partition}); ps != nil {
-			ps.mu.Lock()
-			ps.end = max(ps.end, o.Offset)
-			ps.mu.Unlock()
+		if ps := cp.Partition(TopicPartition{o.Topic, o.Partition}); ps != nil {
+			ps.Mu.Lock()
+			ps.End = max(ps.End, o.Offset)
+			ps.Mu.Unlock()
 		}
 	})
 }

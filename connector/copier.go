@@ -32,7 +32,7 @@ import (
 // its in-flight records to settle, rewinds the source read to the last
 // acked offset and tries again with backoff. A failure therefore costs a
 // metric, a log line and a visible state, never a skipped record.
-type copier struct {
+type Copier struct {
 	log     *slog.Logger
 	metrics *mirrorMetrics
 	// src is the record path's consumer, created with the first
@@ -86,13 +86,13 @@ type copier struct {
 	changes atomic.Uint64
 
 	mu    sync.Mutex
-	parts map[topicPartition]*partitionState
+	parts map[TopicPartition]*PartitionState
 	// parked holds the state of partitions no longer copied (their topic
 	// left the selection): records still in flight settle into it, the
 	// progress writer persists it, and a later assignment resumes from
 	// it, so a topic selected again continues where it stopped rather
 	// than from the position loaded at start.
-	parked map[topicPartition]*partitionState
+	parked map[TopicPartition]*PartitionState
 	// attention is set by a failing promise so the poll loop looks for
 	// partitions to pause and rewind without scanning on every poll.
 	attention atomic.Bool
@@ -101,7 +101,7 @@ type copier struct {
 	wakeFn func()
 	// fetchErrLogged rate-limits fetch error logs per partition: franz-go
 	// can return the same error on every poll.
-	fetchErrLogged map[topicPartition]time.Time
+	fetchErrLogged map[TopicPartition]time.Time
 	// deadLetter is the topic for records the target will never accept
 	// ("": none, such a partition stops).
 	deadLetter string
@@ -110,18 +110,18 @@ type copier struct {
 	// expireDeliveries).
 	deliveryTimeout time.Duration
 	expiredAt       time.Time // when expireDeliveries last ran
-	logEvery        *logLimiter
+	logEvery        *LogLimiter
 	// txn, when set, makes the copier transactional (exactly_once; see
 	// txn.go): the producer has a transactional ID, and records,
 	// progress and index commit together.
-	txn *txnCycle
+	txn *TxnCycle
 	// cancelPoll ends the poll in progress early (wake): a partition
 	// isolating its records must not wait a whole poll timeout per record.
 	cancelPoll atomic.Pointer[context.CancelFunc]
 	woken      atomic.Bool
 	// recordPath holds the partitions a transactional copier copies on
 	// the record path although it has a batch path (see txnAbort).
-	recordPath *recordPathSet
+	recordPath *RecordPathSet
 	// pt, when set, copies partitions as batches (passthrough.go).
 	pt       *passthrough
 	stopPT   context.CancelFunc
@@ -131,56 +131,56 @@ type copier struct {
 
 // wake asks the poll loop to look at the partitions now rather than at the
 // end of its current poll.
-func (c *copier) wake() {
+func (c *Copier) wake() {
 	c.attention.Store(true)
 	c.wakePoll()
 }
 
 // wakePoll ends the poll in progress (the batch path has fetched data).
-func (c *copier) wakePoll() {
+func (c *Copier) wakePoll() {
 	c.woken.Store(true)
 	if cancel := c.cancelPoll.Load(); cancel != nil {
 		(*cancel)()
 	}
 }
 
-type topicPartition struct {
-	topic     string
-	partition int32
+type TopicPartition struct {
+	Topic     string
+	Partition int32
 }
 
 // partitionState is one source partition's copy position. Promises (on
 // franz-go's promise goroutine) and the poll loop share it under mu.
-type partitionState struct {
-	tp      topicPartition
-	target  string
-	topicID string // the source topic's ID, stored with the progress
+type PartitionState struct {
+	TP      TopicPartition
+	Target  string
+	TopicID string // the source topic's ID, stored with the progress
 
-	mu sync.Mutex
+	Mu sync.Mutex
 	// gen is the copier's assignGen when this state was last assigned
 	// (see copier.consumerMu); ptGen the batch path's first gen for it
 	// (passthrough.add).
 	gen, ptGen uint64
 	// index maps every acknowledged source offset to its target offset.
-	index *index.Partition
+	Index *index.Partition
 	// inflight holds the source offsets produced and not yet acked, in
 	// produce order; head indexes the oldest.
 	inflight []int64
 	head     int
 	// acked is the next source offset not yet acknowledged by the target:
 	// everything below it is on the target. -1 until known.
-	acked int64
+	Acked int64
 	// persisted is the acked value last written to the progress topic.
-	persisted int64
+	Persisted int64
 	// committed is, in a transactional copier, the acked value at the
 	// last commit: where the partition goes back to when a transaction
 	// aborts (-1: nothing committed, and nothing read yet).
-	committed int64
+	Committed int64
 	// lastAbort is why the last transaction aborted (shown in status
 	// until a commit).
 	lastAbort error
 	// end is the source's last stable offset as last seen, for lag.
-	end int64
+	End int64
 	// failed holds the target's refusal while the partition is rewinding.
 	failed   error
 	retryAt  time.Time
@@ -191,7 +191,7 @@ type partitionState struct {
 	// copied counts the records acknowledged since start and lastCopied
 	// is the (source) timestamp of the last: the status's throughput and
 	// time lag.
-	copied     int64
+	Copied     int64
 	lastCopied time.Time
 	// passthrough: copied by the batch path (passthrough.go), not by the
 	// record path's consumer and producer. ptRefusals counts the batch
@@ -275,8 +275,8 @@ func isPermanent(err error) bool {
 
 // promise is the produce callback for every record of the partition. It
 // must not block: franz-go calls all promises on one goroutine.
-func (p *partitionState) promise(r *kgo.Record, err error) {
-	p.mu.Lock()
+func (p *PartitionState) Promise(r *kgo.Record, err error) {
+	p.Mu.Lock()
 	p.changed()
 	var src int64 = -1
 	if p.head < len(p.inflight) {
@@ -324,7 +324,7 @@ func (p *partitionState) promise(r *kgo.Record, err error) {
 		if isPermanent(err) && src >= 0 && !isolated {
 			p.isolateUntil = max(p.isolateUntil, src)
 		}
-		p.mu.Unlock()
+		p.Mu.Unlock()
 		if m := p.metrics; m != nil {
 			m.produceErrors.Inc()
 		}
@@ -333,17 +333,17 @@ func (p *partitionState) promise(r *kgo.Record, err error) {
 	}
 	// While failed, later records may still be acked; they will be
 	// produced again after the rewind, so they must not move the position.
-	if p.failed == nil && src >= 0 && p.refused != nil && src == p.refused.offset && r.Topic != p.target {
+	if p.failed == nil && src >= 0 && p.refused != nil && src == p.refused.offset && r.Topic != p.Target {
 		// A dead letter in a transaction (deadLetter): the source
 		// record is past, and nothing of it is on the target topic.
-		p.acked = src + 1
+		p.Acked = src + 1
 		p.backoff = 0
 	} else if p.failed == nil && src >= 0 {
-		p.acked = src + 1
+		p.Acked = src + 1
 		p.backoff, p.ptRefusals = 0, 0
 		p.stuck = nil
-		p.index.Add(src, r.Offset)
-		p.copied, p.lastCopied = p.copied+1, r.Timestamp
+		p.Index.Add(src, r.Offset)
+		p.Copied, p.lastCopied = p.Copied+1, r.Timestamp
 	}
 	p.acks++
 	// Latency is sampled: every 16th acknowledgement, and the last one
@@ -351,7 +351,7 @@ func (p *partitionState) promise(r *kgo.Record, err error) {
 	// the clock and observing for every record cost ~4% of the copier's
 	// CPU at full speed.
 	sample := p.acks%16 == 0 || p.head == len(p.inflight)
-	p.mu.Unlock()
+	p.Mu.Unlock()
 	if isolated {
 		p.onFail() // the poll loop moves on to the next record
 	}
@@ -367,7 +367,7 @@ func (p *partitionState) promise(r *kgo.Record, err error) {
 }
 
 // changed tells the progress writer that p has something to write.
-func (p *partitionState) changed() {
+func (p *PartitionState) changed() {
 	if p.changes != nil {
 		p.changes.Add(1)
 	}
@@ -376,8 +376,8 @@ func (p *partitionState) changed() {
 // ackBatch is promise for n records acknowledged together at target
 // offsets base..base+n-1 (a batch of the batch path), in one step: the
 // per-record bookkeeping under one lock, the counters added once.
-func (p *partitionState) ackBatch(n int, base int64, ts time.Time) {
-	p.mu.Lock()
+func (p *PartitionState) ackBatch(n int, base int64, ts time.Time) {
+	p.Mu.Lock()
 	p.changed()
 	isolated := p.isolatedOut
 	p.isolatedOut = false
@@ -389,9 +389,9 @@ func (p *partitionState) ackBatch(n int, base int64, ts time.Time) {
 			p.head++
 		}
 		if p.failed == nil && src >= 0 {
-			p.acked = src + 1
-			p.index.Add(src, base+int64(i))
-			p.copied++
+			p.Acked = src + 1
+			p.Index.Add(src, base+int64(i))
+			p.Copied++
 		}
 	}
 	if p.head == len(p.inflight) {
@@ -406,7 +406,7 @@ func (p *partitionState) ackBatch(n int, base int64, ts time.Time) {
 		p.lastCopied = ts
 	}
 	p.acks += uint64(n)
-	p.mu.Unlock()
+	p.Mu.Unlock()
 	if isolated {
 		p.onFail()
 	}
@@ -425,18 +425,18 @@ func recordBytes(r *kgo.Record) int {
 }
 
 // copierOpts are the copier's optional behaviours.
-type copierOpts struct {
-	deadLetter      string        // Config.DeadLetterTopic
-	deliveryTimeout time.Duration // Config.DeliveryTimeout
+type CopierOpts struct {
+	DeadLetter      string        // Config.DeadLetterTopic
+	DeliveryTimeout time.Duration // Config.DeliveryTimeout
 	// passthrough forwards source batches as they are where safe
 	// (producer.compression: source, without exactly_once).
-	passthrough bool
+	Passthrough bool
 	// dstOpts build the batch path's connections to the target (its
 	// lanes, see passthrough).
-	dstOpts []kgo.Opt
+	DstOpts []kgo.Opt
 	// recordPath is shared by the copiers of a slot (nil: the copier's
 	// own): see txnAbort.
-	recordPath *recordPathSet
+	RecordPath *RecordPathSet
 }
 
 // recordPathSet is a set of partitions that a transactional slot copies on
@@ -444,69 +444,69 @@ type copierOpts struct {
 // refused what the batch path sent. It outlives the slot's copiers: the
 // copier that found the refusal stops, and the slot's next one (a new
 // producer epoch) starts the partitions on the record path.
-type recordPathSet struct {
+type RecordPathSet struct {
 	mu sync.Mutex
-	m  map[topicPartition]bool
+	m  map[TopicPartition]bool
 }
 
-func newRecordPathSet() *recordPathSet {
-	return &recordPathSet{m: make(map[topicPartition]bool)}
+func NewRecordPathSet() *RecordPathSet {
+	return &RecordPathSet{m: make(map[TopicPartition]bool)}
 }
 
-func (s *recordPathSet) add(tp topicPartition) {
+func (s *RecordPathSet) add(tp TopicPartition) {
 	s.mu.Lock()
 	s.m[tp] = true
 	s.mu.Unlock()
 }
 
-func (s *recordPathSet) has(tp topicPartition) bool {
+func (s *RecordPathSet) has(tp TopicPartition) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.m[tp]
 }
 
-func newCopier(log *slog.Logger, m *mirrorMetrics, dst *kgo.Client, produceCtx context.Context, opts copierOpts) *copier {
-	c := &copier{
-		deadLetter:      opts.deadLetter,
-		deliveryTimeout: opts.deliveryTimeout,
-		logEvery:        newLogLimiter(time.Minute),
+func NewCopier(log *slog.Logger, m *mirrorMetrics, dst *kgo.Client, produceCtx context.Context, opts CopierOpts) *Copier {
+	c := &Copier{
+		deadLetter:      opts.DeadLetter,
+		deliveryTimeout: opts.DeliveryTimeout,
+		logEvery:        NewLogLimiter(time.Minute),
 		log:             log,
 		metrics:         m,
 		dst:             dst,
 		produceCtx:      produceCtx,
-		parts:           make(map[topicPartition]*partitionState),
-		parked:          make(map[topicPartition]*partitionState),
-		fetchErrLogged:  make(map[topicPartition]time.Time),
+		parts:           make(map[TopicPartition]*PartitionState),
+		parked:          make(map[TopicPartition]*PartitionState),
+		fetchErrLogged:  make(map[TopicPartition]time.Time),
 		purgeTargets:    make(map[string]bool),
 	}
 	c.wakeFn = c.wake
-	c.recordPath = opts.recordPath
+	c.recordPath = opts.RecordPath
 	if c.recordPath == nil {
-		c.recordPath = newRecordPathSet()
+		c.recordPath = NewRecordPathSet()
 	}
-	if opts.passthrough {
-		c.pt = newPassthrough(c, opts.dstOpts)
+	if opts.Passthrough {
+		c.pt = newPassthrough(c, opts.DstOpts)
 	}
 	return c
 }
 
 // assignment is one partition to start copying, from next (or from the
 // start of the source log when next < 0).
-type assignment struct {
-	tp      topicPartition
-	target  string
-	topicID string
-	next    int64
-	index   *index.Partition // what was loaded; a fresh one when nil
+type Assignment struct {
+	TP      TopicPartition
+	Target  string
+	TopicID string
+	Next    int64
+	Index   *index.Partition // what was loaded; a fresh one when nil
 	// resume, when set, is the partition's parked state to continue
 	// with (next and index are then its own).
-	resume *partitionState
+	Resume *PartitionState
 }
 
 // assign starts copying the given partitions. The first call creates the
 // source consumer with srcOpts, because franz-go's direct consumer needs
 // at least one partition when it is created.
-func (c *copier) assign(as []assignment, srcOpts []kgo.Opt) (started bool, err error) {
+func (c *Copier) Assign(as []Assignment, srcOpts []kgo.Opt) (started bool, err error) {
 	if len(as) == 0 {
 		return false, nil
 	}
@@ -515,54 +515,54 @@ func (c *copier) assign(as []assignment, srcOpts []kgo.Opt) (started bool, err e
 	c.srcMu.Unlock()
 	offsets := make(map[string]map[int32]kgo.Offset)
 	type ptStart struct {
-		tp   topicPartition
+		tp   TopicPartition
 		next int64
 		gen  uint64
 	}
 	var batchPath []ptStart
 	c.mu.Lock()
 	for _, a := range as {
-		if _, ok := c.parts[a.tp]; ok {
+		if _, ok := c.parts[a.TP]; ok {
 			continue
 		}
-		ps := a.resume
+		ps := a.Resume
 		if ps != nil {
-			ps.mu.Lock()
+			ps.Mu.Lock()
 			// A refusal that parked with the partition is retried now.
 			ps.failed, ps.paused, ps.backoff, ps.poison = nil, false, 0, nil
-			a.next = ps.acked
-			ps.mu.Unlock()
+			a.Next = ps.Acked
+			ps.Mu.Unlock()
 		} else {
-			ps = &partitionState{tp: a.tp, target: a.target, topicID: a.topicID, acked: a.next, persisted: a.next, committed: a.next, end: -1, metrics: c.metrics, index: a.index, isolateUntil: -1}
-			if ps.index == nil {
-				ps.index = index.New()
+			ps = &PartitionState{TP: a.TP, Target: a.Target, TopicID: a.TopicID, Acked: a.Next, Persisted: a.Next, Committed: a.Next, End: -1, metrics: c.metrics, Index: a.Index, isolateUntil: -1}
+			if ps.Index == nil {
+				ps.Index = index.New()
 			}
 			ps.onFail = c.wakeFn
 			ps.changes = &c.changes
-			ps.passthrough = c.pt != nil && !c.recordPath.has(a.tp)
+			ps.passthrough = c.pt != nil && !c.recordPath.has(a.TP)
 		}
-		delete(c.parked, a.tp)
-		c.parts[a.tp] = ps
-		ps.mu.Lock()
+		delete(c.parked, a.TP)
+		c.parts[a.TP] = ps
+		ps.Mu.Lock()
 		ps.gen = c.assignGen.Add(1) // before the partition is added to the consumer (consume, below)
 		pass := ps.passthrough
 		if pass {
 			// Before a fetch can find the state (passthrough.add).
 			ps.ptGen = c.pt.newGen()
-			batchPath = append(batchPath, ptStart{a.tp, ps.acked, ps.ptGen})
+			batchPath = append(batchPath, ptStart{a.TP, ps.Acked, ps.ptGen})
 		}
-		ps.mu.Unlock()
+		ps.Mu.Unlock()
 		if pass {
 			continue
 		}
 		o := kgo.NewOffset().AtStart()
-		if a.next >= 0 {
-			o = kgo.NewOffset().At(a.next)
+		if a.Next >= 0 {
+			o = kgo.NewOffset().At(a.Next)
 		}
-		if offsets[a.tp.topic] == nil {
-			offsets[a.tp.topic] = make(map[int32]kgo.Offset)
+		if offsets[a.TP.Topic] == nil {
+			offsets[a.TP.Topic] = make(map[int32]kgo.Offset)
 		}
-		offsets[a.tp.topic][a.tp.partition] = o
+		offsets[a.TP.Topic][a.TP.Partition] = o
 	}
 	c.mu.Unlock()
 	if len(as) > 0 {
@@ -588,7 +588,7 @@ func (c *copier) assign(as []assignment, srcOpts []kgo.Opt) (started bool, err e
 // consume adds partitions to the record path's consumer, creating it (with
 // them: franz-go's direct consumer needs at least one partition when it is
 // created) the first time.
-func (c *copier) consume(offsets map[string]map[int32]kgo.Offset) (created bool, err error) {
+func (c *Copier) consume(offsets map[string]map[int32]kgo.Offset) (created bool, err error) {
 	c.srcMu.Lock()
 	defer c.srcMu.Unlock()
 	if c.src.Load() == nil {
@@ -616,11 +616,11 @@ func (c *copier) consume(offsets map[string]map[int32]kgo.Offset) (created bool,
 }
 
 // source is the record path's consumer, nil until a partition took it.
-func (c *copier) source() *kgo.Client { return c.src.Load() }
+func (c *Copier) source() *kgo.Client { return c.src.Load() }
 
 // startPassthrough starts the batch path's fetch and send loops the first
 // time a partition takes it.
-func (c *copier) startPassthrough() (started bool, err error) {
+func (c *Copier) startPassthrough() (started bool, err error) {
 	if c.pt.src != nil {
 		return false, nil
 	}
@@ -662,7 +662,7 @@ func (c *copier) startPassthrough() (started bool, err error) {
 // selection, was deleted at the source, or starts over). Their state is
 // parked: records in flight still settle into it and are persisted, and
 // takeParked hands it to a later assignment.
-func (c *copier) unassign(tps []topicPartition) {
+func (c *Copier) Unassign(tps []TopicPartition) {
 	if len(tps) == 0 {
 		return
 	}
@@ -671,7 +671,7 @@ func (c *copier) unassign(tps []topicPartition) {
 	c.mu.Lock()
 	for _, tp := range tps {
 		if ps := c.parts[tp]; ps != nil {
-			targets[tp.topic] = ps.target
+			targets[tp.Topic] = ps.Target
 			c.parked[tp] = ps
 		}
 		delete(c.parts, tp)
@@ -679,7 +679,7 @@ func (c *copier) unassign(tps []topicPartition) {
 		if c.pt != nil {
 			c.pt.remove(tp)
 		}
-		rm[tp.topic] = append(rm[tp.topic], tp.partition)
+		rm[tp.Topic] = append(rm[tp.Topic], tp.Partition)
 	}
 	// Topics with no partition left are forgotten by both clients:
 	// franz-go keeps a topic's ID until the topic is purged, so a topic
@@ -689,8 +689,8 @@ func (c *copier) unassign(tps []topicPartition) {
 	// slot takes thousands of topics' partitions out at once.
 	left := make(map[string]bool)
 	for tp := range c.parts {
-		if _, ok := rm[tp.topic]; ok {
-			left[tp.topic] = true
+		if _, ok := rm[tp.Topic]; ok {
+			left[tp.Topic] = true
 		}
 	}
 	var gone, goneTargets []string
@@ -722,50 +722,50 @@ func (c *copier) unassign(tps []topicPartition) {
 // parkedState returns a partition's parked state, nil if there is none.
 // settled reports that none of its records is still in flight: only then
 // is its acked position final, and can copying resume from it.
-func (c *copier) parkedState(tp topicPartition) (ps *partitionState, settled bool) {
+func (c *Copier) ParkedState(tp TopicPartition) (ps *PartitionState, settled bool) {
 	c.mu.Lock()
 	ps = c.parked[tp]
 	c.mu.Unlock()
 	if ps == nil {
 		return nil, false
 	}
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
+	ps.Mu.Lock()
+	defer ps.Mu.Unlock()
 	return ps, ps.head == len(ps.inflight)
 }
 
 // dropParked forgets the parked state of the given partitions (their
 // source topic is gone, or the copy starts over) and returns their
 // indexes, whose stored chunks the caller deletes.
-func (c *copier) dropParked(tps []topicPartition) map[topicPartition]*index.Partition {
-	out := make(map[topicPartition]*index.Partition)
+func (c *Copier) DropParked(tps []TopicPartition) map[TopicPartition]*index.Partition {
+	out := make(map[TopicPartition]*index.Partition)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, tp := range tps {
 		if ps := c.parked[tp]; ps != nil {
-			ps.mu.Lock()
-			out[tp] = ps.index
+			ps.Mu.Lock()
+			out[tp] = ps.Index
 			if ps.cancel != nil {
 				ps.cancel() // releases the context; what is in flight no longer counts
 			}
-			ps.mu.Unlock()
+			ps.Mu.Unlock()
 			delete(c.parked, tp)
 		}
 	}
 	return out
 }
 
-func (c *copier) partition(tp topicPartition) *partitionState {
+func (c *Copier) Partition(tp TopicPartition) *PartitionState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.parts[tp]
 }
 
 // snapshot returns the states of the partitions being copied.
-func (c *copier) snapshot() []*partitionState {
+func (c *Copier) Snapshot() []*PartitionState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]*partitionState, 0, len(c.parts))
+	out := make([]*PartitionState, 0, len(c.parts))
 	for _, p := range c.parts {
 		out = append(out, p)
 	}
@@ -775,10 +775,10 @@ func (c *copier) snapshot() []*partitionState {
 // persistable returns the states whose progress the writer persists: the
 // partitions being copied and the parked ones (their last records may be
 // acknowledged after they were parked).
-func (c *copier) persistable() []*partitionState {
+func (c *Copier) Persistable() []*PartitionState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]*partitionState, 0, len(c.parts)+len(c.parked))
+	out := make([]*PartitionState, 0, len(c.parts)+len(c.parked))
 	for _, p := range c.parts {
 		out = append(out, p)
 	}
@@ -799,7 +799,7 @@ const pollTimeout = 500 * time.Millisecond
 
 // run polls and produces until ctx is cancelled. It returns once no more
 // records will be produced; the caller then flushes the producer.
-func (c *copier) run(ctx context.Context) {
+func (c *Copier) Run(ctx context.Context) {
 	for ctx.Err() == nil {
 		if c.txn != nil {
 			if !c.txnStep(ctx) {
@@ -835,7 +835,7 @@ func (c *copier) run(ctx context.Context) {
 				return
 			}
 			errs++
-			tp := topicPartition{topic, partition}
+			tp := TopicPartition{topic, partition}
 			if time.Since(c.fetchErrLogged[tp]) > fetchErrLogEvery {
 				c.fetchErrLogged[tp] = time.Now()
 				c.log.Warn("fetch from source failed", "topic", topic, "partition", partition, "err", err)
@@ -861,7 +861,7 @@ func (c *copier) run(ctx context.Context) {
 				// aborts, and every partition goes back to its
 				// committed position).
 				c.attention.Store(false)
-				c.txnEnd(ctx)
+				c.TxnEnd(ctx)
 				continue
 			}
 			// Isolation steps (one record at a time after a batch
@@ -876,7 +876,7 @@ func (c *copier) run(ctx context.Context) {
 // unassigned since the last poll are purged from the producer first:
 // whatever the previous poll's records of their old states put there
 // goes before a new state's first record can.
-func (c *copier) poll(ctx context.Context, src *kgo.Client) (kgo.Fetches, uint64) {
+func (c *Copier) poll(ctx context.Context, src *kgo.Client) (kgo.Fetches, uint64) {
 	c.consumerMu.Lock()
 	defer c.consumerMu.Unlock()
 	if len(c.purgeTargets) > 0 {
@@ -890,51 +890,51 @@ func (c *copier) poll(ctx context.Context, src *kgo.Client) (kgo.Fetches, uint64
 // producePartition produces one fetched batch, taken by a poll at assignGen
 // gen. Records of a failed partition are dropped here: the rewind reads
 // them again.
-func (c *copier) producePartition(fp kgo.FetchTopicPartition, gen uint64) {
+func (c *Copier) producePartition(fp kgo.FetchTopicPartition, gen uint64) {
 	if len(fp.Records) == 0 {
 		return
 	}
-	ps := c.partition(topicPartition{fp.Topic, fp.Partition})
+	ps := c.Partition(TopicPartition{fp.Topic, fp.Partition})
 	if ps == nil {
 		return // unassigned while the fetch was buffered
 	}
-	ps.mu.Lock()
+	ps.Mu.Lock()
 	if ps.gen > gen {
 		// Fetched for the partition's earlier assignment (the pass
 		// unassigned it and assigned it again since the poll): not
 		// this state's records. Its own are read from where it was
 		// assigned to start.
-		ps.mu.Unlock()
+		ps.Mu.Unlock()
 		return
 	}
 	if ps.failed != nil {
-		ps.mu.Unlock()
+		ps.Mu.Unlock()
 		return
 	}
-	if ps.acked < 0 {
+	if ps.Acked < 0 {
 		// Nothing was acked before: everything below the first record
 		// this partition ever returned is not there to copy.
-		ps.acked = fp.Records[0].Offset
+		ps.Acked = fp.Records[0].Offset
 		ps.changed()
 	}
-	if ps.committed < 0 {
-		ps.committed = ps.acked // where an aborted first transaction goes back to
+	if ps.Committed < 0 {
+		ps.Committed = ps.Acked // where an aborted first transaction goes back to
 	}
-	if fp.LastStableOffset > ps.end {
-		ps.end = fp.LastStableOffset
-	} else if fp.HighWatermark > ps.end && fp.LastStableOffset <= 0 {
-		ps.end = fp.HighWatermark
+	if fp.LastStableOffset > ps.End {
+		ps.End = fp.LastStableOffset
+	} else if fp.HighWatermark > ps.End && fp.LastStableOffset <= 0 {
+		ps.End = fp.HighWatermark
 	}
 	records := fp.Records
-	if ps.isolateUntil >= ps.acked {
+	if ps.isolateUntil >= ps.Acked {
 		if ps.isolatedOut || ps.paused {
-			ps.mu.Unlock()
+			ps.Mu.Unlock()
 			return // fetched before the pause took effect: read again
 		}
 		if c.holds(ps, records[0].Offset, time.Now()) {
 			// Stopped before the refused record until its retry.
 			ps.paused = true
-			ps.mu.Unlock()
+			ps.Mu.Unlock()
 			c.attention.Store(true)
 			return
 		}
@@ -956,13 +956,13 @@ func (c *copier) producePartition(fp kgo.FetchTopicPartition, gen uint64) {
 	}
 	ctx := ps.ctx
 	refused := ps.refused
-	ps.mu.Unlock()
+	ps.Mu.Unlock()
 	if c.txn != nil {
 		c.txn.produced = true // the poll loop's goroutine owns the cycle
 	}
 	for _, r := range records {
 		out := &kgo.Record{
-			Topic:     ps.target,
+			Topic:     ps.Target,
 			Partition: r.Partition,
 			Key:       r.Key,
 			Value:     r.Value,
@@ -973,9 +973,9 @@ func (c *copier) producePartition(fp kgo.FetchTopicPartition, gen uint64) {
 			// Refused for good in an aborted transaction: the dead
 			// letter takes its place in this one (its promise moves
 			// the position past it, with no index entry).
-			out = deadLetterRecord(c.deadLetter, ps.tp, &poisonRecord{rec: out, offset: r.Offset, err: refused.err})
+			out = deadLetterRecord(c.deadLetter, ps.TP, &poisonRecord{rec: out, offset: r.Offset, err: refused.err})
 		}
-		c.dst.Produce(ctx, out, ps.promise)
+		c.dst.Produce(ctx, out, ps.Promise)
 	}
 }
 
@@ -984,19 +984,19 @@ func (c *copier) producePartition(fp kgo.FetchTopicPartition, gen uint64) {
 // acknowledgement: its context is cancelled, so franz-go fails its buffered
 // records (those already sent once they are answered) and the partition is
 // retried from its last acknowledged offset like after any refusal.
-func (c *copier) expireDeliveries() {
+func (c *Copier) expireDeliveries() {
 	if c.deliveryTimeout <= 0 || time.Since(c.expiredAt) < time.Second {
 		return
 	}
 	now := time.Now()
 	c.expiredAt = now
-	for _, ps := range c.snapshot() {
-		ps.mu.Lock()
+	for _, ps := range c.Snapshot() {
+		ps.Mu.Lock()
 		if ps.head < len(ps.inflight) && ps.expired == nil && ps.cancel != nil && now.Sub(ps.progressAt) > c.deliveryTimeout {
 			ps.expired = fmt.Errorf("not acknowledged by the target within producer.delivery_timeout (%v)", c.deliveryTimeout)
 			ps.cancel()
 		}
-		ps.mu.Unlock()
+		ps.Mu.Unlock()
 	}
 }
 
@@ -1004,44 +1004,44 @@ func (c *copier) expireDeliveries() {
 // have settled and the backoff has passed, rewinds them to the last acked
 // offset and resumes them. It also steps isolating partitions (one record
 // at a time) and hands poison records to the dead-letter topic.
-func (c *copier) rewindFailed() {
+func (c *Copier) rewindFailed() {
 	c.attention.Store(false)
 	now := time.Now()
 	pause := make(map[string][]int32)
 	resume := make(map[string][]int32)
 	rewind := make(map[string]map[int32]kgo.EpochOffset)
-	var deadLetters, fallback []*partitionState
+	var deadLetters, fallback []*PartitionState
 	again := false
-	for _, ps := range c.snapshot() {
-		ps.mu.Lock()
+	for _, ps := range c.Snapshot() {
+		ps.Mu.Lock()
 		settled := ps.head == len(ps.inflight)
 		switch {
 		case ps.failed == nil && !ps.paused:
-			ps.mu.Unlock()
+			ps.Mu.Unlock()
 			continue
 		case ps.failed != nil && c.txn != nil:
 			// Failed since the poll loop looked: its transaction
 			// aborts on the next look (a refused record is never
 			// produced again inside the same transaction).
-			ps.mu.Unlock()
+			ps.Mu.Unlock()
 			again = true
 			continue
 		case ps.failed == nil:
 			// Isolating: pause while the one record is in flight,
 			// then read on from the next offset.
 			if !settled {
-				pause[ps.tp.topic] = append(pause[ps.tp.topic], ps.tp.partition)
+				pause[ps.TP.Topic] = append(pause[ps.TP.Topic], ps.TP.Partition)
 				again = true
 				break
 			}
-			if c.holds(ps, ps.acked, now) {
-				pause[ps.tp.topic] = append(pause[ps.tp.topic], ps.tp.partition)
+			if c.holds(ps, ps.Acked, now) {
+				pause[ps.TP.Topic] = append(pause[ps.TP.Topic], ps.TP.Partition)
 				again = true
 				break
 			}
-			if ps.acked > ps.isolateUntil {
+			if ps.Acked > ps.isolateUntil {
 				ps.isolateUntil = -1
-				c.log.Info("isolation over: copying in batches again", "topic", ps.tp.topic, "partition", ps.tp.partition, "acked_offset", ps.acked)
+				c.log.Info("isolation over: copying in batches again", "topic", ps.TP.Topic, "partition", ps.TP.Partition, "acked_offset", ps.Acked)
 			}
 			addRewind(rewind, resume, ps)
 			ps.paused = false
@@ -1049,9 +1049,9 @@ func (c *copier) rewindFailed() {
 			if !ps.paused {
 				ps.paused = true
 				if ps.passthrough {
-					c.pt.pause(ps.tp)
+					c.pt.pause(ps.TP)
 				} else {
-					pause[ps.tp.topic] = append(pause[ps.tp.topic], ps.tp.partition)
+					pause[ps.TP.Topic] = append(pause[ps.TP.Topic], ps.TP.Partition)
 				}
 			}
 			if !ps.refusalLogged {
@@ -1074,27 +1074,27 @@ func (c *copier) rewindFailed() {
 					ps.poison = nil
 				}
 				switch {
-				case ps.passthrough && (fallbackErr(ps.failed) || ps.isolateUntil >= ps.acked || ps.ptRefusals >= ptMaxRefusals):
+				case ps.passthrough && (fallbackErr(ps.failed) || ps.isolateUntil >= ps.Acked || ps.ptRefusals >= ptMaxRefusals):
 					// The target refuses what the batch path sends:
 					// the record path's own batches (and its
 					// isolation of a refused record) take over.
 					ps.passthrough = false
-					c.pt.remove(ps.tp)
-					c.pt.logFallback(ps.tp, recordbatch.ReasonRefused, ps.failed)
+					c.pt.remove(ps.TP)
+					c.pt.logFallback(ps.TP, recordbatch.ReasonRefused, ps.failed)
 					c.metrics.incFallback(recordbatch.ReasonRefused)
 					fallback = append(fallback, ps)
 				case ps.passthrough:
 					if ps.expired == nil && !errors.Is(ps.failed, context.Canceled) {
 						ps.ptRefusals++ // a refusal, not a timeout or a shutdown
 					}
-					c.pt.rewind(ps.tp, ps.acked)
+					c.pt.rewind(ps.TP, ps.Acked)
 				default:
 					addRewind(rewind, resume, ps)
 				}
 				ps.failed, ps.paused, ps.refusalLogged = nil, false, false
 			}
 		}
-		ps.mu.Unlock()
+		ps.Mu.Unlock()
 	}
 	if again {
 		c.attention.Store(true)
@@ -1102,22 +1102,22 @@ func (c *copier) rewindFailed() {
 	if len(fallback) > 0 {
 		offsets := make(map[string]map[int32]kgo.Offset)
 		for _, ps := range fallback {
-			if offsets[ps.tp.topic] == nil {
-				offsets[ps.tp.topic] = make(map[int32]kgo.Offset)
+			if offsets[ps.TP.Topic] == nil {
+				offsets[ps.TP.Topic] = make(map[int32]kgo.Offset)
 			}
-			offsets[ps.tp.topic][ps.tp.partition] = kgo.NewOffset().At(ps.acked)
+			offsets[ps.TP.Topic][ps.TP.Partition] = kgo.NewOffset().At(ps.Acked)
 		}
 		if _, err := c.consume(offsets); err != nil {
 			c.log.Error("could not create the source consumer for partitions leaving the batch path; retrying", "err", err)
 			for _, ps := range fallback {
-				ps.mu.Lock()
+				ps.Mu.Lock()
 				ps.passthrough = true
 				ps.failed = errors.New("no source consumer for the record path")
 				ps.ptGen = c.pt.newGen()
 				gen := ps.ptGen
-				ps.mu.Unlock()
-				c.pt.add(ps.tp, ps.acked, gen)
-				c.pt.pause(ps.tp)
+				ps.Mu.Unlock()
+				c.pt.add(ps.TP, ps.Acked, gen)
+				c.pt.pause(ps.TP)
 			}
 			c.attention.Store(true)
 		}
@@ -1143,35 +1143,35 @@ func (c *copier) rewindFailed() {
 // with no dead-letter topic to take it, until the records before it are
 // committed (producing it again aborts the transaction) and its retry is
 // due. The caller holds ps.mu.
-func (c *copier) holds(ps *partitionState, offset int64, now time.Time) bool {
+func (c *Copier) holds(ps *PartitionState, offset int64, now time.Time) bool {
 	r := ps.refused
-	return r != nil && c.deadLetter == "" && offset == r.offset && (ps.committed < r.offset || now.Before(ps.retryAt))
+	return r != nil && c.deadLetter == "" && offset == r.offset && (ps.Committed < r.offset || now.Before(ps.retryAt))
 }
 
-func addRewind(rewind map[string]map[int32]kgo.EpochOffset, resume map[string][]int32, ps *partitionState) {
-	if rewind[ps.tp.topic] == nil {
-		rewind[ps.tp.topic] = make(map[int32]kgo.EpochOffset)
+func addRewind(rewind map[string]map[int32]kgo.EpochOffset, resume map[string][]int32, ps *PartitionState) {
+	if rewind[ps.TP.Topic] == nil {
+		rewind[ps.TP.Topic] = make(map[int32]kgo.EpochOffset)
 	}
-	rewind[ps.tp.topic][ps.tp.partition] = kgo.EpochOffset{Epoch: -1, Offset: ps.acked}
-	resume[ps.tp.topic] = append(resume[ps.tp.topic], ps.tp.partition)
+	rewind[ps.TP.Topic][ps.TP.Partition] = kgo.EpochOffset{Epoch: -1, Offset: ps.Acked}
+	resume[ps.TP.Topic] = append(resume[ps.TP.Topic], ps.TP.Partition)
 }
 
 // logRefusal logs a partition's refusal once per pause, and a poison
 // record at most once a minute per partition. The caller holds ps.mu.
-func (c *copier) logRefusal(ps *partitionState) {
+func (c *Copier) logRefusal(ps *PartitionState) {
 	switch {
 	case ps.poison != nil && c.deadLetter == "":
-		c.logEvery.error(c.log, fmt.Sprintf("poison:%s/%d", ps.tp.topic, ps.tp.partition),
+		c.logEvery.Error(c.log, fmt.Sprintf("poison:%s/%d", ps.TP.Topic, ps.TP.Partition),
 			"the target refuses a record for good: partition stopped there (retried with backoff); set mirrors[].dead_letter to skip such records",
-			"topic", ps.tp.topic, "partition", ps.tp.partition, "target_topic", ps.target, "offset", ps.poison.offset, "err", ps.poison.err)
+			"topic", ps.TP.Topic, "partition", ps.TP.Partition, "target_topic", ps.Target, "offset", ps.poison.offset, "err", ps.poison.err)
 	case ps.poison != nil:
-	case isPermanent(ps.failed) && ps.isolateUntil >= ps.acked:
+	case isPermanent(ps.failed) && ps.isolateUntil >= ps.Acked:
 		c.log.Warn("target refused a batch for good; producing its records one at a time to find the refused one",
-			"topic", ps.tp.topic, "partition", ps.tp.partition, "target_topic", ps.target, "from_offset", ps.acked, "to_offset", ps.isolateUntil, "err", ps.failed)
+			"topic", ps.TP.Topic, "partition", ps.TP.Partition, "target_topic", ps.Target, "from_offset", ps.Acked, "to_offset", ps.isolateUntil, "err", ps.failed)
 	default:
 		c.log.Error("target refused records; partition paused and will be retried from its last acknowledged offset",
-			"topic", ps.tp.topic, "partition", ps.tp.partition, "target_topic", ps.target,
-			"acked_offset", ps.acked, "retry_in", ps.backoff, "err", ps.failed)
+			"topic", ps.TP.Topic, "partition", ps.TP.Partition, "target_topic", ps.Target,
+			"acked_offset", ps.Acked, "retry_in", ps.backoff, "err", ps.failed)
 	}
 }
 
@@ -1188,7 +1188,7 @@ const (
 // refused by the target: p's own key, value and headers, with headers
 // naming its origin and the refusal (its key and value are left out when
 // the refusal says it is too large: it would be for that topic too).
-func deadLetterRecord(topic string, tp topicPartition, p *poisonRecord) *kgo.Record {
+func deadLetterRecord(topic string, tp TopicPartition, p *poisonRecord) *kgo.Record {
 	dl := &kgo.Record{
 		Topic:     topic,
 		Partition: 0,
@@ -1196,8 +1196,8 @@ func deadLetterRecord(topic string, tp topicPartition, p *poisonRecord) *kgo.Rec
 		Value:     p.rec.Value,
 		Timestamp: p.rec.Timestamp,
 		Headers: append(append([]kgo.RecordHeader(nil), p.rec.Headers...),
-			kgo.RecordHeader{Key: headerSourceTopic, Value: []byte(tp.topic)},
-			kgo.RecordHeader{Key: headerSourcePartition, Value: strconv.AppendInt(nil, int64(tp.partition), 10)},
+			kgo.RecordHeader{Key: headerSourceTopic, Value: []byte(tp.Topic)},
+			kgo.RecordHeader{Key: headerSourcePartition, Value: strconv.AppendInt(nil, int64(tp.Partition), 10)},
 			kgo.RecordHeader{Key: headerSourceOffset, Value: strconv.AppendInt(nil, p.offset, 10)},
 			kgo.RecordHeader{Key: headerError, Value: []byte(p.err.Error())},
 		),
@@ -1213,28 +1213,28 @@ func deadLetterRecord(topic string, tp topicPartition, p *poisonRecord) *kgo.Rec
 // topic; once the target acknowledges it, the partition moves past it (the
 // offset index has no entry for it: a group committed there translates to
 // the next copied record).
-func (c *copier) writeDeadLetter(ps *partitionState) {
-	ps.mu.Lock()
+func (c *Copier) writeDeadLetter(ps *PartitionState) {
+	ps.Mu.Lock()
 	p := ps.poison
-	ps.mu.Unlock()
-	dl := deadLetterRecord(c.deadLetter, ps.tp, p)
+	ps.Mu.Unlock()
+	dl := deadLetterRecord(c.deadLetter, ps.TP, p)
 	c.dst.Produce(c.produceCtx, dl, func(_ *kgo.Record, err error) {
 		defer c.wake()
-		ps.mu.Lock()
-		defer ps.mu.Unlock()
+		ps.Mu.Lock()
+		defer ps.Mu.Unlock()
 		if err != nil {
 			p.sending = false
 			ps.retryAt = time.Now().Add(ps.backoff)
 			if m := c.metrics; m != nil {
 				m.incInternalWriteErrors(writeDeadLetter)
 			}
-			c.logEvery.warn(c.log, "dead-letter:"+c.deadLetter, "could not write a refused record to the dead-letter topic; retrying", "topic", ps.tp.topic, "partition", ps.tp.partition, "offset", p.offset, "dead_letter_topic", c.deadLetter, "err", err)
+			c.logEvery.Warn(c.log, "dead-letter:"+c.deadLetter, "could not write a refused record to the dead-letter topic; retrying", "topic", ps.TP.Topic, "partition", ps.TP.Partition, "offset", p.offset, "dead_letter_topic", c.deadLetter, "err", err)
 			return
 		}
 		c.metrics.incDeadLetters()
 		c.log.Warn("record refused by the target written to the dead-letter topic; partition moves on",
-			"topic", ps.tp.topic, "partition", ps.tp.partition, "offset", p.offset, "dead_letter_topic", c.deadLetter, "refusal", p.err)
-		ps.acked = max(ps.acked, p.offset+1)
+			"topic", ps.TP.Topic, "partition", ps.TP.Partition, "offset", p.offset, "dead_letter_topic", c.deadLetter, "refusal", p.err)
+		ps.Acked = max(ps.Acked, p.offset+1)
 		ps.changed()
 		ps.poison, ps.failed, ps.stuck, ps.backoff, ps.refusalLogged = nil, nil, nil, 0, false
 		// Still paused: the next rewindFailed reads on from acked.
@@ -1245,41 +1245,41 @@ func (c *copier) writeDeadLetter(ps *partitionState) {
 // partitions being copied and the parked ones: those still in flight, and
 // those failed because the produce context was cancelled (a shutdown gave
 // up on them; franz-go may fail them before the shutdown looks).
-func (c *copier) inFlight() int {
+func (c *Copier) InFlight() int {
 	n := 0
-	for _, ps := range c.persistable() {
-		ps.mu.Lock()
+	for _, ps := range c.Persistable() {
+		ps.Mu.Lock()
 		// Counted together under the lock: a promise moves a record
 		// from the queue to cancelled in one step.
 		n += len(ps.inflight) - ps.head + ps.cancelled
-		ps.mu.Unlock()
+		ps.Mu.Unlock()
 	}
 	return n
 }
 
 // copyStats are the records acknowledged since start and the timestamp of
 // the last of them (zero before the first).
-func (p *partitionState) copyStats() (copied int64, last time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.copied, p.lastCopied
+func (p *PartitionState) CopyStats() (copied int64, last time.Time) {
+	p.Mu.Lock()
+	defer p.Mu.Unlock()
+	return p.Copied, p.lastCopied
 }
 
 // status returns the partition's acked position, source end and current
 // error, if it is failing.
-func (p *partitionState) status() (acked, end int64, failed error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+func (p *PartitionState) Status() (acked, end int64, failed error) {
+	p.Mu.Lock()
+	defer p.Mu.Unlock()
 	switch {
 	case p.stuck != nil:
-		return p.acked, p.end, p.stuck
-	case p.failed == nil && p.lastAbort != nil && p.committed < p.end:
-		return p.acked, p.end, fmt.Errorf("transaction aborted: %w", p.lastAbort)
+		return p.Acked, p.End, p.stuck
+	case p.failed == nil && p.lastAbort != nil && p.Committed < p.End:
+		return p.Acked, p.End, fmt.Errorf("transaction aborted: %w", p.lastAbort)
 	}
-	return p.acked, p.end, p.failed
+	return p.Acked, p.End, p.failed
 }
 
-func (c *copier) close() {
+func (c *Copier) Close() {
 	if src := c.source(); src != nil {
 		src.Close()
 	}
@@ -1296,9 +1296,29 @@ func (c *copier) close() {
 
 // flushPassthrough waits for the batch path's batches to settle, or ctx
 // (the record path's are franz-go's: Flush).
-func (c *copier) flushPassthrough(ctx context.Context) error {
+func (c *Copier) FlushPassthrough(ctx context.Context) error {
 	if c.pt == nil {
 		return nil
 	}
 	return c.pt.flush(ctx)
+}
+
+// logger is the copier's logger (a slot's carries its number).
+func (c *Copier) Logger() *slog.Logger { return c.log }
+
+// changeCount counts the changes to the copier's partitions' progress so
+// far: a progress writer that sees it unchanged has nothing to write.
+func (c *Copier) ChangeCount() uint64 { return c.changes.Load() }
+
+// abandon cuts off the records of ps in flight (its own context) and
+// returns how many there were: they are left to the partition's next
+// owner.
+func (ps *PartitionState) Abandon() int {
+	ps.Mu.Lock()
+	defer ps.Mu.Unlock()
+	n := len(ps.inflight) - ps.head
+	if ps.cancel != nil {
+		ps.cancel()
+	}
+	return n
 }

@@ -19,8 +19,8 @@ import (
 func TestCopierSourceCreatedOnce(t *testing.T) {
 	t.Parallel()
 	src, dst := testClusters(t)
-	cp := newCopier(discardLogger(), nil, newClient(t, dst), context.Background(), copierOpts{})
-	t.Cleanup(cp.close)
+	cp := NewCopier(discardLogger(), nil, newClient(t, dst), context.Background(), CopierOpts{})
+	t.Cleanup(cp.Close)
 	opts := []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)}
 	cp.srcMu.Lock()
 	cp.srcOpts = opts
@@ -41,7 +41,7 @@ func TestCopierSourceCreatedOnce(t *testing.T) {
 	wg.Add(1)
 	go func() { // as the control pass does
 		defer wg.Done()
-		cp.unassign([]topicPartition{{"c", 0}})
+		cp.Unassign([]TopicPartition{{"c", 0}})
 	}()
 	wg.Wait()
 	close(created)
@@ -79,11 +79,11 @@ func TestStaleFetchNotGivenToRestartedPartition(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cp := newCopier(discardLogger(), nil, newClient(t, dst, kgo.RecordPartitioner(kgo.ManualPartitioner())), ctx, copierOpts{})
-	t.Cleanup(cp.close)
+	cp := NewCopier(discardLogger(), nil, newClient(t, dst, kgo.RecordPartitioner(kgo.ManualPartitioner())), ctx, CopierOpts{})
+	t.Cleanup(cp.Close)
 	srcOpts := []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)}
-	tp := topicPartition{"c", 0}
-	if _, err := cp.assign([]assignment{{tp: tp, target: "src.c", next: 5}}, srcOpts); err != nil {
+	tp := TopicPartition{"c", 0}
+	if _, err := cp.Assign([]Assignment{{TP: tp, Target: "src.c", Next: 5}}, srcOpts); err != nil {
 		t.Fatal(err)
 	}
 	// The poll loop takes offsets 5-9 for the first assignment...
@@ -103,25 +103,25 @@ func TestStaleFetchNotGivenToRestartedPartition(t *testing.T) {
 	}
 	stale, gen := pollSome()
 	// ... the pass starts the partition over meanwhile ...
-	cp.unassign([]topicPartition{tp})
-	cp.dropParked([]topicPartition{tp})
-	if _, err := cp.assign([]assignment{{tp: tp, target: "src.c", next: -1}}, srcOpts); err != nil {
+	cp.Unassign([]TopicPartition{tp})
+	cp.DropParked([]TopicPartition{tp})
+	if _, err := cp.Assign([]Assignment{{TP: tp, Target: "src.c", Next: -1}}, srcOpts); err != nil {
 		t.Fatal(err)
 	}
 	// ... and the poll loop goes on producing what it took.
 	stale.EachPartition(func(fp kgo.FetchTopicPartition) { cp.producePartition(fp, gen) })
-	ps := cp.partition(tp)
-	if acked, _, _ := ps.status(); acked != -1 {
+	ps := cp.Partition(tp)
+	if acked, _, _ := ps.Status(); acked != -1 {
 		t.Fatalf("the new state starts at offset %d, want the source's start (-1 until read): it was given the old assignment's records", acked)
 	}
 	// Its own records come from offset 0, and all of them are copied.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if acked, _, _ := ps.status(); acked == 10 {
+		if acked, _, _ := ps.Status(); acked == 10 {
 			break
 		}
 		if time.Now().After(deadline) {
-			acked, _, _ := ps.status()
+			acked, _, _ := ps.Status()
 			t.Fatalf("acked = %d after 10s, want 10", acked)
 		}
 		// Polled until acknowledged: all ten may be fetched before
@@ -131,7 +131,7 @@ func TestStaleFetchNotGivenToRestartedPartition(t *testing.T) {
 		cancel()
 		f.EachPartition(func(fp kgo.FetchTopicPartition) { cp.producePartition(fp, gen) })
 	}
-	if copied, _ := ps.copyStats(); copied != 10 {
+	if copied, _ := ps.CopyStats(); copied != 10 {
 		t.Fatalf("%d records copied, want the 10 from the source's start", copied)
 	}
 }
@@ -159,11 +159,11 @@ func TestStaleBatchFetchNotGivenToRestartedPartition(t *testing.T) {
 		}
 	}
 	dstOpts := []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}
-	cp := newCopier(discardLogger(), nil, newClient(t, dst), ctx, copierOpts{passthrough: true, dstOpts: dstOpts})
-	t.Cleanup(cp.close)
+	cp := NewCopier(discardLogger(), nil, newClient(t, dst), ctx, CopierOpts{Passthrough: true, DstOpts: dstOpts})
+	t.Cleanup(cp.Close)
 	srcOpts := []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)}
-	tp := topicPartition{"c", 0}
-	if _, err := cp.assign([]assignment{{tp: tp, target: "src.c", next: 5}}, srcOpts); err != nil {
+	tp := TopicPartition{"c", 0}
+	if _, err := cp.Assign([]Assignment{{TP: tp, Target: "src.c", Next: 5}}, srcOpts); err != nil {
 		t.Fatal(err)
 	}
 	// The poll loop takes offsets 5-9 for the first assignment...
@@ -180,13 +180,13 @@ func TestStaleBatchFetchNotGivenToRestartedPartition(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	// ... the pass starts the partition over meanwhile ...
-	cp.unassign([]topicPartition{tp})
-	cp.dropParked([]topicPartition{tp})
-	if _, err := cp.assign([]assignment{{tp: tp, target: "src.c", next: -1}}, srcOpts); err != nil {
+	cp.Unassign([]TopicPartition{tp})
+	cp.DropParked([]TopicPartition{tp})
+	if _, err := cp.Assign([]Assignment{{TP: tp, Target: "src.c", Next: -1}}, srcOpts); err != nil {
 		t.Fatal(err)
 	}
 	// ... and the poll loop, past its check, found the new state.
-	ps := cp.partition(tp)
+	ps := cp.Partition(tp)
 	cp.produceFetch(ps, stale)
 	cp.pt.mu.Lock()
 	queued := 0
@@ -194,9 +194,9 @@ func TestStaleBatchFetchNotGivenToRestartedPartition(t *testing.T) {
 		queued = len(q.units)
 	}
 	cp.pt.mu.Unlock()
-	ps.mu.Lock()
+	ps.Mu.Lock()
 	inflight := len(ps.inflight)
-	ps.mu.Unlock()
+	ps.Mu.Unlock()
 	if queued > 0 || inflight > 0 {
 		t.Fatalf("the new state was given the old assignment's batches (offsets %d on): %d queued, %d records in flight", stale.from, queued, inflight)
 	}

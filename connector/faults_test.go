@@ -128,7 +128,7 @@ func (h *passHarness) createWithProgress(t *testing.T, topic string, partitions 
 	}
 	id := tds[topic].ID.String()
 	for p := range partitions {
-		h.store(topicPartition{topic, p}, position{next: next, topicID: id})
+		h.store(TopicPartition{topic, p}, Position{Next: next, TopicID: id})
 	}
 }
 
@@ -149,8 +149,8 @@ func TestPassTargetListedWithErrorKeepsState(t *testing.T) {
 	h := newPassHarness(t, src, dst)
 	h.createWithProgress(t, "orders", 2, 40)
 	h.mustPass(t)
-	ps := h.cp.partition(topicPartition{"orders", 0})
-	if ps == nil || ps.acked != 40 {
+	ps := h.cp.Partition(TopicPartition{"orders", 0})
+	if ps == nil || ps.Acked != 40 {
 		t.Fatalf("partition 0 = %+v, want resumed at 40", ps)
 	}
 	creates := countCreates(dst)
@@ -160,18 +160,18 @@ func TestPassTargetListedWithErrorKeepsState(t *testing.T) {
 	}
 	stop()
 	h.mustPass(t)
-	if got := h.cp.partition(topicPartition{"orders", 0}); got != ps {
+	if got := h.cp.Partition(TopicPartition{"orders", 0}); got != ps {
 		t.Fatalf("partition 0 was reassigned (%+v), want the same copy going on", got)
 	}
-	if ps.acked != 40 {
-		t.Fatalf("partition 0 acked = %d, want 40: the copy restarted", ps.acked)
+	if ps.Acked != 40 {
+		t.Fatalf("partition 0 acked = %d, want 40: the copy restarted", ps.Acked)
 	}
 	if n := creates("src.orders"); n != 0 {
 		t.Fatalf("src.orders was created %d times while it existed", n)
 	}
 	// The loaded progress is the copier's once assigned: partition 1
 	// goes on from it too.
-	if ps1 := h.cp.partition(topicPartition{"orders", 1}); ps1 == nil || ps1.acked != 40 {
+	if ps1 := h.cp.Partition(TopicPartition{"orders", 1}); ps1 == nil || ps1.Acked != 40 {
 		t.Fatalf("partition 1 = %+v, want its copy going on from 40", ps1)
 	}
 	if st := h.topicStates()["orders"]; st != StateMirroring {
@@ -188,14 +188,14 @@ func TestPassSecondLookBeforeDeletion(t *testing.T) {
 	h := newPassHarness(t, src, dst)
 	h.createWithProgress(t, "orders", 1, 25)
 	h.mustPass(t)
-	ps := h.cp.partition(topicPartition{"orders", 0})
-	if ps == nil || ps.acked != 25 {
+	ps := h.cp.Partition(TopicPartition{"orders", 0})
+	if ps == nil || ps.Acked != 25 {
 		t.Fatalf("partition 0 = %+v, want resumed at 25", ps)
 	}
 	stop := listingFault(t, dst, h.dstAdm, "src.orders", 0)
 	h.mustPass(t)
 	stop()
-	if got := h.cp.partition(topicPartition{"orders", 0}); got != ps || ps.acked != 25 {
+	if got := h.cp.Partition(TopicPartition{"orders", 0}); got != ps || ps.Acked != 25 {
 		t.Fatalf("a stale listing restarted the copy: partition 0 = %+v", got)
 	}
 
@@ -205,8 +205,8 @@ func TestPassSecondLookBeforeDeletion(t *testing.T) {
 	}
 	waitFor(t, func() bool {
 		h.mustPass(t)
-		got := h.cp.partition(topicPartition{"orders", 0})
-		return got != nil && got != ps && got.acked == -1
+		got := h.cp.Partition(TopicPartition{"orders", 0})
+		return got != nil && got != ps && got.Acked == -1
 	}, "the deleted target topic to be recreated and copied from the start")
 	if _, ok := targetPartitions(t, h.dst)["src.orders"]; !ok {
 		t.Fatal("src.orders was not recreated")
@@ -227,17 +227,17 @@ func TestPassTopicExistsLooksAgain(t *testing.T) {
 	stop := listingFault(t, dst, h.dstAdm, "src.orders", 0)
 	h.mustPass(t)
 	stop()
-	if ps := h.cp.partition(topicPartition{"orders", 0}); ps != nil {
+	if ps := h.cp.Partition(TopicPartition{"orders", 0}); ps != nil {
 		t.Fatalf("assigned after TOPIC_ALREADY_EXISTS (%+v): want a second look first", ps)
 	}
 	// The next passes (once the client's metadata cache has expired)
 	// see the topic and resume from the stored position.
 	waitFor(t, func() bool {
 		h.mustPass(t)
-		return h.cp.partition(topicPartition{"orders", 0}) != nil
+		return h.cp.Partition(TopicPartition{"orders", 0}) != nil
 	}, "orders to be assigned")
-	if ps := h.cp.partition(topicPartition{"orders", 0}); ps.acked != 12 {
-		t.Fatalf("partition 0 acked = %d, want resumed from the stored position 12", ps.acked)
+	if ps := h.cp.Partition(TopicPartition{"orders", 0}); ps.Acked != 12 {
+		t.Fatalf("partition 0 acked = %d, want resumed from the stored position 12", ps.Acked)
 	}
 }
 
@@ -249,12 +249,12 @@ func TestPassSourceListedWithErrorKeepsState(t *testing.T) {
 	h := newPassHarness(t, src, dst)
 	h.createWithProgress(t, "orders", 2, 8)
 	h.mustPass(t)
-	ps := h.cp.partition(topicPartition{"orders", 1})
+	ps := h.cp.Partition(TopicPartition{"orders", 1})
 	for _, code := range []int16{kerr.LeaderNotAvailable.Code, 0} {
 		stop := listingFault(t, src, h.srcAdm, "orders", code)
 		h.mustPass(t)
 		stop()
-		if got := h.cp.partition(topicPartition{"orders", 1}); got != ps {
+		if got := h.cp.Partition(TopicPartition{"orders", 1}); got != ps {
 			t.Fatalf("partition 1 = %+v after a faulty source listing, want the same copy going on", got)
 		}
 		if st := h.topicStates()["orders"]; st != StateMirroring {
@@ -357,22 +357,22 @@ func TestReselectedTopicResumesFromLivePosition(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	copied := make(chan struct{})
 	h.createWithProgress(t, "orders", 1, 0)
-	h.store(topicPartition{"orders", 0}, position{next: -1}) // nothing stored: from the start
+	h.store(TopicPartition{"orders", 0}, Position{Next: -1}) // nothing stored: from the start
 	produceN(t, src, "orders", "a", 100)
 	h.mustPass(t)
 	go func() {
 		defer close(copied)
-		h.cp.run(ctx)
+		h.cp.Run(ctx)
 	}()
 	t.Cleanup(func() { cancel(); <-copied })
 	waitAcked := func(want int64) {
 		t.Helper()
 		waitFor(t, func() bool {
-			ps := h.cp.partition(topicPartition{"orders", 0})
+			ps := h.cp.Partition(TopicPartition{"orders", 0})
 			if ps == nil {
 				return false
 			}
-			acked, _, _ := ps.status()
+			acked, _, _ := ps.Status()
 			return acked == want
 		}, fmt.Sprintf("orders/0 acked at %d", want))
 	}
@@ -381,7 +381,7 @@ func TestReselectedTopicResumesFromLivePosition(t *testing.T) {
 	all := h.m.selection()
 	h.m.Reconfigure(Selection{Filters: []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll("nothing")}}})
 	h.mustPass(t)
-	if ps := h.cp.partition(topicPartition{"orders", 0}); ps != nil {
+	if ps := h.cp.Partition(TopicPartition{"orders", 0}); ps != nil {
 		t.Fatal("orders is still copied after it left the selection")
 	}
 	produceN(t, src, "orders", "b", 50)
@@ -475,13 +475,13 @@ func poisonSetup(t *testing.T, deadLetter string) (*passHarness, *kfake.Cluster)
 	h.cp.deadLetter = deadLetter
 	ctx, cancel := context.WithCancel(context.Background())
 	h.createWithProgress(t, "orders", 1, 0)
-	h.store(topicPartition{"orders", 0}, position{next: -1})
+	h.store(TopicPartition{"orders", 0}, Position{Next: -1})
 	producePoison(t, h, src, deadLetter)
 	h.mustPass(t)
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)
-		h.cp.run(ctx)
+		h.cp.Run(ctx)
 	}()
 	t.Cleanup(func() { cancel(); <-copied })
 	return h, dst
@@ -521,12 +521,12 @@ func producePoison(t *testing.T, h *passHarness, src *kfake.Cluster, deadLetter 
 	return want
 }
 
-func (h *passHarness) acked(tp topicPartition) (int64, error) {
-	ps := h.cp.partition(tp)
+func (h *passHarness) acked(tp TopicPartition) (int64, error) {
+	ps := h.cp.Partition(tp)
 	if ps == nil {
 		return -1, nil
 	}
-	acked, _, err := ps.status()
+	acked, _, err := ps.Status()
 	return acked, err
 }
 
@@ -537,7 +537,7 @@ func (h *passHarness) acked(tp topicPartition) (int64, error) {
 func TestPoisonRecordDeadLettered(t *testing.T) {
 	t.Parallel()
 	h, dst := poisonSetup(t, "dlq")
-	tp := topicPartition{"orders", 0}
+	tp := TopicPartition{"orders", 0}
 	waitFor(t, func() bool { a, _ := h.acked(tp); return a == 41 }, "orders/0 acked past the poison record")
 	got := consumeFrom(t, dst.ListenAddrs(), "src.orders", 0, 0)
 	if len(got) != 40 {
@@ -566,10 +566,10 @@ func TestPoisonRecordDeadLettered(t *testing.T) {
 	}
 	// The index skips the poison: a group committed at 20 resumes at the
 	// record after it.
-	ps := h.cp.partition(tp)
-	ps.mu.Lock()
-	to, err := ps.index.Translate(20)
-	ps.mu.Unlock()
+	ps := h.cp.Partition(tp)
+	ps.Mu.Lock()
+	to, err := ps.Index.Translate(20)
+	ps.Mu.Unlock()
 	if err != nil || to != 20 {
 		t.Fatalf("translate(20) = %d, %v; want 20 (r-21 on the target)", to, err)
 	}
@@ -581,7 +581,7 @@ func TestPoisonRecordDeadLettered(t *testing.T) {
 func TestPoisonRecordStopsPartition(t *testing.T) {
 	t.Parallel()
 	h, dst := poisonSetup(t, "")
-	tp := topicPartition{"orders", 0}
+	tp := TopicPartition{"orders", 0}
 	var reason error
 	waitFor(t, func() bool {
 		a, err := h.acked(tp)
@@ -647,16 +647,16 @@ func TestDeletedTopicStateFreed(t *testing.T) {
 	h.createWithProgress(t, "gone", 2, 5)
 	h.createWithProgress(t, "kept", 1, 5)
 	h.mustPass(t)
-	w := &progressWriter{topic: h.m.progressTopic, dst: h.dst, c: h.cp, sealer: h.m.sealer}
-	for _, tp := range []topicPartition{{"gone", 0}, {"gone", 1}, {"kept", 0}} {
-		ps := h.cp.partition(tp)
-		ps.mu.Lock()
-		ps.acked = 9 // as if records were copied since
-		ps.index.Add(5, 0)
-		ps.mu.Unlock()
+	w := &ProgressWriter{topic: h.m.progressTopic, dst: h.dst, c: h.cp, sealer: h.m.sealer}
+	for _, tp := range []TopicPartition{{"gone", 0}, {"gone", 1}, {"kept", 0}} {
+		ps := h.cp.Partition(tp)
+		ps.Mu.Lock()
+		ps.Acked = 9 // as if records were copied since
+		ps.Index.Add(5, 0)
+		ps.Mu.Unlock()
 	}
 	ctx := context.Background()
-	if err := w.writeSync(ctx); err != nil {
+	if err := w.WriteSync(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.srcAdm.DeleteTopic(ctx, "gone"); err != nil {
@@ -668,15 +668,15 @@ func TestDeletedTopicStateFreed(t *testing.T) {
 		return len(h.m.Status().Topics) == 0
 	}, "both topics to leave the mirror")
 	h.cp.mu.Lock()
-	_, gone0 := h.cp.parked[topicPartition{"gone", 0}]
-	_, kept := h.cp.parked[topicPartition{"kept", 0}]
+	_, gone0 := h.cp.parked[TopicPartition{"gone", 0}]
+	_, kept := h.cp.parked[TopicPartition{"kept", 0}]
 	h.cp.mu.Unlock()
 	if gone0 || !kept {
 		t.Fatalf("parked: gone/0 %v (want false), kept/0 %v (want true)", gone0, kept)
 	}
 	h.m.mu.Lock()
 	for tp := range h.m.indexes {
-		if tp.topic == "gone" {
+		if tp.Topic == "gone" {
 			t.Errorf("index of %v still in memory", tp)
 		}
 	}
@@ -684,21 +684,21 @@ func TestDeletedTopicStateFreed(t *testing.T) {
 	if err := h.dst.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ld, err := loadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, h.dstAdm, h.m.progressTopic)
+	ld, err := LoadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, h.dstAdm, h.m.progressTopic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for tp := range ld.positions {
-		if tp.topic == "gone" {
+	for tp := range ld.Positions {
+		if tp.Topic == "gone" {
 			t.Errorf("stored progress of %v not deleted", tp)
 		}
 	}
-	for tp := range ld.indexes {
-		if tp.topic == "gone" {
+	for tp := range ld.Indexes {
+		if tp.Topic == "gone" {
 			t.Errorf("stored index of %v not deleted", tp)
 		}
 	}
-	if pos := ld.positions[topicPartition{"kept", 0}]; pos.next != 9 {
+	if pos := ld.Positions[TopicPartition{"kept", 0}]; pos.Next != 9 {
 		t.Errorf("stored progress of kept/0 = %+v, want 9", pos)
 	}
 }
@@ -714,14 +714,14 @@ func TestPassJustCreatedTopicNotGone(t *testing.T) {
 	h := newPassHarness(t, src, dst)
 	h.createWithProgress(t, "orders", 1, 25)
 	h.mustPass(t) // creates src.orders and resumes at 25
-	ps := h.cp.partition(topicPartition{"orders", 0})
-	if ps == nil || ps.acked != 25 {
+	ps := h.cp.Partition(TopicPartition{"orders", 0})
+	if ps == nil || ps.Acked != 25 {
 		t.Fatalf("partition 0 = %+v, want resumed at 25", ps)
 	}
 	creates := countCreates(dst)
 	stop := notYetKnownFault(t, dst, "src.orders")
 	h.mustPass(t)
-	if got := h.cp.partition(topicPartition{"orders", 0}); got != ps || ps.acked != 25 {
+	if got := h.cp.Partition(TopicPartition{"orders", 0}); got != ps || ps.Acked != 25 {
 		t.Fatalf("a topic not yet in the metadata was taken as deleted: partition 0 = %+v", got)
 	}
 	if n := creates("src.orders"); n != 0 {
@@ -729,14 +729,14 @@ func TestPassJustCreatedTopicNotGone(t *testing.T) {
 	}
 	stop()
 	h.mustPass(t)
-	if got := h.cp.partition(topicPartition{"orders", 0}); got != ps || ps.acked != 25 {
+	if got := h.cp.Partition(TopicPartition{"orders", 0}); got != ps || ps.Acked != 25 {
 		t.Fatalf("after the metadata caught up: partition 0 = %+v, want the same copy at 25", got)
 	}
 	// Listed once: missing again, it is gone (TestPassSecondLookBeforeDeletion).
 	stop = notYetKnownFault(t, dst, "src.orders")
 	h.mustPass(t)
 	stop()
-	if got := h.cp.partition(topicPartition{"orders", 0}); got == ps {
+	if got := h.cp.Partition(TopicPartition{"orders", 0}); got == ps {
 		t.Fatal("a listed topic missing from the metadata was kept as not known yet")
 	}
 
@@ -744,14 +744,14 @@ func TestPassJustCreatedTopicNotGone(t *testing.T) {
 	h2 := newPassHarness(t, src, dst)
 	h2.createWithProgress(t, "items", 1, 7)
 	h2.mustPass(t)
-	ps = h2.cp.partition(topicPartition{"items", 0})
+	ps = h2.cp.Partition(TopicPartition{"items", 0})
 	old := targetPropagation
 	targetPropagation = 0
 	t.Cleanup(func() { targetPropagation = old })
 	stop = notYetKnownFault(t, dst, "src.items")
 	h2.mustPass(t)
 	stop()
-	if got := h2.cp.partition(topicPartition{"items", 0}); got == ps {
+	if got := h2.cp.Partition(TopicPartition{"items", 0}); got == ps {
 		t.Fatal("a topic missing past targetPropagation was kept")
 	}
 }

@@ -106,14 +106,14 @@ type groupState struct {
 	hidden bool
 	// lastSource is the source offset last synced per source partition,
 	// to tell a source group that moved back from a stale translation.
-	lastSource map[topicPartition]int64
+	lastSource map[TopicPartition]int64
 
 	// Guarded by Mirror.mu. checkpointed is the checkpoint the target
 	// acknowledged per source partition, checkpointing the one produced
 	// and not acknowledged yet; a write that fails is counted in
 	// checkpointErr and written again on the next sync.
-	checkpointed  map[topicPartition]checkpointValue
-	checkpointing map[topicPartition]checkpointValue
+	checkpointed  map[TopicPartition]checkpointValue
+	checkpointing map[TopicPartition]checkpointValue
 	checkpointErr error
 
 	// logged is when each problem of the group (by problemLog key) was
@@ -123,9 +123,9 @@ type groupState struct {
 
 func newGroupState() *groupState {
 	return &groupState{
-		lastSource:    make(map[topicPartition]int64),
-		checkpointed:  make(map[topicPartition]checkpointValue),
-		checkpointing: make(map[topicPartition]checkpointValue),
+		lastSource:    make(map[TopicPartition]int64),
+		checkpointed:  make(map[TopicPartition]checkpointValue),
+		checkpointing: make(map[TopicPartition]checkpointValue),
 	}
 }
 
@@ -500,10 +500,10 @@ func targetFetchErr(fetched kadm.FetchOffsetsResponses, group string) error {
 // itself moved back and FollowSourceRewinds is set) with the source offset
 // each comes from, and the checkpoints that changed. Partitions that cannot be translated exactly are in the
 // status, and neither committed nor checkpointed.
-func (m *Mirror) translateGroup(ctx context.Context, c *clients, group string, gs *groupState, offs kadm.OffsetResponses, mirrored map[string]string, cp dataPlane, target kadm.FetchOffsetsResponse, problems *problemLog) (GroupStatus, kadm.Offsets, map[topicPartition]int64, []pendingCheckpoint) {
+func (m *Mirror) translateGroup(ctx context.Context, c *clients, group string, gs *groupState, offs kadm.OffsetResponses, mirrored map[string]string, cp dataPlane, target kadm.FetchOffsetsResponse, problems *problemLog) (GroupStatus, kadm.Offsets, map[TopicPartition]int64, []pendingCheckpoint) {
 	st := GroupStatus{Mirror: m.cfg.Name, Group: group, State: GroupSynced}
 	commit := make(kadm.Offsets)
-	sources := make(map[topicPartition]int64)
+	sources := make(map[TopicPartition]int64)
 	var checkpoints []pendingCheckpoint
 	var unreadable []string // target partitions whose current offset could not be read
 	var firstErr error
@@ -513,27 +513,27 @@ func (m *Mirror) translateGroup(ctx context.Context, c *clients, group string, g
 		if !ok || o.At < 0 {
 			return
 		}
-		tp := topicPartition{o.Topic, o.Partition}
+		tp := TopicPartition{o.Topic, o.Partition}
 		if o.Err != nil {
 			// This partition's offset is unknown this time.
 			srcErrs = true
 			problems.add(gs, group, "cannot read a partition's offset of the group at the source; not committing it", fmt.Errorf("%s/%d: %w", o.Topic, o.Partition, o.Err))
 			return
 		}
-		ps := cp.partition(tp)
+		ps := cp.Partition(tp)
 		if ps == nil {
 			return // not copied yet
 		}
 		gp := GroupPartition{SourceTopic: o.Topic, TargetTopic: targetTopic, Partition: o.Partition, SourceOffset: o.At}
 		tto, tbehind, terr := m.translatePartition(ctx, c.dstAdm, ps, o.At)
 		var floor index.Run
-		ps.mu.Lock()
-		gp.setTranslation(ps.index, tto, tbehind, terr)
+		ps.Mu.Lock()
+		gp.setTranslation(ps.Index, tto, tbehind, terr)
 		below := errors.Is(terr, index.ErrBelowAdopted)
 		if below {
-			floor, _ = ps.index.Floor()
+			floor, _ = ps.Index.Floor()
 		}
-		ps.mu.Unlock()
+		ps.Mu.Unlock()
 		if below && m.mm2Syncs != nil {
 			m.translateFromMM2(ctx, c, &gp, tp, floor, planeFloors(cp))
 		}
@@ -590,7 +590,7 @@ func (m *Mirror) translateGroup(ctx context.Context, c *clients, group string, g
 type pendingCheckpoint struct {
 	gs    *groupState
 	key   checkpointKey
-	tp    topicPartition
+	tp    TopicPartition
 	value checkpointValue
 }
 
@@ -601,7 +601,7 @@ func (m *Mirror) writeCheckpoint(dst *kgo.Client, w pendingCheckpoint) {
 	k, _ := json.Marshal(w.key)
 	v, _ := json.Marshal(w.value)
 	// A group's checkpoints share a partition of the checkpoint topic.
-	m.dstProduce(dst, &kgo.Record{Topic: m.checkpointTopic, Partition: state.PartitionFor(m.statePartitions(m.checkpointTopic), w.key.Group, 0), Key: k, Value: m.sealer.seal(v)}, func(_ *kgo.Record, err error) {
+	m.dstProduce(dst, &kgo.Record{Topic: m.checkpointTopic, Partition: state.PartitionFor(m.statePartitions(m.checkpointTopic), w.key.Group, 0), Key: k, Value: m.sealer.Seal(v)}, func(_ *kgo.Record, err error) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if w.gs.checkpointing[w.tp] == w.value {
@@ -759,7 +759,7 @@ func (m *Mirror) Translate(ctx context.Context, group string, opts TranslateOpti
 	}
 	defer c.close()
 	defer m.cancelProduce()
-	ld, err := loadProgress(ctx, m.log, m.cfg.TargetOpts, c.dstAdm, m.progressTopic)
+	ld, err := LoadProgress(ctx, m.log, m.cfg.TargetOpts, c.dstAdm, m.progressTopic)
 	if err != nil {
 		return st, fmt.Errorf("read %s on the target: %w", m.progressTopic, m.dstErr(err))
 	}
@@ -770,19 +770,19 @@ func (m *Mirror) Translate(ctx context.Context, group string, opts TranslateOpti
 	// A topic is mirrored when any partition of it has a stored position
 	// or index; a partition of it without one has nothing copied yet.
 	mirrored := make(map[string]bool)
-	for tp := range ld.positions {
-		mirrored[tp.topic] = true
+	for tp := range ld.Positions {
+		mirrored[tp.Topic] = true
 	}
-	for tp := range ld.indexes {
-		mirrored[tp.topic] = true
+	for tp := range ld.Indexes {
+		mirrored[tp.Topic] = true
 	}
 	commit := make(kadm.Offsets)
 	fetched.Each(func(o kadm.OffsetResponse) {
 		if !mirrored[o.Topic] {
 			return
 		}
-		tp := topicPartition{o.Topic, o.Partition}
-		ix, pos := ld.indexes[tp], ld.positions[tp]
+		tp := TopicPartition{o.Topic, o.Partition}
+		ix, pos := ld.Indexes[tp], ld.Positions[tp]
 		target := m.cfg.Policy.FormatRemoteTopic(m.cfg.SourceAlias, o.Topic)
 		gp := GroupPartition{SourceTopic: o.Topic, TargetTopic: target, Partition: o.Partition, SourceOffset: o.At, TargetOffset: -1}
 		if o.Err != nil {
@@ -796,11 +796,11 @@ func (m *Mirror) Translate(ctx context.Context, group string, opts TranslateOpti
 		if ix == nil {
 			ix = index.New()
 		}
-		to, behind, err := translateOffset(ix, pos.next, o.At)
+		to, behind, err := translateOffset(ix, pos.Next, o.At)
 		gp.setTranslation(ix, to, behind, err)
 		if errors.Is(err, index.ErrBelowAdopted) && m.mm2Syncs != nil {
 			floor, _ := ix.Floor()
-			m.translateFromMM2(ctx, c, &gp, tp, floor, indexFloors(ld.indexes))
+			m.translateFromMM2(ctx, c, &gp, tp, floor, indexFloors(ld.Indexes))
 		}
 		st.Partitions = append(st.Partitions, gp)
 		if !gp.Untranslatable {

@@ -118,9 +118,9 @@ func newGroupHarnessOn(t *testing.T, src, dst *kfake.Cluster, partitions int32) 
 
 // copied makes partition p of "orders" copied with index ix up to acked.
 func (h *groupHarness) copied(p int32, ix *index.Partition, acked int64) {
-	tp := topicPartition{hTopic, p}
+	tp := TopicPartition{hTopic, p}
 	h.cp.mu.Lock()
-	h.cp.parts[tp] = &partitionState{tp: tp, target: hTarget, index: ix, acked: acked, persisted: acked, end: -1}
+	h.cp.parts[tp] = &PartitionState{TP: tp, Target: hTarget, Index: ix, Acked: acked, Persisted: acked, End: -1}
 	h.cp.mu.Unlock()
 }
 
@@ -385,10 +385,10 @@ func TestGroupSyncUntranslatablePartitions(t *testing.T) {
 	gs := h.m.groups[hGroup]
 	var checkpointed []int32
 	for tp := range gs.checkpointing {
-		checkpointed = append(checkpointed, tp.partition)
+		checkpointed = append(checkpointed, tp.Partition)
 	}
 	for tp := range gs.checkpointed {
-		checkpointed = append(checkpointed, tp.partition)
+		checkpointed = append(checkpointed, tp.Partition)
 	}
 	h.m.mu.Unlock()
 	if len(checkpointed) != 1 || checkpointed[0] != 1 {
@@ -447,7 +447,7 @@ func TestGroupSyncCheckpointWriteRetried(t *testing.T) {
 		h.sync(t)
 		h.m.mu.Lock()
 		defer h.m.mu.Unlock()
-		return h.m.groups[hGroup].checkpointed[topicPartition{hTopic, 0}] == want
+		return h.m.groups[hGroup].checkpointed[TopicPartition{hTopic, 0}] == want
 	}, "the checkpoint to be acknowledged")
 	got := readCheckpoints(t, h)
 	key := `{"group":"billing","topic":"orders","partition":0}`

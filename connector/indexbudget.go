@@ -36,14 +36,14 @@ const indexChunkBytes = index.ChunkRuns * indexRunBytes
 
 // indexMemory is the memory the indexes of states hold (the runs in
 // memory, by length).
-func indexMemory(states []*partitionState) int64 {
+func indexMemory(states []*PartitionState) int64 {
 	var total int64
 	for _, ps := range states {
-		ps.mu.Lock()
-		if ix := ps.index; ix != nil {
+		ps.Mu.Lock()
+		if ix := ps.Index; ix != nil {
 			total += int64(ix.Len()) * indexRunBytes
 		}
-		ps.mu.Unlock()
+		ps.Mu.Unlock()
 	}
 	return total
 }
@@ -51,22 +51,22 @@ func indexMemory(states []*partitionState) int64 {
 // enforceIndexBudget evicts stored chunks from the indexes of states until
 // they hold at most 90% of limit bytes, or nothing more can go. It returns
 // the memory they hold afterwards and the chunks evicted.
-func enforceIndexBudget(states []*partitionState, limit int64) (held int64, evicted int) {
+func enforceIndexBudget(states []*PartitionState, limit int64) (held int64, evicted int) {
 	held = indexMemory(states)
 	if limit <= 0 || held <= limit {
 		return held, 0
 	}
 	type candidate struct {
-		ps   *partitionState
+		ps   *PartitionState
 		runs int
 	}
 	var cands []candidate
 	for _, ps := range states {
-		ps.mu.Lock()
-		if ix := ps.index; ix != nil && ix.Evictable() > 0 {
+		ps.Mu.Lock()
+		if ix := ps.Index; ix != nil && ix.Evictable() > 0 {
 			cands = append(cands, candidate{ps, ix.Len()})
 		}
-		ps.mu.Unlock()
+		ps.Mu.Unlock()
 	}
 	slices.SortFunc(cands, func(a, b candidate) int { return b.runs - a.runs })
 	target := limit / 10 * 9
@@ -74,15 +74,15 @@ func enforceIndexBudget(states []*partitionState, limit int64) (held int64, evic
 		if held <= target {
 			break
 		}
-		c.ps.mu.Lock()
-		if ix := c.ps.index; ix != nil {
+		c.ps.Mu.Lock()
+		if ix := c.ps.Index; ix != nil {
 			need := int((held - target + indexChunkBytes - 1) / indexChunkBytes)
 			n := min(ix.Evictable(), need)
 			ix.Evict(n)
 			held -= int64(n) * indexChunkBytes
 			evicted += n
 		}
-		c.ps.mu.Unlock()
+		c.ps.Mu.Unlock()
 	}
 	return held, evicted
 }
@@ -96,7 +96,7 @@ func (m *Mirror) enforceIndexBudget() {
 	if cp == nil {
 		return
 	}
-	held, evicted := enforceIndexBudget(cp.snapshot(), m.cfg.IndexMemory)
+	held, evicted := enforceIndexBudget(cp.Snapshot(), m.cfg.IndexMemory)
 	m.metrics.setIndexMemory(held, evicted)
 }
 
@@ -152,11 +152,11 @@ func (c *chunkCache) put(key chunkCacheKey, runs []index.Run) {
 // readIndexChunk reads stored chunk k of tp's index back from the progress
 // topic: the partition that holds tp's records, its committed records to
 // the end; the last record of the chunk's key wins.
-func (m *Mirror) readIndexChunk(ctx context.Context, dstAdm *kadm.Client, tp topicPartition, k int64) ([]index.Run, error) {
-	key := string(indexChunkKey(tp, k))
+func (m *Mirror) readIndexChunk(ctx context.Context, dstAdm *kadm.Client, tp TopicPartition, k int64) ([]index.Run, error) {
+	key := string(IndexChunkKey(tp, k))
 	var value []byte
 	found := false
-	part := state.PartitionFor(m.statePartitions(m.progressTopic), tp.topic, tp.partition)
+	part := state.PartitionFor(m.statePartitions(m.progressTopic), tp.Topic, tp.Partition)
 	err := state.Read(ctx, nil, m.cfg.TargetOpts, dstAdm, m.progressTopic, part, func(kb, v []byte) error {
 		if string(kb) == key {
 			value, found = v, v != nil
@@ -167,11 +167,11 @@ func (m *Mirror) readIndexChunk(ctx context.Context, dstAdm *kadm.Client, tp top
 		return nil, err
 	}
 	if !found {
-		return nil, fmt.Errorf("chunk %d of the offset index of %s/%d is not in %s", k, tp.topic, tp.partition, m.progressTopic)
+		return nil, fmt.Errorf("chunk %d of the offset index of %s/%d is not in %s", k, tp.Topic, tp.Partition, m.progressTopic)
 	}
 	payload, _, err := offsets.Decode(value)
 	if err != nil {
-		return nil, fmt.Errorf("chunk %d of the offset index of %s/%d: %w", k, tp.topic, tp.partition, err)
+		return nil, fmt.Errorf("chunk %d of the offset index of %s/%d: %w", k, tp.Topic, tp.Partition, err)
 	}
 	return index.DecodeChunk(payload)
 }
@@ -179,11 +179,11 @@ func (m *Mirror) readIndexChunk(ctx context.Context, dstAdm *kadm.Client, tp top
 // translatePartition translates committed source offset s of ps for a
 // group: through the index in memory, or through a chunk the budget
 // evicted, read back (or from the cache).
-func (m *Mirror) translatePartition(ctx context.Context, dstAdm *kadm.Client, ps *partitionState, s int64) (target int64, behind bool, err error) {
-	ps.mu.Lock()
-	ix, acked := ps.index, ps.acked
+func (m *Mirror) translatePartition(ctx context.Context, dstAdm *kadm.Client, ps *PartitionState, s int64) (target int64, behind bool, err error) {
+	ps.Mu.Lock()
+	ix, acked := ps.Index, ps.Acked
 	target, behind, err = translateOffset(ix, acked, s)
-	ps.mu.Unlock()
+	ps.Mu.Unlock()
 	ev, ok := err.(*index.EvictedChunkError)
 	if !ok {
 		return target, behind, err
@@ -191,7 +191,7 @@ func (m *Mirror) translatePartition(ctx context.Context, dstAdm *kadm.Client, ps
 	key := chunkCacheKey{ix, ev.K}
 	runs, hit := m.chunks.get(key)
 	if !hit {
-		if runs, err = m.readIndexChunk(ctx, dstAdm, ps.tp, ev.K); err != nil {
+		if runs, err = m.readIndexChunk(ctx, dstAdm, ps.TP, ev.K); err != nil {
 			return 0, false, fmt.Errorf("read back the offset index: %w", err)
 		}
 		m.chunks.put(key, runs)

@@ -16,8 +16,8 @@ func TestIndexBudgetEvictsStoredChunksAndTranslatesExactly(t *testing.T) {
 	h := newPassHarness(t, src, dst)
 	h.createWithProgress(t, "orders", 1, 0)
 	h.mustPass(t)
-	tp := topicPartition{"orders", 0}
-	ps := h.cp.partition(tp)
+	tp := TopicPartition{"orders", 0}
+	ps := h.cp.Partition(tp)
 	if ps == nil {
 		t.Fatal("orders/0 is not copied")
 	}
@@ -25,29 +25,29 @@ func TestIndexBudgetEvictsStoredChunksAndTranslatesExactly(t *testing.T) {
 	const runs = chunks * index.ChunkRuns
 	// Every other source offset was compacted away: a run per record,
 	// source 2i landed at target i.
-	ps.mu.Lock()
+	ps.Mu.Lock()
 	for i := range int64(runs) {
-		ps.index.Add(2*i, i)
+		ps.Index.Add(2*i, i)
 	}
-	ps.acked = 2 * runs
-	ps.mu.Unlock()
+	ps.Acked = 2 * runs
+	ps.Mu.Unlock()
 
 	limit := int64(3 * indexChunkBytes)
-	if held, n := enforceIndexBudget(h.cp.snapshot(), limit); n != 0 || held != chunks*indexChunkBytes {
+	if held, n := enforceIndexBudget(h.cp.Snapshot(), limit); n != 0 || held != chunks*indexChunkBytes {
 		t.Fatalf("before the chunks are stored: %d evicted, %d bytes held; want none evicted", n, held)
 	}
 	ctx := context.Background()
-	if err := h.m.newProgressWriter(h.dst, h.cp).writeSync(ctx); err != nil {
+	if err := h.m.newProgressWriter(h.dst, h.cp).WriteSync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	held, n := enforceIndexBudget(h.cp.snapshot(), limit)
+	held, n := enforceIndexBudget(h.cp.Snapshot(), limit)
 	if n != chunks-2 || held != 2*indexChunkBytes {
 		t.Fatalf("after storing: %d chunks evicted, %d bytes held; want %d evicted (all but the last two), %d held", n, held, chunks-2, 2*indexChunkBytes)
 	}
-	ps.mu.Lock()
-	stored := len(ps.index.StoredChunks())
-	inMemory := ps.index.Len()
-	ps.mu.Unlock()
+	ps.Mu.Lock()
+	stored := len(ps.Index.StoredChunks())
+	inMemory := ps.Index.Len()
+	ps.Mu.Unlock()
 	if stored != chunks || inMemory != 2*index.ChunkRuns {
 		t.Fatalf("index: %d stored chunks (want %d), %d runs in memory (want %d)", stored, chunks, inMemory, 2*index.ChunkRuns)
 	}
@@ -61,9 +61,9 @@ func TestIndexBudgetEvictsStoredChunksAndTranslatesExactly(t *testing.T) {
 		}
 	}
 	// Read back into the cache, not into the index.
-	ps.mu.Lock()
-	evicted := ps.index.Evicted()
-	ps.mu.Unlock()
+	ps.Mu.Lock()
+	evicted := ps.Index.Evicted()
+	ps.Mu.Unlock()
 	if evicted != chunks-2 || len(h.m.chunks.items) == 0 {
 		t.Fatalf("after translating: %d chunks evicted (want %d), %d cached (want some)", evicted, chunks-2, len(h.m.chunks.items))
 	}

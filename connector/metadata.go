@@ -73,7 +73,7 @@ func (m *Mirror) trustedMetadataTopics(topics []string) []string {
 		case slices.Contains(trusted, match[1]):
 			out = append(out, topic)
 		default:
-			m.logOnce.warn(m.log, "untrusted-metadata:"+topic, "ignoring the topic metadata of a mirror this one does not trust; its labels and origin are not carried on (list the mirror in metadata.trusted_upstreams to believe it)", "topic", topic, "upstream_mirror", match[1])
+			m.logOnce.Warn(m.log, "untrusted-metadata:"+topic, "ignoring the topic metadata of a mirror this one does not trust; its labels and origin are not carried on (list the mirror in metadata.trusted_upstreams to believe it)", "topic", topic, "upstream_mirror", match[1])
 		}
 	}
 	return out
@@ -217,7 +217,7 @@ func (m *Mirror) writeMetadata(dst *kgo.Client, removed []*topicState) {
 		m.dstProduce(dst, &kgo.Record{Topic: m.metadataTopic, Partition: state.PartitionFor(m.statePartitions(m.metadataTopic), w.target, 0), Key: []byte(w.target), Value: encodeMetadata(w.md)}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				m.metrics.incInternalWriteErrors(writeMetadata)
-				m.logEvery.warn(m.log, "write:"+writeMetadata, "could not write topic metadata; retrying on the next pass", "target_topic", w.target, "err", err)
+				m.logEvery.Warn(m.log, "write:"+writeMetadata, "could not write topic metadata; retrying on the next pass", "target_topic", w.target, "err", err)
 				return
 			}
 			m.mu.Lock()

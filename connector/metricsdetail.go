@@ -26,7 +26,7 @@ const (
 type detailCollector struct {
 	mu      sync.Mutex
 	detail  string
-	sources map[string]func() []*partitionState // by mirror
+	sources map[string]func() []*PartitionState // by mirror
 
 	topicRecords, topicLag *prometheus.Desc
 	partRecords, partLag   *prometheus.Desc
@@ -35,7 +35,7 @@ type detailCollector struct {
 func newDetailCollector() *detailCollector {
 	return &detailCollector{
 		detail:  DetailTopic,
-		sources: make(map[string]func() []*partitionState),
+		sources: make(map[string]func() []*PartitionState),
 		topicRecords: prometheus.NewDesc("kmirror_topic_records_total",
 			"Records of a source topic copied to the target and acknowledged by it since the worker started (http.metrics_detail: topic or partition).",
 			[]string{"mirror", "topic"}, nil),
@@ -64,7 +64,7 @@ func (m *Metrics) SetDetail(detail string) {
 
 // watch adds a running mirror's partitions to the detailed series, until
 // the returned function is called.
-func (m *Metrics) watch(mirror string, partitions func() []*partitionState) (unwatch func()) {
+func (m *Metrics) watch(mirror string, partitions func() []*PartitionState) (unwatch func()) {
 	if m == nil {
 		return func() {}
 	}
@@ -89,7 +89,7 @@ func (d *detailCollector) Describe(ch chan<- *prometheus.Desc) {
 func (d *detailCollector) Collect(ch chan<- prometheus.Metric) {
 	d.mu.Lock()
 	detail := d.detail
-	sources := make(map[string]func() []*partitionState, len(d.sources))
+	sources := make(map[string]func() []*PartitionState, len(d.sources))
 	for k, v := range d.sources {
 		sources[k] = v
 	}
@@ -101,20 +101,20 @@ func (d *detailCollector) Collect(ch chan<- prometheus.Metric) {
 	for mirror, partitions := range sources {
 		byTopic := make(map[string]*sums)
 		for _, ps := range partitions() {
-			ps.mu.Lock()
-			records, l := ps.copied, lag(ps.acked, ps.end)
-			ps.mu.Unlock()
-			s := byTopic[ps.tp.topic]
+			ps.Mu.Lock()
+			records, l := ps.Copied, lag(ps.Acked, ps.End)
+			ps.Mu.Unlock()
+			s := byTopic[ps.TP.Topic]
 			if s == nil {
 				s = &sums{}
-				byTopic[ps.tp.topic] = s
+				byTopic[ps.TP.Topic] = s
 			}
 			s.records += records
 			s.lag += l
 			if detail == DetailPartition {
-				p := strconv.Itoa(int(ps.tp.partition))
-				ch <- prometheus.MustNewConstMetric(d.partRecords, prometheus.CounterValue, float64(records), mirror, ps.tp.topic, p)
-				ch <- prometheus.MustNewConstMetric(d.partLag, prometheus.GaugeValue, float64(l), mirror, ps.tp.topic, p)
+				p := strconv.Itoa(int(ps.TP.Partition))
+				ch <- prometheus.MustNewConstMetric(d.partRecords, prometheus.CounterValue, float64(records), mirror, ps.TP.Topic, p)
+				ch <- prometheus.MustNewConstMetric(d.partLag, prometheus.GaugeValue, float64(l), mirror, ps.TP.Topic, p)
 			}
 		}
 		for topic, s := range byTopic {

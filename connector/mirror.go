@@ -174,10 +174,10 @@ type Mirror struct {
 	// chunks caches offset index chunks read back for translations
 	// (indexbudget.go).
 	chunks   *chunkCache
-	sealer   sealer // wraps offset records (progress, index, checkpoints)
-	logEvery *logLimiter
+	sealer   Sealer // wraps offset records (progress, index, checkpoints)
+	logEvery *LogLimiter
 	// logOnce: conditions only the operator ends (untrusted metadata).
-	logOnce *logLimiter
+	logOnce *LogLimiter
 	// The failures of each periodic job, logged with backoff.
 	startFailures, passFailures, groupFailures, configFailures, aclFailures *failureLog
 	// producerBufferBytes bounds the target producer's buffer
@@ -195,7 +195,7 @@ type Mirror struct {
 
 	mu            sync.Mutex
 	topics        map[string]*topicState              // by source topic
-	indexes       map[topicPartition]*index.Partition // loaded at start, handed to the copier
+	indexes       map[TopicPartition]*index.Partition // loaded at start, handed to the copier
 	metaPersisted map[string]map[string]string        // by target topic, as last acknowledged
 	lastPassAt    time.Time
 	lastPassErr   error
@@ -238,9 +238,9 @@ func New(cfg Config) (*Mirror, error) {
 		progressTopic:       policy.InternalTopic(cfg.Name, "progress"),
 		metadataTopic:       metadataTopicName(cfg.Name),
 		checkpointTopic:     policy.InternalTopic(cfg.Name, "checkpoints"),
-		sealer:              sealer{cfg.OffsetCodec},
-		logEvery:            newLogLimiter(time.Minute),
-		logOnce:             newLogOnce(),
+		sealer:              Sealer{cfg.OffsetCodec},
+		logEvery:            NewLogLimiter(time.Minute),
+		logOnce:             NewLogOnce(),
 		startFailures:       newFailureLog(),
 		passFailures:        newFailureLog(),
 		groupFailures:       newFailureLog(),
@@ -252,7 +252,7 @@ func New(cfg Config) (*Mirror, error) {
 		produceCtx:          produceCtx,
 		cancelProduce:       cancel,
 		topics:              make(map[string]*topicState),
-		indexes:             make(map[topicPartition]*index.Partition),
+		indexes:             make(map[TopicPartition]*index.Partition),
 		metaPersisted:       make(map[string]map[string]string),
 	}
 	m.sel.Store(&Selection{Filters: cfg.Filters, ConfigFilters: cfg.ConfigFilters, GroupFilters: cfg.GroupFilters, Labels: cfg.Labels, TrustedUpstreams: cfg.TrustedUpstreams})
@@ -261,7 +261,7 @@ func New(cfg Config) (*Mirror, error) {
 	}
 	m.slots = newSlotPlane(m)
 	if cfg.MM2 != nil && cfg.MM2.Adopt {
-		m.adopt = &adoption{decided: make(map[topicPartition]*index.Run)}
+		m.adopt = &adoption{decided: make(map[TopicPartition]*index.Run)}
 	}
 	if cfg.MM2 != nil {
 		m.mm2Syncs = newMM2SyncStore()
@@ -457,7 +457,7 @@ func (m *Mirror) Run(ctx context.Context) error {
 	// Metrics on a ticker of their own: the writer can block on a full
 	// producer buffer, and that is when the lag matters most.
 	bg.Go(func() {
-		every(copyCtx, progressTick(m.cfg.ProgressInterval), func() {
+		every(copyCtx, ProgressTick(m.cfg.ProgressInterval), func() {
 			m.enforceIndexBudget()
 			m.updateMetrics()
 		})
@@ -603,16 +603,16 @@ func (m *Mirror) ownsControl() bool {
 // last progress write). Records the target has not acknowledged by then
 // are abandoned: progress never moved past them, so the next owner copies
 // them again. It returns an error naming how many were abandoned.
-func (m *Mirror) drain(ctx context.Context, dst *kgo.Client, cp *copier, writer *progressWriter, cancelProduce func(), log *slog.Logger) error {
+func (m *Mirror) drain(ctx context.Context, dst *kgo.Client, cp *Copier, writer *ProgressWriter, cancelProduce func(), log *slog.Logger) error {
 	// Flush can return nil after the deadline too, when franz-go failed
 	// the records the cancelled context covered before it looked: the
 	// count of records produced and not acknowledged decides.
 	var abandonedErr error
-	err := errors.Join(dst.Flush(ctx), cp.flushPassthrough(ctx))
+	err := errors.Join(dst.Flush(ctx), cp.FlushPassthrough(ctx))
 	if err != nil {
 		cancelProduce()
 	}
-	if abandoned := cp.inFlight(); abandoned > 0 {
+	if abandoned := cp.InFlight(); abandoned > 0 {
 		cancelProduce()
 		abandonedErr = fmt.Errorf("%d records not acknowledged by the target within shutdown_timeout (%v); they will be copied again", abandoned, m.cfg.ShutdownTimeout)
 		log.Error("shutdown_timeout reached with records in flight: abandoning them; progress does not include them, so they are copied again",
@@ -626,7 +626,7 @@ func (m *Mirror) drain(ctx context.Context, dst *kgo.Client, cp *copier, writer 
 		progressCtx, cancel = context.WithTimeout(context.Background(), finalProgressTimeout)
 		defer cancel()
 	}
-	if err := writer.writeSync(progressCtx); err != nil {
+	if err := writer.WriteSync(progressCtx); err != nil {
 		log.Error("could not persist the last progress; records since the previous write will be copied again", "err", err)
 	}
 	return abandonedErr
@@ -638,9 +638,9 @@ const finalProgressTimeout = 2 * time.Second
 
 // internalWriteFailed counts and logs (at most once a minute per kind) a
 // write of kmirror's own records that the target did not acknowledge.
-func (m *Mirror) internalWriteFailed(kind string, tp topicPartition, err error) {
+func (m *Mirror) internalWriteFailed(kind string, tp TopicPartition, err error) {
 	m.metrics.incInternalWriteErrors(kind)
-	m.logEvery.warn(m.log, "write:"+kind, "the target did not acknowledge a write to "+m.progressTopic+"; retrying", "kind", kind, "topic", tp.topic, "partition", tp.partition, "err", err)
+	m.logEvery.Warn(m.log, "write:"+kind, "the target did not acknowledge a write to "+m.progressTopic+"; retrying", "kind", kind, "topic", tp.Topic, "partition", tp.Partition, "err", err)
 }
 
 // every calls fn every interval until ctx ends; fn runs on this goroutine,
@@ -731,8 +731,8 @@ func (m *Mirror) load(ctx context.Context, dstAdm *kadm.Client) error {
 	// joins, so that a takeover reads only what was written since and
 	// the slots a joining worker is given do not wait for the whole
 	// topic.
-	none := func(topicPartition) bool { return false }
-	ld, err := m.slots.progress.current(ctx, dstAdm, none)
+	none := func(TopicPartition) bool { return false }
+	ld, err := m.slots.progress.Current(ctx, dstAdm, none)
 	if err != nil {
 		return err
 	}
@@ -741,12 +741,12 @@ func (m *Mirror) load(ctx context.Context, dstAdm *kadm.Client) error {
 		return err
 	}
 	m.mu.Lock()
-	m.indexes = ld.indexes
+	m.indexes = ld.Indexes
 	m.metaPersisted = md
 	m.started = true
 	m.lastPassErr = nil
 	m.mu.Unlock()
-	m.log.Info("progress and topic metadata loaded", "progress_topic", m.progressTopic, "partitions", len(ld.positions), "metadata_topic", m.metadataTopic, "topics", len(md))
+	m.log.Info("progress and topic metadata loaded", "progress_topic", m.progressTopic, "partitions", len(ld.Positions), "metadata_topic", m.metadataTopic, "topics", len(md))
 	return nil
 }
 
@@ -759,7 +759,7 @@ func (m *Mirror) copierInFlight() int {
 	if cp == nil {
 		return 0
 	}
-	return cp.inFlight()
+	return cp.InFlight()
 }
 
 // Status returns a snapshot for the HTTP API.
@@ -791,14 +791,14 @@ func (m *Mirror) Status() Status {
 		t := &st.Topics[i]
 		if cp != nil {
 			for p := range t.Partitions {
-				ps := cp.partition(topicPartition{t.SourceTopic, p})
+				ps := cp.Partition(TopicPartition{t.SourceTopic, p})
 				if ps == nil {
 					continue
 				}
-				acked, end, failed := ps.status()
+				acked, end, failed := ps.Status()
 				behind := lag(acked, end)
 				t.Lag += behind
-				copied, last := ps.copyStats()
+				copied, last := ps.CopyStats()
 				t.Copied += copied
 				if behind > 0 && !last.IsZero() {
 					t.LagSeconds = max(t.LagSeconds, now.Sub(last).Seconds())
@@ -834,14 +834,14 @@ func lag(acked, end int64) int64 {
 
 // partitionStates are the partitions the mirror copies here (none before
 // its data plane starts).
-func (m *Mirror) partitionStates() []*partitionState {
+func (m *Mirror) partitionStates() []*PartitionState {
 	m.mu.Lock()
 	cp := m.copier
 	m.mu.Unlock()
 	if cp == nil {
 		return nil
 	}
-	return cp.snapshot()
+	return cp.Snapshot()
 }
 
 // updateMetrics publishes the lag; called every progress tick and at
@@ -853,7 +853,7 @@ func (m *Mirror) updateMetrics() {
 	var total int64
 	failed := 0
 	for _, ps := range m.partitionStates() {
-		acked, end, err := ps.status()
+		acked, end, err := ps.Status()
 		total += lag(acked, end)
 		if err != nil {
 			failed++

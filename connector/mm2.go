@@ -47,27 +47,27 @@ type mm2OffsetsPartition struct {
 // the source cluster and partition. ok is false for a key of another kind
 // (MM2's checkpoint and heartbeat connectors commit into the same topic);
 // a key that is no Connect key at all is an error.
-func parseMM2OffsetKey(key []byte) (connector, cluster string, tp topicPartition, ok bool, err error) {
+func parseMM2OffsetKey(key []byte) (connector, cluster string, tp TopicPartition, ok bool, err error) {
 	var parts []json.RawMessage
 	if err := json.Unmarshal(key, &parts); err != nil || len(parts) != 2 {
-		return "", "", topicPartition{}, false, fmt.Errorf("key %q is not a Connect offset key [connector, partition]", key)
+		return "", "", TopicPartition{}, false, fmt.Errorf("key %q is not a Connect offset key [connector, partition]", key)
 	}
 	if err := json.Unmarshal(parts[0], &connector); err != nil {
-		return "", "", topicPartition{}, false, fmt.Errorf("key %q: the connector name is not a string", key)
+		return "", "", TopicPartition{}, false, fmt.Errorf("key %q: the connector name is not a string", key)
 	}
 	var p mm2OffsetsPartition
 	if err := json.Unmarshal(parts[1], &p); err != nil || p.Cluster == nil {
-		return connector, "", topicPartition{}, false, nil
+		return connector, "", TopicPartition{}, false, nil
 	}
 	if p.Topic == "" || p.Partition == nil {
-		return "", "", topicPartition{}, false, fmt.Errorf("key %q: want {\"cluster\",\"topic\",\"partition\"}", key)
+		return "", "", TopicPartition{}, false, fmt.Errorf("key %q: want {\"cluster\",\"topic\",\"partition\"}", key)
 	}
-	return connector, *p.Cluster, topicPartition{p.Topic, *p.Partition}, true, nil
+	return connector, *p.Cluster, TopicPartition{p.Topic, *p.Partition}, true, nil
 }
 
 // mm2Positions are the positions in MM2's offsets topic of one source
 // cluster alias, by source connector name.
-type mm2Positions map[string]map[topicPartition]int64
+type mm2Positions map[string]map[TopicPartition]int64
 
 // readMM2Positions reads MM2's offsets topic on the target to its end and
 // returns, per source connector and partition of the source cluster
@@ -103,7 +103,7 @@ func readMM2Positions(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm
 			return fmt.Errorf("key %s: value %q is not {\"offset\":N} with N >= 0", key, value)
 		}
 		if out[connector] == nil {
-			out[connector] = make(map[topicPartition]int64)
+			out[connector] = make(map[TopicPartition]int64)
 		}
 		out[connector][tp] = *v.Offset + 1
 		return nil
@@ -116,7 +116,7 @@ func readMM2Positions(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm
 
 // others names the connectors other than connector that hold a position
 // for tp, sorted.
-func (ps mm2Positions) others(connector string, tp topicPartition) []string {
+func (ps mm2Positions) others(connector string, tp TopicPartition) []string {
 	var out []string
 	for name, next := range ps {
 		if _, ok := next[tp]; ok && name != connector {
@@ -148,25 +148,25 @@ type adoption struct {
 	// mm2 is what MM2's offsets topic said (nil until read), mm2Next
 	// the positions of the configured source connector in it.
 	mm2     mm2Positions
-	mm2Next map[topicPartition]int64
+	mm2Next map[TopicPartition]int64
 	// decided: the floor a partition's copy starts from (source offset
 	// src is target offset dst), or nil: from the source's start. A
 	// partition not in it waits for the decision.
-	decided map[topicPartition]*index.Run
+	decided map[TopicPartition]*index.Run
 }
 
 // adoptionCandidates are the partitions assignments() would start without
 // a stored position and whose adoption is not decided yet, by target topic.
 // The caller holds m.mu.
-func (m *Mirror) adoptionCandidates(tl targetListing) map[string][]topicPartition {
-	out := make(map[string][]topicPartition)
+func (m *Mirror) adoptionCandidates(tl targetListing) map[string][]TopicPartition {
+	out := make(map[string][]TopicPartition)
 	for _, ts := range m.topics {
 		have, ok := tl.partitions[ts.target]
 		if !ok || ts.fatal != nil {
 			continue
 		}
 		for p := ts.assigned; p < min(have, ts.partitions); p++ {
-			tp := topicPartition{ts.source, p}
+			tp := TopicPartition{ts.source, p}
 			if _, done := m.adopt.decided[tp]; !done {
 				out[ts.target] = append(out[ts.target], tp)
 			}
@@ -192,7 +192,7 @@ func (m *Mirror) decideAdoption(ctx context.Context, c *clients, tl targetListin
 	// A partition kmirror copied before resumes from its own stored
 	// progress (the slot that owns it applies it): it is decided without
 	// MM2, whose offsets topic may be gone once the move is done.
-	if stored := m.slots.progress.stored(cands); len(stored) > 0 {
+	if stored := m.slots.progress.Stored(cands); len(stored) > 0 {
 		m.mu.Lock()
 		for _, tp := range stored {
 			m.adopt.decided[tp] = nil
@@ -233,7 +233,7 @@ func (m *Mirror) decideAdoption(ctx context.Context, c *clients, tl targetListin
 		defer m.mu.Unlock()
 		sort.Strings(targets)
 		foreign := make(map[string]bool) // connectors holding positions of partitions left waiting
-		var waiting []topicPartition
+		var waiting []TopicPartition
 		for _, target := range targets {
 			var adopted, fresh int
 			for _, tp := range cands[target] {
@@ -242,7 +242,7 @@ func (m *Mirror) decideAdoption(ctx context.Context, c *clients, tl targetListin
 				if !ok {
 					others = m.adopt.mm2.others(m.cfg.MM2.SourceConnector, tp)
 				}
-				end, listed := ends.Lookup(target, tp.partition)
+				end, listed := ends.Lookup(target, tp.Partition)
 				switch {
 				case !listed:
 					continue // undecided: the next pass looks again
@@ -259,7 +259,7 @@ func (m *Mirror) decideAdoption(ctx context.Context, c *clients, tl targetListin
 				case end.Offset == 0 && next > 0:
 					// MM2 copied records that the target topic does
 					// not have: it was deleted and created again.
-					m.log.Warn("MirrorMaker 2 committed a position for a partition whose target is empty; copying it from its start", "topic", tp.topic, "partition", tp.partition, "target_topic", target, "mm2_next_offset", next)
+					m.log.Warn("MirrorMaker 2 committed a position for a partition whose target is empty; copying it from its start", "topic", tp.Topic, "partition", tp.Partition, "target_topic", target, "mm2_next_offset", next)
 					m.adopt.decided[tp] = nil
 					fresh++
 				default:
@@ -269,10 +269,10 @@ func (m *Mirror) decideAdoption(ctx context.Context, c *clients, tl targetListin
 			}
 			m.metrics.addMM2Adopted(adopted)
 			if adopted > 0 {
-				m.log.Info("adopting MirrorMaker 2's positions: copying continues where MM2 stopped", "topic", cands[target][0].topic, "target_topic", target, "partitions", adopted)
+				m.log.Info("adopting MirrorMaker 2's positions: copying continues where MM2 stopped", "topic", cands[target][0].Topic, "target_topic", target, "partitions", adopted)
 			}
 			if fresh > 0 {
-				m.log.Info("MirrorMaker 2 has no position for these partitions; copying them from their start", "topic", cands[target][0].topic, "target_topic", target, "partitions", fresh)
+				m.log.Info("MirrorMaker 2 has no position for these partitions; copying them from their start", "topic", cands[target][0].Topic, "target_topic", target, "partitions", fresh)
 			}
 		}
 		if len(waiting) > 0 {
@@ -288,7 +288,7 @@ func (m *Mirror) decideAdoption(ctx context.Context, c *clients, tl targetListin
 	m.metrics.incMM2AdoptErrors()
 	err = fmt.Errorf("adopt MirrorMaker 2's positions (mirrors[].mm2.adopt): %w; the topics wait rather than being copied from their start", err)
 	for _, tps := range cands {
-		if ts := m.topics[tps[0].topic]; ts != nil {
+		if ts := m.topics[tps[0].Topic]; ts != nil {
 			ts.err = err
 		}
 	}
@@ -298,20 +298,20 @@ func (m *Mirror) decideAdoption(ctx context.Context, c *clients, tl targetListin
 // foreignConnectorErr says that partitions wait because MM2's offsets topic
 // holds their positions only under other source connector names than the
 // configured one (an MM2 run under another name), and which key to set.
-func foreignConnectorErr(mc *MM2Config, foreign map[string]bool, waiting []topicPartition) error {
+func foreignConnectorErr(mc *MM2Config, foreign map[string]bool, waiting []TopicPartition) error {
 	names := make([]string, 0, len(foreign))
 	for name := range foreign {
 		names = append(names, strconv.Quote(name))
 	}
 	sort.Strings(names)
 	return fmt.Errorf("MirrorMaker 2's offsets topic %s holds the positions of %d partitions (%s/%d first) under the source connector name %s, not %q: set mirrors[].mm2.source_connector to the name MM2's source connector ran under (or mirrors[].mm2.adopt: false to copy these topics from their start)",
-		mc.OffsetsTopic, len(waiting), waiting[0].topic, waiting[0].partition, strings.Join(names, ", "), mc.SourceConnector)
+		mc.OffsetsTopic, len(waiting), waiting[0].Topic, waiting[0].Partition, strings.Join(names, ", "), mc.SourceConnector)
 }
 
 // adoptedStart is where tp starts when it has no stored position: wait
 // is true while the adoption is undecided; otherwise floor is MM2's
 // position (nil: from the start). The caller holds m.mu.
-func (m *Mirror) adoptedStart(tp topicPartition) (floor *index.Run, wait bool) {
+func (m *Mirror) adoptedStart(tp TopicPartition) (floor *index.Run, wait bool) {
 	if m.adopt == nil {
 		return nil, false
 	}
@@ -322,7 +322,7 @@ func (m *Mirror) adoptedStart(tp topicPartition) (floor *index.Run, wait bool) {
 // forgetAdoption makes tp start from the source's start if it starts
 // again without a stored position (its target topic is gone: what MM2
 // copied went with it). The caller holds m.mu.
-func (m *Mirror) forgetAdoption(tp topicPartition) {
+func (m *Mirror) forgetAdoption(tp TopicPartition) {
 	if m.adopt != nil {
 		m.adopt.decided[tp] = nil
 	}
@@ -403,7 +403,7 @@ func (m *Mirror) heartbeats(ctx context.Context, c *clients) {
 		if !created {
 			if err := m.ensureMM2Topic(ctx, c, mm2HeartbeatsTopic); err != nil {
 				m.metrics.incInternalWriteErrors(writeMM2Heartbeat)
-				m.logEvery.warn(m.log, "mm2-heartbeats", "cannot create MirrorMaker 2's heartbeats topic on the target; retrying", "topic", mm2HeartbeatsTopic, "err", m.dstErr(err))
+				m.logEvery.Warn(m.log, "mm2-heartbeats", "cannot create MirrorMaker 2's heartbeats topic on the target; retrying", "topic", mm2HeartbeatsTopic, "err", m.dstErr(err))
 				return
 			}
 			created = true
@@ -413,7 +413,7 @@ func (m *Mirror) heartbeats(ctx context.Context, c *clients) {
 		m.dstProduce(c.dst, &kgo.Record{Topic: mm2HeartbeatsTopic, Key: k, Value: v, Timestamp: now}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				m.metrics.incInternalWriteErrors(writeMM2Heartbeat)
-				m.logEvery.warn(m.log, "mm2-heartbeats", "the target did not acknowledge a MirrorMaker 2 heartbeat; the next one follows", "topic", mm2HeartbeatsTopic, "err", err)
+				m.logEvery.Warn(m.log, "mm2-heartbeats", "the target did not acknowledge a MirrorMaker 2 heartbeat; the next one follows", "topic", mm2HeartbeatsTopic, "err", err)
 				return
 			}
 			m.metrics.incMM2Heartbeats()
@@ -467,7 +467,7 @@ func (w *mm2Checkpointer) emit(ctx context.Context, m *Mirror, c *clients) {
 	if !w.created {
 		if err := m.ensureMM2Topic(ctx, c, w.topic); err != nil {
 			m.metrics.incInternalWriteErrors(writeMM2Checkpoint)
-			m.logEvery.warn(m.log, "mm2-checkpoints", "cannot create MirrorMaker 2's checkpoints topic on the target; retrying on the next group sync", "topic", w.topic, "err", m.dstErr(err))
+			m.logEvery.Warn(m.log, "mm2-checkpoints", "cannot create MirrorMaker 2's checkpoints topic on the target; retrying on the next group sync", "topic", w.topic, "err", m.dstErr(err))
 			return
 		}
 		w.created = true
@@ -485,7 +485,7 @@ func (w *mm2Checkpointer) emit(ctx context.Context, m *Mirror, c *clients) {
 		m.dstProduce(c.dst, &kgo.Record{Topic: w.topic, Key: k, Value: v, Timestamp: w.last}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				m.metrics.incInternalWriteErrors(writeMM2Checkpoint)
-				m.logEvery.warn(m.log, "mm2-checkpoints", "the target did not acknowledge a MirrorMaker 2 checkpoint; writing it again at the next interval", "topic", w.topic, "group", cp.group, "err", err)
+				m.logEvery.Warn(m.log, "mm2-checkpoints", "the target did not acknowledge a MirrorMaker 2 checkpoint; writing it again at the next interval", "topic", w.topic, "group", cp.group, "err", err)
 				return
 			}
 			m.metrics.incMM2Checkpoints()

@@ -48,15 +48,15 @@ func TestParseMM2OffsetKey(t *testing.T) {
 		key       string
 		connector string
 		cluster   string
-		tp        topicPartition
+		tp        TopicPartition
 		ok        bool
 		err       bool
 	}{
-		{key: `["MirrorSourceConnector",{"cluster":"A","partition":3,"topic":"orders"}]`, connector: "MirrorSourceConnector", cluster: "A", tp: topicPartition{"orders", 3}, ok: true},
+		{key: `["MirrorSourceConnector",{"cluster":"A","partition":3,"topic":"orders"}]`, connector: "MirrorSourceConnector", cluster: "A", tp: TopicPartition{"orders", 3}, ok: true},
 		// Field order is Connect's JSON converter's business.
-		{key: `["MirrorSourceConnector",{"topic":"orders","cluster":"A","partition":0}]`, connector: "MirrorSourceConnector", cluster: "A", tp: topicPartition{"orders", 0}, ok: true},
+		{key: `["MirrorSourceConnector",{"topic":"orders","cluster":"A","partition":0}]`, connector: "MirrorSourceConnector", cluster: "A", tp: TopicPartition{"orders", 0}, ok: true},
 		// A source connector under another name (Connect's name=).
-		{key: `["mm2-a-to-b",{"cluster":"A","partition":1,"topic":"orders"}]`, connector: "mm2-a-to-b", cluster: "A", tp: topicPartition{"orders", 1}, ok: true},
+		{key: `["mm2-a-to-b",{"cluster":"A","partition":1,"topic":"orders"}]`, connector: "mm2-a-to-b", cluster: "A", tp: TopicPartition{"orders", 1}, ok: true},
 		{key: `["MirrorCheckpointConnector",{"group":"g","topic":"t","partition":0}]`, connector: "MirrorCheckpointConnector"},
 		{key: `["MirrorHeartbeatConnector",{"sourceClusterAlias":"A","targetClusterAlias":"B"}]`, connector: "MirrorHeartbeatConnector"},
 		{key: `not json`, err: true},
@@ -122,13 +122,13 @@ func TestReadMM2Positions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || len(got[mm2SourceConnector]) != 1 || got[mm2SourceConnector][topicPartition{"orders", 0}] != 150 {
+	if len(got) != 2 || len(got[mm2SourceConnector]) != 1 || got[mm2SourceConnector][TopicPartition{"orders", 0}] != 150 {
 		t.Fatalf("positions %v, want orders/0 at 150 (MM2's last copied offset 149, plus one)", got)
 	}
-	if len(got["mm2-a-to-b"]) != 1 || got["mm2-a-to-b"][topicPartition{"orders", 2}] != 4 {
+	if len(got["mm2-a-to-b"]) != 1 || got["mm2-a-to-b"][TopicPartition{"orders", 2}] != 4 {
 		t.Fatalf("positions %v, want mm2-a-to-b's orders/2 at 4 (a source connector under another name)", got)
 	}
-	if others := got.others(mm2SourceConnector, topicPartition{"orders", 2}); fmt.Sprint(others) != "[mm2-a-to-b]" {
+	if others := got.others(mm2SourceConnector, TopicPartition{"orders", 2}); fmt.Sprint(others) != "[mm2-a-to-b]" {
 		t.Fatalf("connectors other than %s holding orders/2: %v", mm2SourceConnector, others)
 	}
 
@@ -243,25 +243,25 @@ func TestAdoptionContinuesWhereMM2Stopped(t *testing.T) {
 	// why it cannot be done.
 	lctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ld, err := loadProgress(lctx, nil, cfg.TargetOpts, adm, m.progressTopic)
+	ld, err := LoadProgress(lctx, nil, cfg.TargetOpts, adm, m.progressTopic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p0, p1 := topicPartition{"orders", 0}, topicPartition{"orders", 1}
-	if f := ld.positions[p0].floor; f == nil || *f != (index.Run{Src: 7, Dst: 7}) {
+	p0, p1 := TopicPartition{"orders", 0}, TopicPartition{"orders", 1}
+	if f := ld.Positions[p0].Floor; f == nil || *f != (index.Run{Src: 7, Dst: 7}) {
 		t.Fatalf("partition 0 floor %v, want source 7 = target 7", f)
 	}
-	if f := ld.positions[p1].floor; f != nil {
+	if f := ld.Positions[p1].Floor; f != nil {
 		t.Fatalf("partition 1 was never copied by MM2 but has floor %v", f)
 	}
-	ix := ld.indexes[p0]
+	ix := ld.Indexes[p0]
 	gp := GroupPartition{SourceOffset: 3}
-	gp.translate(ix, ld.positions[p0].next)
+	gp.translate(ix, ld.Positions[p0].Next)
 	if !gp.Untranslatable || !strings.Contains(gp.Reason, "MirrorMaker 2") {
 		t.Fatalf("offset 3 (copied by MM2): %+v", gp)
 	}
 	for s, want := range map[int64]int64{7: 7, 9: 9, 10: 10} {
-		got, _, err := translateOffset(ix, ld.positions[p0].next, s)
+		got, _, err := translateOffset(ix, ld.Positions[p0].Next, s)
 		if err != nil || got != want {
 			t.Fatalf("translate %d = %d, %v; want %d", s, got, err, want)
 		}
@@ -288,14 +288,14 @@ func TestAdoptionFaults(t *testing.T) {
 	mm2Setup(t, src, dst)
 	h := newPassHarnessFor(t, src, dst, adoptConfig())
 	const offsets = "mm2-offsets.src.internal"
-	p0 := topicPartition{"orders", 0}
+	p0 := TopicPartition{"orders", 0}
 
 	err := h.pass(t)
 	if err == nil || !strings.Contains(err.Error(), offsets) || !strings.Contains(err.Error(), "adopt: false") {
 		t.Fatalf("pass without MM2's offsets topic: %v", err)
 	}
-	if ps := h.cp.partition(p0); ps != nil {
-		t.Fatalf("partition started (at %d) without MM2's position", ps.acked)
+	if ps := h.cp.Partition(p0); ps != nil {
+		t.Fatalf("partition started (at %d) without MM2's position", ps.Acked)
 	}
 	st := h.m.Status()
 	if len(st.Topics) != 1 || !strings.Contains(st.Topics[0].Error, offsets) {
@@ -317,24 +317,24 @@ func TestAdoptionFaults(t *testing.T) {
 	if err == nil || !errors.Is(err, kerr.TopicAuthorizationFailed) {
 		t.Fatalf("pass with an unreadable offsets topic: %v", err)
 	}
-	if ps := h.cp.partition(p0); ps != nil {
-		t.Fatalf("partition started (at %d) without MM2's position", ps.acked)
+	if ps := h.cp.Partition(p0); ps != nil {
+		t.Fatalf("partition started (at %d) without MM2's position", ps.Acked)
 	}
 
 	refusing.Store(false)
 	h.mustPass(t)
-	ps := h.cp.partition(p0)
+	ps := h.cp.Partition(p0)
 	if ps == nil {
 		t.Fatal("partition 0 not started once MM2's position could be read")
 	}
-	ps.mu.Lock()
-	acked := ps.acked
-	floor, adopted := ps.index.Floor()
-	ps.mu.Unlock()
+	ps.Mu.Lock()
+	acked := ps.Acked
+	floor, adopted := ps.Index.Floor()
+	ps.Mu.Unlock()
 	if acked != 7 || !adopted || floor != (index.Run{Src: 7, Dst: 7}) {
 		t.Fatalf("partition 0 starts at %d with floor %v, want 7 with floor 7->7", acked, floor)
 	}
-	if ps := h.cp.partition(topicPartition{"orders", 1}); ps == nil || ps.acked != -1 {
+	if ps := h.cp.Partition(TopicPartition{"orders", 1}); ps == nil || ps.Acked != -1 {
 		t.Fatalf("partition 1 (never copied by MM2) should start from the beginning: %+v", ps)
 	}
 	if st := h.m.Status(); st.Topics[0].Error != "" {
@@ -357,7 +357,7 @@ func TestAdoptionForeignConnector(t *testing.T) {
 		&kgo.Record{Key: []byte(`["mm2-src-to-dst",{"cluster":"src","partition":0,"topic":"orders"}]`), Value: offsetValue(6)},
 		&kgo.Record{Key: []byte(`["MirrorCheckpointConnector",{"group":"g","partition":0,"topic":"orders"}]`), Value: offsetValue(5)},
 	)
-	p0, p1 := topicPartition{"orders", 0}, topicPartition{"orders", 1}
+	p0, p1 := TopicPartition{"orders", 0}, TopicPartition{"orders", 1}
 
 	h := newPassHarnessFor(t, src, dst, adoptConfig())
 	err := h.pass(t)
@@ -366,8 +366,8 @@ func TestAdoptionForeignConnector(t *testing.T) {
 			t.Fatalf("pass with MM2's positions under another connector name: %v; want it to name %s", err, want)
 		}
 	}
-	if ps := h.cp.partition(p0); ps != nil {
-		t.Fatalf("partition 0 started (at %d) although MM2 copied it under another connector name", ps.acked)
+	if ps := h.cp.Partition(p0); ps != nil {
+		t.Fatalf("partition 0 started (at %d) although MM2 copied it under another connector name", ps.Acked)
 	}
 	st := h.m.Status()
 	if len(st.Topics) != 1 || !strings.Contains(st.Topics[0].Error, "mm2-src-to-dst") || st.Ready {
@@ -378,17 +378,17 @@ func TestAdoptionForeignConnector(t *testing.T) {
 	cfg.MM2.SourceConnector = "mm2-src-to-dst"
 	h = newPassHarnessFor(t, src, dst, cfg)
 	h.mustPass(t)
-	ps := h.cp.partition(p0)
+	ps := h.cp.Partition(p0)
 	if ps == nil {
 		t.Fatal("partition 0 not started with source_connector set")
 	}
-	ps.mu.Lock()
-	acked := ps.acked
-	ps.mu.Unlock()
+	ps.Mu.Lock()
+	acked := ps.Acked
+	ps.Mu.Unlock()
 	if acked != 7 {
 		t.Fatalf("partition 0 starts at %d, want MM2's position 7", acked)
 	}
-	if ps := h.cp.partition(p1); ps == nil || ps.acked != -1 {
+	if ps := h.cp.Partition(p1); ps == nil || ps.Acked != -1 {
 		t.Fatalf("partition 1 (never copied by MM2) should start from the beginning: %+v", ps)
 	}
 }

@@ -26,7 +26,7 @@ func TestDecodeMM2OffsetSync(t *testing.T) {
 	key, _ := hex.DecodeString("00066f726465727300000003")
 	value, _ := hex.DecodeString("00000000000004d200000000000004b0")
 	tp, s, err := decodeMM2OffsetSync(key, value)
-	if err != nil || tp != (topicPartition{"orders", 3}) || s != (mm2Sync{upstream: 1234, downstream: 1200}) {
+	if err != nil || tp != (TopicPartition{"orders", 3}) || s != (mm2Sync{upstream: 1234, downstream: 1200}) {
 		t.Fatalf("decode: %v %v %v", tp, s, err)
 	}
 	for _, c := range []struct{ key, value, want string }{
@@ -159,7 +159,7 @@ func TestReadMM2OffsetSyncs(t *testing.T) {
 	opts := []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	floors := map[topicPartition]int64{{"orders", 0}: 50}
+	floors := map[TopicPartition]int64{{"orders", 0}: 50}
 
 	_, err := readMM2OffsetSyncs(ctx, nil, opts, adm, topic, "source", floors)
 	var missing *MM2SyncsMissingError
@@ -179,7 +179,7 @@ func TestReadMM2OffsetSyncs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || len(got[topicPartition{"orders", 0}]) != 2 || got[topicPartition{"orders", 0}][1] != (mm2Sync{20, 18}) {
+	if len(got) != 1 || len(got[TopicPartition{"orders", 0}]) != 2 || got[TopicPartition{"orders", 0}][1] != (mm2Sync{20, 18}) {
 		t.Fatalf("syncs %v, want orders/0 at 0->0 and 20->18", got)
 	}
 
@@ -264,8 +264,8 @@ func TestGroupOffsetsBelowAdoptionFromMM2Syncs(t *testing.T) {
 	cfg.SourceOpts = []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)}
 	cfg.TargetOpts = []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}
 	// The progress the worker stores for the adopted partition.
-	k, v := encodeProgress(topicPartition{"orders", 0}, position{next: 7, floor: &index.Run{Src: 7, Dst: 7}})
-	if err := h.dst.ProduceSync(ctx, &kgo.Record{Topic: h.m.progressTopic, Key: k, Value: h.m.sealer.seal(v)}).FirstErr(); err != nil {
+	k, v := EncodeProgress(TopicPartition{"orders", 0}, Position{Next: 7, Floor: &index.Run{Src: 7, Dst: 7}})
+	if err := h.dst.ProduceSync(ctx, &kgo.Record{Topic: h.m.progressTopic, Key: k, Value: h.m.sealer.Seal(v)}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	offline, err := New(cfg)

@@ -82,7 +82,7 @@ import (
 // partitions on one broker, 2 lanes took the target 6.4 CPU s for
 // 2,000,000 lz4 records, 4 lanes 7.3 s, one lane 6.9 s).
 type passthrough struct {
-	c   *copier
+	c   *Copier
 	src *kgo.Client // raw fetches; created with the first partition
 	dst *kgo.Client // metadata and producer IDs
 	// lanes are the connections Produce requests take, created with the
@@ -98,13 +98,13 @@ type passthrough struct {
 	requests map[ptLaneLeader]int
 
 	mu    sync.Mutex
-	parts map[topicPartition]*ptPart
+	parts map[TopicPartition]*ptPart
 	// toPlace holds the partitions to fetch that are in no fetch
 	// session: new, taken from ready, rewound, or out of a session by an
 	// error. The fetch loop places them in their leader's session; a
 	// partition in a session is fetched by every request to its leader
 	// without the loop touching it (ptSession).
-	toPlace  map[topicPartition]struct{}
+	toPlace  map[TopicPartition]struct{}
 	sessions map[int32]*ptSession // by source leader
 	ready    []ptFetch            // fetched, not yet taken by the poll loop
 	// srcMeta and dstMeta cache partition leaders (and topic IDs, needed
@@ -115,8 +115,8 @@ type passthrough struct {
 	gens             atomic.Uint64 // source of ptPart.gen, unique across re-adds (newGen)
 
 	// Producer side.
-	queues map[topicPartition]*ptQueue // every partition's, kept when empty: it holds the producer ID and sequence
-	queued map[topicPartition]*ptQueue // those with batches queued or in flight: what the send loop walks
+	queues map[TopicPartition]*ptQueue // every partition's, kept when empty: it holds the producer ID and sequence
+	queued map[TopicPartition]*ptQueue // those with batches queued or in flight: what the send loop walks
 	pid    int64                       // the shared producer ID (-1: none yet)
 	epoch  int16
 	// buffered and bufferedBatches are the bytes and batches queued or
@@ -155,7 +155,7 @@ type passthrough struct {
 	txn        bool
 	txnID      string
 	txnOpen    bool
-	txnAdded   map[topicPartition]bool
+	txnAdded   map[TopicPartition]bool
 	txnTouched bool
 	adding     bool
 	seqLost    error
@@ -186,7 +186,7 @@ type ptPart struct {
 }
 
 type ptFetch struct {
-	tp   topicPartition
+	tp   TopicPartition
 	gen  uint64
 	from int64
 	rp   kmsg.FetchResponseTopicPartition
@@ -201,7 +201,7 @@ type ptFetch struct {
 // sent in this attempt (in flight, or answered and waiting for the ones
 // before them to be answered), units[sent:] wait to be sent.
 type ptQueue struct {
-	ps      *partitionState
+	ps      *PartitionState
 	units   []*ptUnit
 	sent    int
 	retryAt time.Time
@@ -309,19 +309,19 @@ const (
 	ptLanes             = 2
 )
 
-func newPassthrough(c *copier, dstOpts []kgo.Opt) *passthrough {
+func newPassthrough(c *Copier, dstOpts []kgo.Opt) *passthrough {
 	p := &passthrough{
 		c: c, dst: c.dst,
 		// No lanes without dstOpts (unit tests): the shared client.
 		lanes:          make([]*kgo.Client, ptLanes*min(len(dstOpts), 1)),
 		dstOpts:        dstOpts,
-		parts:          make(map[topicPartition]*ptPart),
-		toPlace:        make(map[topicPartition]struct{}),
+		parts:          make(map[TopicPartition]*ptPart),
+		toPlace:        make(map[TopicPartition]struct{}),
 		sessions:       make(map[int32]*ptSession),
 		wires:          make(map[ptLaneLeader]*ptWire),
 		requests:       make(map[ptLaneLeader]int),
-		queues:         make(map[topicPartition]*ptQueue),
-		queued:         make(map[topicPartition]*ptQueue),
+		queues:         make(map[TopicPartition]*ptQueue),
+		queued:         make(map[TopicPartition]*ptQueue),
 		kickFetch:      make(chan struct{}, 1),
 		kickSend:       make(chan struct{}, 1),
 		space:          make(chan struct{}),
@@ -329,7 +329,7 @@ func newPassthrough(c *copier, dstOpts []kgo.Opt) *passthrough {
 		decomp:         kgo.DefaultDecompressor(),
 		comps:          recordbatch.Compressors(),
 		loggedFallback: make(map[string]bool),
-		txnAdded:       make(map[topicPartition]bool),
+		txnAdded:       make(map[TopicPartition]bool),
 	}
 	p.srcMeta.init()
 	p.dstMeta.init()
@@ -352,7 +352,7 @@ func (p *passthrough) newGen() uint64 { return p.gens.Add(1) }
 // taken for an earlier state of the partition (unassigned and assigned
 // again since) has an older gen, and producePassthrough drops it even when
 // it finds the new state by the partition's name.
-func (p *passthrough) add(tp topicPartition, next int64, gen uint64) {
+func (p *passthrough) add(tp TopicPartition, next int64, gen uint64) {
 	p.mu.Lock()
 	if old := p.parts[tp]; old != nil {
 		p.leaveSession(tp, old)
@@ -367,7 +367,7 @@ func (p *passthrough) add(tp topicPartition, next int64, gen uint64) {
 }
 
 // remove stops fetching tp; fetched data of it is dropped.
-func (p *passthrough) remove(tp topicPartition) {
+func (p *passthrough) remove(tp TopicPartition) {
 	p.mu.Lock()
 	if pp := p.parts[tp]; pp != nil {
 		p.leaveSession(tp, pp)
@@ -388,7 +388,7 @@ func (p *passthrough) purge(srcTopics, dstTopics []string) {
 	p.dstMeta.forget(dstTopics)
 }
 
-func (p *passthrough) pause(tp topicPartition) {
+func (p *passthrough) pause(tp TopicPartition) {
 	p.mu.Lock()
 	if pp := p.parts[tp]; pp != nil {
 		p.leaveSession(tp, pp)
@@ -400,7 +400,7 @@ func (p *passthrough) pause(tp topicPartition) {
 }
 
 // rewind fetches tp again from pos and resumes it.
-func (p *passthrough) rewind(tp topicPartition, pos int64) {
+func (p *passthrough) rewind(tp TopicPartition, pos int64) {
 	p.mu.Lock()
 	if q := p.queues[tp]; q != nil {
 		q.failed = nil
@@ -418,7 +418,7 @@ func (p *passthrough) rewind(tp topicPartition, pos int64) {
 // retry rewinds tp to pos and fetches it again after fetchErrBackoff, as
 // the record path's loop waits after a fetch error: a batch that cannot be
 // decoded is not fetched and decoded again in a tight loop.
-func (p *passthrough) retry(tp topicPartition, pos int64) {
+func (p *passthrough) retry(tp TopicPartition, pos int64) {
 	p.mu.Lock()
 	if pp := p.parts[tp]; pp != nil {
 		pp.notBefore = time.Now().Add(fetchErrBackoff)
@@ -456,20 +456,20 @@ func (p *passthrough) current(f ptFetch) bool {
 // producePassthrough hands one fetched partition to the target: forwarded batches
 // where every batch is safe, else its records decoded and re-encoded.
 // Called on the poll loop's goroutine, like producePartition.
-func (c *copier) producePassthrough(f ptFetch) {
+func (c *Copier) producePassthrough(f ptFetch) {
 	if !c.pt.current(f) {
 		return // rewound or paused since: read again
 	}
 	// The pass may unassign the partition and assign it again between
 	// these two lines: the state found here is then a new one, and
 	// produceFetch drops the fetch by its gen.
-	if ps := c.partition(f.tp); ps != nil {
+	if ps := c.Partition(f.tp); ps != nil {
 		c.produceFetch(ps, f)
 	}
 }
 
 // produceFetch hands f to the partition's state ps.
-func (c *copier) produceFetch(ps *partitionState, f ptFetch) {
+func (c *Copier) produceFetch(ps *PartitionState, f ptFetch) {
 	p := c.pt
 	rp := &f.rp
 	batches, hs, splitErr := f.batches, f.hs, f.splitErr
@@ -490,19 +490,19 @@ func (c *copier) produceFetch(ps *partitionState, f ptFetch) {
 		}
 	}
 
-	ps.mu.Lock()
+	ps.Mu.Lock()
 	// f.gen below the state's first gen: fetched for an earlier state
 	// of the partition (passthrough.add).
 	if ps.failed != nil || !ps.passthrough || f.gen < ps.ptGen {
-		ps.mu.Unlock()
+		ps.Mu.Unlock()
 		return
 	}
-	if rp.LastStableOffset > ps.end {
-		ps.end = rp.LastStableOffset
-	} else if rp.HighWatermark > ps.end && rp.LastStableOffset <= 0 {
-		ps.end = rp.HighWatermark
+	if rp.LastStableOffset > ps.End {
+		ps.End = rp.LastStableOffset
+	} else if rp.HighWatermark > ps.End && rp.LastStableOffset <= 0 {
+		ps.End = rp.HighWatermark
 	}
-	ps.mu.Unlock()
+	ps.Mu.Unlock()
 
 	var units []*ptUnit
 	if reason == "" {
@@ -530,17 +530,17 @@ func (c *copier) produceFetch(ps *partitionState, f ptFetch) {
 		return
 	}
 
-	ps.mu.Lock()
+	ps.Mu.Lock()
 	if ps.failed != nil || !ps.passthrough {
-		ps.mu.Unlock()
+		ps.Mu.Unlock()
 		return
 	}
-	if ps.acked < 0 {
-		ps.acked = units[0].src[0]
+	if ps.Acked < 0 {
+		ps.Acked = units[0].src[0]
 		ps.changed()
 	}
-	if ps.committed < 0 {
-		ps.committed = ps.acked
+	if ps.Committed < 0 {
+		ps.Committed = ps.Acked
 	}
 	if ps.head == len(ps.inflight) {
 		ps.progressAt = time.Now()
@@ -553,7 +553,7 @@ func (c *copier) produceFetch(ps *partitionState, f ptFetch) {
 		ps.expired = nil
 	}
 	ctx := ps.ctx
-	ps.mu.Unlock()
+	ps.Mu.Unlock()
 	if c.txn != nil {
 		c.txn.produced = true // the poll loop's goroutine owns the cycle
 	}
@@ -570,19 +570,19 @@ func (c *copier) produceFetch(ps *partitionState, f ptFetch) {
 // (decodedTo), so a batch that could not be decoded is fetched again,
 // never skipped. ok is false when nothing is to be produced (the position
 // is then back where decoding stopped).
-func (c *copier) decodeFetch(f ptFetch) (units []*ptUnit, ok bool) {
+func (c *Copier) decodeFetch(f ptFetch) (units []*ptUnit, ok bool) {
 	p := c.pt
 	fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
 		Offset:         f.from,
 		IsolationLevel: kgo.ReadCommitted(),
-		Topic:          f.tp.topic,
-		Partition:      f.tp.partition,
+		Topic:          f.tp.Topic,
+		Partition:      f.tp.Partition,
 	}, &f.rp, p.decomp, nil)
 	stop, err := decodedTo(f, fp, next)
 	if err != nil && len(fp.Records) == 0 {
 		// As the record path's consumer does: the partition waits at
 		// the batch, fetching it again, and says so.
-		c.logEvery.warn(c.log, fmt.Sprintf("pt-decode:%s/%d", f.tp.topic, f.tp.partition), "could not decode a fetched source batch; fetching it again", "topic", f.tp.topic, "partition", f.tp.partition, "offset", stop, "err", err)
+		c.logEvery.Warn(c.log, fmt.Sprintf("pt-decode:%s/%d", f.tp.Topic, f.tp.Partition), "could not decode a fetched source batch; fetching it again", "topic", f.tp.Topic, "partition", f.tp.Partition, "offset", stop, "err", err)
 		p.retry(f.tp, stop)
 		return nil, false
 	}
@@ -655,8 +655,8 @@ func (p *passthrough) encodeUnits(records []*kgo.Record, codec int8) []*ptUnit {
 
 // logFallback logs once per partition and reason why batches took the
 // record path.
-func (p *passthrough) logFallback(tp topicPartition, reason string, err error) {
-	key := fmt.Sprintf("%s/%d/%s", tp.topic, tp.partition, reason)
+func (p *passthrough) logFallback(tp TopicPartition, reason string, err error) {
+	key := fmt.Sprintf("%s/%d/%s", tp.Topic, tp.Partition, reason)
 	p.mu.Lock()
 	logged := p.loggedFallback[key]
 	p.loggedFallback[key] = true
@@ -665,16 +665,16 @@ func (p *passthrough) logFallback(tp topicPartition, reason string, err error) {
 		return
 	}
 	if err != nil {
-		p.c.log.Warn("target refused a forwarded batch: partition copied record by record from now on", "topic", tp.topic, "partition", tp.partition, "reason", reason, "err", err)
+		p.c.log.Warn("target refused a forwarded batch: partition copied record by record from now on", "topic", tp.Topic, "partition", tp.Partition, "reason", reason, "err", err)
 		return
 	}
-	p.c.log.Info("source batches not forwarded as they are: their records are decoded and produced again", "topic", tp.topic, "partition", tp.partition, "reason", reason)
+	p.c.log.Info("source batches not forwarded as they are: their records are decoded and produced again", "topic", tp.Topic, "partition", tp.Partition, "reason", reason)
 }
 
 // enqueue queues a batch for its target partition, waiting while the
 // bytes in flight exceed the producer's buffer (as franz-go's Produce
 // does). A cancelled context fails the batch at once.
-func (p *passthrough) enqueue(ps *partitionState, u *ptUnit) {
+func (p *passthrough) enqueue(ps *PartitionState, u *ptUnit) {
 	for {
 		p.mu.Lock()
 		if p.buffered < ProducerMaxBufferedBytes || p.buffered == 0 {
@@ -689,14 +689,14 @@ func (p *passthrough) enqueue(ps *partitionState, u *ptUnit) {
 			return
 		}
 	}
-	q := p.queues[ps.tp]
+	q := p.queues[ps.TP]
 	var retired *ptQueue
 	if q != nil && q.ps != ps {
 		// The partition started over with a new state (its target
 		// topic was recreated, its state dropped): the old state's
 		// batches, failure and sequences are not the new one's.
 		retired = q
-		p.retireLocked(ps.tp, q)
+		p.retireLocked(ps.TP, q)
 		// Its own producer ID: the old batches may still be in flight
 		// under the old sequences.
 		q = &ptQueue{ps: ps, pid: -2}
@@ -710,11 +710,11 @@ func (p *passthrough) enqueue(ps *partitionState, u *ptUnit) {
 			// again (seqLost).
 			q = &ptQueue{ps: ps, pid: -1, seq: retired.seq, lastAck: retired.lastAck}
 		}
-		p.queues[ps.tp] = q
+		p.queues[ps.TP] = q
 	}
 	if q == nil {
 		q = &ptQueue{ps: ps, pid: -1}
-		p.queues[ps.tp] = q
+		p.queues[ps.TP] = q
 	}
 	if retired != nil {
 		defer p.drainSettled(retired)
@@ -727,7 +727,7 @@ func (p *passthrough) enqueue(ps *partitionState, u *ptUnit) {
 	}
 	q.ps = ps
 	q.units = append(q.units, u)
-	p.queued[ps.tp] = q
+	p.queued[ps.TP] = q
 	p.buffered += len(u.batch)
 	p.bufferedBatches++
 	p.mu.Unlock()
@@ -736,12 +736,12 @@ func (p *passthrough) enqueue(ps *partitionState, u *ptUnit) {
 
 // settle hands a batch's result to its partition's promise, record by
 // record: target offset base+i for its i-th record.
-func (p *passthrough) settle(ps *partitionState, u *ptUnit, base int64, err error) {
+func (p *passthrough) settle(ps *PartitionState, u *ptUnit, base int64, err error) {
 	if err != nil {
 		r := kgo.Record{Timestamp: u.ts}
 		for i := range u.src {
 			r.Offset = base + int64(i)
-			ps.promise(&r, err)
+			ps.Promise(&r, err)
 		}
 		return
 	}
@@ -811,21 +811,21 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 			p.addToTxn(ctx, ready)
 		}
 		if err := p.ensurePID(ctx, ready[0].q); err != nil {
-			p.c.logEvery.warn(p.c.log, "pt-pid", "could not get a producer ID from the target; retrying", "err", err)
+			p.c.logEvery.Warn(p.c.log, "pt-pid", "could not get a producer ID from the target; retrying", "err", err)
 			continue
 		}
 		byLeader := make(map[ptLaneLeader][]ptSend)
 		targets := make(map[string]bool)
 		for _, s := range ready {
-			targets[s.ps.target] = true
+			targets[s.ps.Target] = true
 		}
 		p.refreshStale(ctx, p.dst, &p.dstMeta, targets)
 		more := false
 		for _, s := range ready {
-			target := topicPartition{s.ps.target, s.tp.partition}
+			target := TopicPartition{s.ps.Target, s.tp.Partition}
 			leader, err := p.leader(ctx, p.dst, &p.dstMeta, target)
 			if err != nil {
-				p.c.logEvery.warn(p.c.log, "pt-dst-leader:"+err.Error(), "target partition leader unknown; retrying (logged once a minute per error: other partitions may be waiting too)", "topic", target.topic, "partition", target.partition, "err", err)
+				p.c.logEvery.Warn(p.c.log, "pt-dst-leader:"+err.Error(), "target partition leader unknown; retrying (logged once a minute per error: other partitions may be waiting too)", "topic", target.Topic, "partition", target.Partition, "err", err)
 				p.retryLater(s.q)
 				continue
 			}
@@ -897,13 +897,13 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 				}
 				idx := make(map[string]int)
 				for _, s := range ss {
-					i := topicEntry(idx, &req.Topics, s.ps.target, func() kmsg.ProduceRequestTopic {
+					i := topicEntry(idx, &req.Topics, s.ps.Target, func() kmsg.ProduceRequestTopic {
 						t := kmsg.NewProduceRequestTopic()
-						t.Topic, t.TopicID = s.ps.target, p.topicID(&p.dstMeta, s.ps.target)
+						t.Topic, t.TopicID = s.ps.Target, p.topicID(&p.dstMeta, s.ps.Target)
 						return t
 					})
 					rp := kmsg.NewProduceRequestTopicPartition()
-					rp.Partition = s.tp.partition
+					rp.Partition = s.tp.Partition
 					rp.Records = s.u.batch
 					req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 				}
@@ -923,7 +923,7 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 				}
 				wire.written(mine) // if the hook did not (the request failed before it was written)
 				cancel()
-				results := make(map[topicPartition]kmsg.ProduceResponseTopicPartition)
+				results := make(map[TopicPartition]kmsg.ProduceResponseTopicPartition)
 				if err == nil {
 					for _, rt := range resp.Topics {
 						topic := rt.Topic
@@ -931,12 +931,12 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 							topic = p.topicByID(&p.dstMeta, rt.TopicID)
 						}
 						for _, rp := range rt.Partitions {
-							results[topicPartition{topic, rp.Partition}] = rp
+							results[TopicPartition{topic, rp.Partition}] = rp
 						}
 					}
 				}
 				for _, s := range ss {
-					rp, ok := results[topicPartition{s.ps.target, s.tp.partition}]
+					rp, ok := results[TopicPartition{s.ps.Target, s.tp.Partition}]
 					perr := err
 					if perr == nil && !ok {
 						perr = kerr.UnknownServerError
@@ -1032,13 +1032,13 @@ func (h ptWriteHook) OnBrokerWrite(meta kgo.BrokerMetadata, key int16, _ int, _,
 }
 
 // laneOf is the lane a target partition's batches take.
-func (p *passthrough) laneOf(tp topicPartition) int32 {
+func (p *passthrough) laneOf(tp TopicPartition) int32 {
 	if len(p.lanes) == 0 {
 		return 0
 	}
 	h := fnv.New32a()
-	h.Write([]byte(tp.topic))
-	return int32((h.Sum32() + uint32(tp.partition)) % uint32(len(p.lanes)))
+	h.Write([]byte(tp.Topic))
+	return int32((h.Sum32() + uint32(tp.Partition)) % uint32(len(p.lanes)))
 }
 
 func (p *passthrough) lane(i int32) *kgo.Client {
@@ -1056,7 +1056,7 @@ func (p *passthrough) lane(i int32) *kgo.Client {
 // duplicate, with its offsets), anything else fails the partition. The
 // errors of the batches after it follow from it (OUT_OF_ORDER_SEQUENCE_NUMBER
 // when it was not appended) and are not looked at.
-func (p *passthrough) result(tp topicPartition, q *ptQueue, u *ptUnit, base int64, err error) {
+func (p *passthrough) result(tp TopicPartition, q *ptQueue, u *ptUnit, base int64, err error) {
 	p.mu.Lock()
 	u.answered, u.base, u.err = true, base, err
 	u.uncertain = err != nil && !refusedForSure(err)
@@ -1096,19 +1096,19 @@ func (p *passthrough) result(tp topicPartition, q *ptQueue, u *ptUnit, base int6
 // afterError decides what the first unacknowledged batch's error means,
 // with nothing of q in flight: a retry of q from that batch on (nil), or
 // the error to fail q with. The caller holds p.mu.
-func (p *passthrough) afterError(tp topicPartition, q *ptQueue, head *ptUnit) error {
+func (p *passthrough) afterError(tp TopicPartition, q *ptQueue, head *ptUnit) error {
 	err := head.err
 	// A refusal of the batch itself goes to the record path even when
 	// Kafka calls it retriable (CORRUPT_MESSAGE is): the same bytes would
 	// be refused forever.
 	if !fallbackErr(err) && retriable(err) && head.ctx.Err() == nil {
-		target := q.ps.target
+		target := q.ps.Target
 		p.dstMeta.markStale(target)
 		// Once a minute per error, not per partition: a leader move or
 		// thousands of topics just created fail thousands of partitions
 		// at once, each retried until it succeeds.
-		p.c.logEvery.warn(p.c.log, "pt-produce:"+err.Error(), "produce to the target failed; retrying the batch (logged once a minute per error: other partitions may be retrying too)",
-			"topic", tp.topic, "partition", tp.partition, "target_topic", target, "err", err)
+		p.c.logEvery.Warn(p.c.log, "pt-produce:"+err.Error(), "produce to the target failed; retrying the batch (logged once a minute per error: other partitions may be retrying too)",
+			"topic", tp.Topic, "partition", tp.Partition, "target_topic", target, "err", err)
 		p.retryLaterLocked(q)
 		return nil
 	}
@@ -1197,7 +1197,7 @@ var errStartedOver = errors.New("the partition started over: batches of its earl
 // the old state: the partition stalled with every record "in flight", and
 // a shutdown reported them abandoned. The caller holds p.mu and drains
 // q.settled after unlocking it.
-func (p *passthrough) retireLocked(tp topicPartition, q *ptQueue) {
+func (p *passthrough) retireLocked(tp TopicPartition, q *ptQueue) {
 	q.retired = true
 	for _, u := range q.units[q.sent:] {
 		p.release(u)
@@ -1231,7 +1231,7 @@ func (p *passthrough) settleRetiredLocked(q *ptQueue) {
 // rewinds it) and its next batch starts a new producer ID and sequence 0,
 // since what the broker holds of the failed sequences is unknown. Nothing
 // of q is in flight; the caller holds p.mu and then drains q.settled.
-func (p *passthrough) failQueueLocked(tp topicPartition, q *ptQueue, err error) {
+func (p *passthrough) failQueueLocked(tp TopicPartition, q *ptQueue, err error) {
 	if p.txn {
 		p.failTxnQueueLocked(tp, q, err)
 		return

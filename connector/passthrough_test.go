@@ -44,9 +44,9 @@ func TestPassthroughKeepsTopicID(t *testing.T) {
 		}
 	}
 	create()
-	p := newPassthrough(&copier{}, nil)
+	p := newPassthrough(&Copier{}, nil)
 	p.src = cl
-	tp := topicPartition{"phoenix", 0}
+	tp := TopicPartition{"phoenix", 0}
 	if _, err := p.leader(ctx, cl, &p.srcMeta, tp); err != nil {
 		t.Fatalf("leader of the new topic: %v", err)
 	}
@@ -78,8 +78,8 @@ func TestPassthroughKeepsTopicID(t *testing.T) {
 // poll loop (for the lag) only when its watermarks moved: with 100,000
 // idle partitions, handing every empty fetch over was most of the work.
 func TestPassthroughIdleFetchNotHandedOver(t *testing.T) {
-	p := newPassthrough(&copier{}, nil)
-	tp := topicPartition{"idle", 0}
+	p := newPassthrough(&Copier{}, nil)
+	tp := TopicPartition{"idle", 0}
 	p.add(tp, 5, p.newGen())
 	empty := func(hw, lso int64) kmsg.FetchResponseTopicPartition {
 		rp := kmsg.NewFetchResponseTopicPartition()
@@ -147,13 +147,13 @@ func TestPassthroughPipelinedFaults(t *testing.T) {
 		if m == nil {
 			return 0
 		}
-		cp := slotCopier(m, topicPartition{"orders", 0})
+		cp := slotCopier(m, TopicPartition{"orders", 0})
 		if cp == nil || cp.pt == nil {
 			return 0
 		}
 		cp.pt.mu.Lock()
 		defer cp.pt.mu.Unlock()
-		if q := cp.pt.queues[topicPartition{"orders", 0}]; q != nil {
+		if q := cp.pt.queues[TopicPartition{"orders", 0}]; q != nil {
 			return q.sent
 		}
 		return 0
@@ -307,7 +307,7 @@ func TestUndecodableBatchNeverSkipped(t *testing.T) {
 			adm := kadm.NewClient(newClient(t, dst))
 			waitFor(t, func() bool { return targetRecords(adm, "src.orders") >= 3 }, "the records before the undecodable batch on the target")
 			produceOrders(t, src, 1, 3, "d") // offsets 12-14
-			ps := slotCopier(m, topicPartition{"orders", 0}).partition(topicPartition{"orders", 0})
+			ps := slotCopier(m, TopicPartition{"orders", 0}).Partition(TopicPartition{"orders", 0})
 
 			if tc.warning == "" {
 				// a-* (0-2), the undecodable batch as it is (3-5), c-*, d-*.
@@ -325,7 +325,7 @@ func TestUndecodableBatchNeverSkipped(t *testing.T) {
 				if n := targetRecords(adm, "src.orders"); n != 3 {
 					t.Fatalf("the target holds %d records, want the 3 before the undecodable batch (offset 6): %v", n, targetValuesFrom(t, dst, 0))
 				}
-				if acked, _, _ := ps.status(); acked > 6 {
+				if acked, _, _ := ps.Status(); acked > 6 {
 					t.Fatalf("position %d: moved past the undecodable batch at offset 6", acked)
 				}
 			}

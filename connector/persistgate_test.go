@@ -17,7 +17,7 @@ import (
 
 func TestPersistGate(t *testing.T) {
 	t.Parallel()
-	var g persistGate
+	var g PersistGate
 	now := time.Now()
 	for _, step := range []struct {
 		changes uint64
@@ -32,7 +32,7 @@ func TestPersistGate(t *testing.T) {
 		{1, persistFullWalk - time.Second, false},
 	} {
 		now = now.Add(step.after)
-		if got := g.due(step.changes, now); got != step.want {
+		if got := g.Due(step.changes, now); got != step.want {
 			t.Fatalf("due(%d) after %v = %v, want %v", step.changes, step.after, got, step.want)
 		}
 	}
@@ -63,7 +63,7 @@ func TestIdleMirrorSkipsProgressWalks(t *testing.T) {
 		ProgressInterval: 20 * time.Millisecond,
 		Logger:           discardLogger(),
 		// One slot: one copier and change counter for both partitions.
-		Cluster: &ClusterConfig{Slots: 1, SessionTimeout: 6 * time.Second, CommitInterval: defaultCommitInterval},
+		Cluster: &ClusterConfig{Slots: 1, SessionTimeout: 6 * time.Second, CommitInterval: DefaultCommitInterval},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +79,7 @@ func TestIdleMirrorSkipsProgressWalks(t *testing.T) {
 			t.Error("Run did not return")
 		}
 	})
-	copierOf := func() *copier { return slotCopier(m, topicPartition{"orders", 0}) }
+	copierOf := func() *Copier { return slotCopier(m, TopicPartition{"orders", 0}) }
 	persistedAt := func(want int64) func() bool {
 		return func() bool {
 			cp := copierOf()
@@ -87,13 +87,13 @@ func TestIdleMirrorSkipsProgressWalks(t *testing.T) {
 				return false
 			}
 			for p := range int32(2) {
-				ps := cp.partition(topicPartition{"orders", p})
+				ps := cp.Partition(TopicPartition{"orders", p})
 				if ps == nil {
 					return false
 				}
-				ps.mu.Lock()
-				ok := ps.acked == want && ps.persisted == want
-				ps.mu.Unlock()
+				ps.Mu.Lock()
+				ok := ps.Acked == want && ps.Persisted == want
+				ps.Mu.Unlock()
 				if !ok {
 					return false
 				}
@@ -121,10 +121,10 @@ func TestIdleMirrorSkipsProgressWalks(t *testing.T) {
 	waitFor(t, func() bool {
 		cp := copierOf()
 		for p := range int32(2) {
-			ps := cp.partition(topicPartition{"orders", p})
-			ps.mu.Lock()
-			acked := ps.acked
-			ps.mu.Unlock()
+			ps := cp.Partition(TopicPartition{"orders", p})
+			ps.Mu.Lock()
+			acked := ps.Acked
+			ps.Mu.Unlock()
 			if acked != 15 {
 				return false
 			}

@@ -16,16 +16,16 @@ import (
 type dataPlane interface {
 	// assign starts copying partitions; started reports that a copier's
 	// poll loop may start (a slotPlane runs its copiers' loops itself).
-	assign(as []assignment, srcOpts []kgo.Opt) (started bool, err error)
-	unassign(tps []topicPartition)
-	parkedState(tp topicPartition) (ps *partitionState, settled bool)
-	dropParked(tps []topicPartition) map[topicPartition]*index.Partition
+	Assign(as []Assignment, srcOpts []kgo.Opt) (started bool, err error)
+	Unassign(tps []TopicPartition)
+	ParkedState(tp TopicPartition) (ps *PartitionState, settled bool)
+	DropParked(tps []TopicPartition) map[TopicPartition]*index.Partition
 	// partition is the state of a partition copied here, nil otherwise.
-	partition(tp topicPartition) *partitionState
+	Partition(tp TopicPartition) *PartitionState
 	// snapshot is every partition copied here.
-	snapshot() []*partitionState
+	Snapshot() []*PartitionState
 	// inFlight counts records produced and not yet acknowledged.
-	inFlight() int
+	InFlight() int
 }
 
-var _ dataPlane = (*copier)(nil)
+var _ dataPlane = (*Copier)(nil)

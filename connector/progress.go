@@ -62,19 +62,19 @@ type adoptedValue struct {
 }
 
 // position is a stored progress value.
-type position struct {
-	next    int64
-	topicID string
-	floor   *index.Run // the index's floor (index.Partition.floor), or nil
+type Position struct {
+	Next    int64
+	TopicID string
+	Floor   *index.Run // the index's floor (index.Partition.floor), or nil
 }
 
 // sealer wraps record values in the offset envelope with the configured
 // codec, or with none when compressing would not make the value smaller
 // (tiny progress records): the envelope names the codec per record, so
 // readers need no configuration.
-type sealer struct{ codec offsets.Codec }
+type Sealer struct{ codec offsets.Codec }
 
-func (s sealer) seal(payload []byte) []byte {
+func (s Sealer) Seal(payload []byte) []byte {
 	plain, err := offsets.Encode(offsets.CodecNone, payload)
 	if err != nil || s.codec == offsets.CodecNone {
 		return plain
@@ -85,43 +85,43 @@ func (s sealer) seal(payload []byte) []byte {
 	return plain
 }
 
-func encodeProgress(tp topicPartition, pos position) (key, value []byte) {
+func EncodeProgress(tp TopicPartition, pos Position) (key, value []byte) {
 	// Marshalling these two small structs cannot fail.
-	key, _ = json.Marshal(progressKey{Topic: tp.topic, Partition: tp.partition})
-	v := progressValue{NextOffset: pos.next, TopicID: pos.topicID}
-	if f := pos.floor; f != nil {
+	key, _ = json.Marshal(progressKey{Topic: tp.Topic, Partition: tp.Partition})
+	v := progressValue{NextOffset: pos.Next, TopicID: pos.TopicID}
+	if f := pos.Floor; f != nil {
 		v.MM2Adopted = &adoptedValue{Source: f.Src, Target: f.Dst}
 	}
 	value, _ = json.Marshal(v)
 	return key, value
 }
 
-func indexChunkKey(tp topicPartition, chunk int64) []byte {
-	key, _ := json.Marshal(progressKey{Topic: tp.topic, Partition: tp.partition, Chunk: &chunk})
+func IndexChunkKey(tp TopicPartition, chunk int64) []byte {
+	key, _ := json.Marshal(progressKey{Topic: tp.Topic, Partition: tp.Partition, Chunk: &chunk})
 	return key
 }
 
 // decodeProgress decodes a progress record's value (unwrapped).
-func decodeProgress(key, value []byte) (topicPartition, position, error) {
+func DecodeProgress(key, value []byte) (TopicPartition, Position, error) {
 	var k progressKey
 	if err := json.Unmarshal(key, &k); err != nil {
-		return topicPartition{}, position{}, fmt.Errorf("progress key %q: %w", key, err)
+		return TopicPartition{}, Position{}, fmt.Errorf("progress key %q: %w", key, err)
 	}
 	var v progressValue
 	if err := json.Unmarshal(value, &v); err != nil {
-		return topicPartition{}, position{}, fmt.Errorf("progress value %q for %s/%d: %w", value, k.Topic, k.Partition, err)
+		return TopicPartition{}, Position{}, fmt.Errorf("progress value %q for %s/%d: %w", value, k.Topic, k.Partition, err)
 	}
-	pos := position{next: v.NextOffset, topicID: v.TopicID}
+	pos := Position{Next: v.NextOffset, TopicID: v.TopicID}
 	if a := v.MM2Adopted; a != nil {
-		pos.floor = &index.Run{Src: a.Source, Dst: a.Target}
+		pos.Floor = &index.Run{Src: a.Source, Dst: a.Target}
 	}
-	return topicPartition{k.Topic, k.Partition}, pos, nil
+	return TopicPartition{k.Topic, k.Partition}, pos, nil
 }
 
 // loaded is what a mirror finds in its progress topic at start.
-type loaded struct {
-	positions map[topicPartition]position
-	indexes   map[topicPartition]*index.Partition
+type Loaded struct {
+	Positions map[TopicPartition]Position
+	Indexes   map[TopicPartition]*index.Partition
 }
 
 // resume returns a with the position and index ld holds for its
@@ -130,19 +130,19 @@ type loaded struct {
 // counts). The control plane has no positions of its own: one of an
 // earlier topic of the same name, or an index without a position, starts
 // over, and an index adopted from MM2 drops the stale chunks.
-func (ld loaded) resume(a assignment) assignment {
-	pos, ok := ld.positions[a.tp]
-	switch ix := ld.indexes[a.tp]; {
-	case ok && (pos.topicID == "" || a.topicID == "" || pos.topicID == a.topicID):
-		a.next, a.index = pos.next, ix
-	case ix != nil && a.index == nil:
-		a.next, a.index = -1, ix.Replacement()
-	case ix != nil && a.index.Adopted():
-		floor, _ := a.index.Floor()
-		a.index = index.NewAdopted(ix, floor.Src, floor.Dst)
+func (ld Loaded) Resume(a Assignment) Assignment {
+	pos, ok := ld.Positions[a.TP]
+	switch ix := ld.Indexes[a.TP]; {
+	case ok && (pos.TopicID == "" || a.TopicID == "" || pos.TopicID == a.TopicID):
+		a.Next, a.Index = pos.Next, ix
+	case ix != nil && a.Index == nil:
+		a.Next, a.Index = -1, ix.Replacement()
+	case ix != nil && a.Index.Adopted():
+		floor, _ := a.Index.Floor()
+		a.Index = index.NewAdopted(ix, floor.Src, floor.Dst)
 	}
-	delete(ld.positions, a.tp)
-	delete(ld.indexes, a.tp)
+	delete(ld.Positions, a.TP)
+	delete(ld.Indexes, a.TP)
 	return a
 }
 
@@ -150,10 +150,10 @@ func (ld loaded) resume(a assignment) assignment {
 // A record it cannot read stops the load and names the record: guessing
 // would restart that partition from the beginning (duplicates) or skip
 // records.
-func loadProgress(ctx context.Context, log *slog.Logger, targetOpts []kgo.Opt, adm *kadm.Client, topic string) (loaded, error) {
+func LoadProgress(ctx context.Context, log *slog.Logger, targetOpts []kgo.Opt, adm *kadm.Client, topic string) (Loaded, error) {
 	st := newProgressState()
 	if err := state.Read(ctx, log, targetOpts, adm, topic, -1, st.apply); err != nil {
-		return loaded{}, err
+		return Loaded{}, err
 	}
 	return st.loaded(), nil
 }
@@ -161,23 +161,23 @@ func loadProgress(ctx context.Context, log *slog.Logger, targetOpts []kgo.Opt, a
 // progressState is the progress topic folded: the last position and the
 // index chunks of every source partition.
 type progressState struct {
-	positions map[topicPartition]position
+	positions map[TopicPartition]Position
 	// chunks holds each partition's stored index chunks by number,
 	// sorted: a slice rather than a map per partition (most have one or
 	// two chunks), which at 100,000 partitions was 25 MB of the state.
-	chunks map[topicPartition][]index.Chunk
-	keep   func(topicPartition) bool // nil: every partition
+	chunks map[TopicPartition][]index.Chunk
+	keep   func(TopicPartition) bool // nil: every partition
 	// ids interns the topic IDs of positions: one string per topic, not
 	// one per partition.
 	ids map[string]string
 }
 
 func newProgressState() *progressState {
-	return &progressState{positions: make(map[topicPartition]position), chunks: make(map[topicPartition][]index.Chunk), ids: make(map[string]string)}
+	return &progressState{positions: make(map[TopicPartition]Position), chunks: make(map[TopicPartition][]index.Chunk), ids: make(map[string]string)}
 }
 
 // setChunk stores chunk n of tp's index, or deletes it when runs is nil.
-func (st *progressState) setChunk(tp topicPartition, n int64, runs []index.Run) {
+func (st *progressState) setChunk(tp TopicPartition, n int64, runs []index.Run) {
 	cs := st.chunks[tp]
 	i, found := slices.BinarySearchFunc(cs, n, func(c index.Chunk, n int64) int { return cmp.Compare(c.K, n) })
 	switch {
@@ -203,7 +203,7 @@ func (st *progressState) apply(key, value []byte) error {
 	if err := json.Unmarshal(key, &k); err != nil {
 		return fmt.Errorf("progress key %q: %w", key, err)
 	}
-	tp := topicPartition{k.Topic, k.Partition}
+	tp := TopicPartition{k.Topic, k.Partition}
 	if st.keep != nil && !st.keep(tp) {
 		return nil
 	}
@@ -220,14 +220,14 @@ func (st *progressState) apply(key, value []byte) error {
 		return fmt.Errorf("key %s: %w", key, err)
 	}
 	if k.Chunk == nil {
-		_, pos, err := decodeProgress(key, payload)
+		_, pos, err := DecodeProgress(key, payload)
 		if err != nil {
 			return err
 		}
-		if id, ok := st.ids[pos.topicID]; ok {
-			pos.topicID = id
+		if id, ok := st.ids[pos.TopicID]; ok {
+			pos.TopicID = id
 		} else if st.ids != nil {
-			st.ids[pos.topicID] = pos.topicID
+			st.ids[pos.TopicID] = pos.TopicID
 		}
 		st.positions[tp] = pos
 		return nil
@@ -246,7 +246,7 @@ func (st *progressState) apply(key, value []byte) error {
 // copyOf is a copy of the partitions keep selects (nil: all), whose
 // records apply folds in only for those partitions. The chunks' runs are
 // shared: nothing changes a decoded chunk.
-func (st *progressState) copyOf(keep func(topicPartition) bool) *progressState {
+func (st *progressState) copyOf(keep func(TopicPartition) bool) *progressState {
 	out := newProgressState()
 	out.keep = keep
 	for tp, pos := range st.positions {
@@ -263,21 +263,21 @@ func (st *progressState) copyOf(keep func(topicPartition) bool) *progressState {
 }
 
 // loaded assembles the indexes: what a slot or a worker starts from.
-func (st *progressState) loaded() loaded {
-	out := loaded{positions: st.positions, indexes: make(map[topicPartition]*index.Partition, len(st.chunks))}
+func (st *progressState) loaded() Loaded {
+	out := Loaded{Positions: st.positions, Indexes: make(map[TopicPartition]*index.Partition, len(st.chunks))}
 	for tp, cs := range st.chunks {
 		if len(cs) > 0 { // every chunk deleted: nothing to keep
-			out.indexes[tp] = index.Assemble(cs)
+			out.Indexes[tp] = index.Assemble(cs)
 		}
 	}
-	for tp, pos := range out.positions {
-		if pos.floor == nil {
+	for tp, pos := range out.Positions {
+		if pos.Floor == nil {
 			continue
 		}
-		if out.indexes[tp] == nil {
-			out.indexes[tp] = index.New()
+		if out.Indexes[tp] == nil {
+			out.Indexes[tp] = index.New()
 		}
-		out.indexes[tp].SetFloor(pos.floor.Src, pos.floor.Dst)
+		out.Indexes[tp].SetFloor(pos.Floor.Src, pos.Floor.Dst)
 	}
 	return out
 }
@@ -285,7 +285,7 @@ func (st *progressState) loaded() loaded {
 // topicID asks a client of its own for the topic's ID: a client keeps the
 // ID it first saw for a topic's name, and one deleted and created again
 // would look the same to it.
-func (l *progressLog) topicID(ctx context.Context) (kadm.TopicID, error) {
+func (l *ProgressLog) topicID(ctx context.Context) (kadm.TopicID, error) {
 	cl, err := kgo.NewClient(l.opts...)
 	if err != nil {
 		return kadm.TopicID{}, err
@@ -307,7 +307,7 @@ func (l *progressLog) topicID(ctx context.Context) (kadm.TopicID, error) {
 // need every slot's committed progress and index; reading the whole topic
 // each time made a takeover take as long as the topic is long (20 s after
 // 30 minutes of the chaos soak, bench/results/chaos.md).
-type progressLog struct {
+type ProgressLog struct {
 	topic string
 	opts  []kgo.Opt
 	log   *slog.Logger
@@ -318,13 +318,13 @@ type progressLog struct {
 	id     kadm.TopicID // the topic's ID when it was first read
 }
 
-func newProgressLog(log *slog.Logger, opts []kgo.Opt, topic string) *progressLog {
-	l := &progressLog{topic: topic, opts: opts, log: log}
+func NewProgressLog(log *slog.Logger, opts []kgo.Opt, topic string) *ProgressLog {
+	l := &ProgressLog{topic: topic, opts: opts, log: log}
 	l.reset()
 	return l
 }
 
-func (l *progressLog) reset() {
+func (l *ProgressLog) reset() {
 	l.state = newProgressState()
 	l.reader = state.NewReader(l.topic, l.state.apply)
 }
@@ -332,10 +332,10 @@ func (l *progressLog) reset() {
 // stored returns the partitions of tps (by target topic) that have a
 // position in what was read so far: copied by kmirror before. It waits
 // for a read in progress.
-func (l *progressLog) stored(tps map[string][]topicPartition) []topicPartition {
+func (l *ProgressLog) Stored(tps map[string][]TopicPartition) []TopicPartition {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []topicPartition
+	var out []TopicPartition
 	for _, ps := range tps {
 		for _, tp := range ps {
 			if _, ok := l.state.positions[tp]; ok {
@@ -352,12 +352,12 @@ func (l *progressLog) stored(tps map[string][]topicPartition) []topicPartition {
 // loadProgress would return. A topic that was created again is read again
 // from its start. A failed read keeps what was read; the next continues
 // from there.
-func (l *progressLog) current(ctx context.Context, adm *kadm.Client, keep func(topicPartition) bool) (loaded, error) {
+func (l *ProgressLog) Current(ctx context.Context, adm *kadm.Client, keep func(TopicPartition) bool) (Loaded, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	id, err := l.topicID(ctx)
 	if err != nil {
-		return loaded{}, err
+		return Loaded{}, err
 	}
 	if l.id != (kadm.TopicID{}) && id != l.id {
 		err = fmt.Errorf("its topic ID changed from %s to %s: %w", l.id, id, state.ErrShrank)
@@ -371,31 +371,31 @@ func (l *progressLog) current(ctx context.Context, adm *kadm.Client, keep func(t
 	}
 	l.id = id
 	if err != nil {
-		return loaded{}, err
+		return Loaded{}, err
 	}
 	// What follows a transaction still open counts as a one-off read
 	// would count it: the open transaction's records do not (its owner's
 	// successor aborts it), the committed ones behind it do.
 	view := l.state.copyOf(keep)
 	if err := l.reader.HeldBack(view.apply); err != nil {
-		return loaded{}, err
+		return Loaded{}, err
 	}
 	return view.loaded(), nil
 }
 
 // progressWriter persists, per partition, the index chunks that changed and
 // the acked position, in that order.
-type progressWriter struct {
+type ProgressWriter struct {
 	topic string
 	// partitions is the progress topic's partition count: a source
 	// partition's progress and index chunks go to state.PartitionFor.
 	partitions int32
 	dst        *kgo.Client
-	c          *copier
-	sealer     sealer
+	c          *Copier
+	sealer     Sealer
 	// failed counts and logs (rate-limited) a write the target did not
 	// acknowledge; the write is retried on the next tick.
-	failed func(kind string, tp topicPartition, err error)
+	failed func(kind string, tp TopicPartition, err error)
 	// failures counts the writes the target refused, so writeSync can
 	// tell a flushed write from an acknowledged one; firstFailure is the
 	// first refusal since takeFailures.
@@ -406,7 +406,7 @@ type progressWriter struct {
 
 // takeFailures returns the refusals since its last call and the first of
 // them, and starts counting again.
-func (w *progressWriter) takeFailures() (int64, error) {
+func (w *ProgressWriter) takeFailures() (int64, error) {
 	w.failureMu.Lock()
 	defer w.failureMu.Unlock()
 	first := w.firstFailure
@@ -416,19 +416,19 @@ func (w *progressWriter) takeFailures() (int64, error) {
 
 // newProgressWriter writes the progress and index of cp's partitions
 // through dst.
-func (m *Mirror) newProgressWriter(dst *kgo.Client, cp *copier) *progressWriter {
-	return &progressWriter{topic: m.progressTopic, partitions: m.statePartitions(m.progressTopic), dst: dst, c: cp, sealer: m.sealer, failed: m.internalWriteFailed}
+func (m *Mirror) newProgressWriter(dst *kgo.Client, cp *Copier) *ProgressWriter {
+	return &ProgressWriter{topic: m.progressTopic, partitions: m.statePartitions(m.progressTopic), dst: dst, c: cp, sealer: m.sealer, failed: m.internalWriteFailed}
 }
 
 // partition is where the records about tp go in the progress topic.
-func (w *progressWriter) partition(tp topicPartition) int32 {
-	return state.PartitionFor(w.partitions, tp.topic, tp.partition)
+func (w *ProgressWriter) partition(tp TopicPartition) int32 {
+	return state.PartitionFor(w.partitions, tp.Topic, tp.Partition)
 }
 
-func (w *progressWriter) fail(kind string, tp topicPartition, err error) {
+func (w *ProgressWriter) fail(kind string, tp TopicPartition, err error) {
 	w.failureMu.Lock()
 	if w.firstFailure == nil {
-		w.firstFailure = fmt.Errorf("%s of %s/%d: %w", kind, tp.topic, tp.partition, err)
+		w.firstFailure = fmt.Errorf("%s of %s/%d: %w", kind, tp.Topic, tp.Partition, err)
 	}
 	w.failures.Add(1)
 	w.failureMu.Unlock()
@@ -445,13 +445,13 @@ func (w *progressWriter) fail(kind string, tp topicPartition, err error) {
 // after it, putting progress ahead of the index); a shutdown unblocks it by
 // cancelling ctx. It returns what it produced, for a transaction that
 // aborts to write it again (see txn.go).
-func (w *progressWriter) writeAsync(ctx context.Context) []partitionWrites {
+func (w *ProgressWriter) WriteAsync(ctx context.Context) []partitionWrites {
 	var out []partitionWrites
-	for _, ps := range w.c.persistable() {
-		ps.mu.Lock()
-		acked, persisted := ps.acked, ps.persisted
+	for _, ps := range w.c.Persistable() {
+		ps.Mu.Lock()
+		acked, persisted := ps.Acked, ps.Persisted
 		var writes []index.Chunk
-		ix := ps.index
+		ix := ps.Index
 		var floor *index.Run
 		if ix != nil {
 			if f, ok := ix.Floor(); ok {
@@ -459,46 +459,46 @@ func (w *progressWriter) writeAsync(ctx context.Context) []partitionWrites {
 			}
 			writes = ix.Changes()
 		}
-		ps.mu.Unlock()
+		ps.Mu.Unlock()
 		if len(writes) > 0 {
 			out = append(out, partitionWrites{ps, writes})
 		}
 		for _, cw := range writes {
 			var value []byte
 			if cw.Runs != nil {
-				value = w.sealer.seal(index.EncodeChunk(cw.Runs))
+				value = w.sealer.Seal(index.EncodeChunk(cw.Runs))
 			}
-			w.dst.Produce(ctx, &kgo.Record{Topic: w.topic, Partition: w.partition(ps.tp), Key: indexChunkKey(ps.tp, cw.K), Value: value}, func(_ *kgo.Record, err error) {
+			w.dst.Produce(ctx, &kgo.Record{Topic: w.topic, Partition: w.partition(ps.TP), Key: IndexChunkKey(ps.TP, cw.K), Value: value}, func(_ *kgo.Record, err error) {
 				if err == nil {
 					if cw.Runs != nil {
-						ps.mu.Lock()
-						if ps.index == ix { // not replaced meanwhile
+						ps.Mu.Lock()
+						if ps.Index == ix { // not replaced meanwhile
 							// Durable now, or at the commit of
 							// the transaction it belongs to.
 							ix.ChunkAcked(cw.K, w.c.txn == nil)
 						}
-						ps.mu.Unlock()
+						ps.Mu.Unlock()
 					}
 					return
 				}
-				w.fail(writeIndex, ps.tp, err)
+				w.fail(writeIndex, ps.TP, err)
 				ps.unwrite(cw)
 			})
 		}
 		if acked < 0 || acked == persisted {
 			continue
 		}
-		k, v := encodeProgress(ps.tp, position{next: acked, topicID: ps.topicID, floor: floor})
-		w.dst.Produce(ctx, &kgo.Record{Topic: w.topic, Partition: w.partition(ps.tp), Key: k, Value: w.sealer.seal(v)}, func(_ *kgo.Record, err error) {
+		k, v := EncodeProgress(ps.TP, Position{Next: acked, TopicID: ps.TopicID, Floor: floor})
+		w.dst.Produce(ctx, &kgo.Record{Topic: w.topic, Partition: w.partition(ps.TP), Key: k, Value: w.sealer.Seal(v)}, func(_ *kgo.Record, err error) {
 			if err != nil {
-				w.fail(writeProgress, ps.tp, err) // written again on the next tick
+				w.fail(writeProgress, ps.TP, err) // written again on the next tick
 				return
 			}
-			ps.mu.Lock()
-			if acked > ps.persisted {
-				ps.persisted = acked
+			ps.Mu.Lock()
+			if acked > ps.Persisted {
+				ps.Persisted = acked
 			}
-			ps.mu.Unlock()
+			ps.Mu.Unlock()
 		})
 	}
 	return out
@@ -506,24 +506,24 @@ func (w *progressWriter) writeAsync(ctx context.Context) []partitionWrites {
 
 // partitionWrites are the index writes produced for one partition.
 type partitionWrites struct {
-	ps     *partitionState
+	ps     *PartitionState
 	writes []index.Chunk
 }
 
 // unwrite makes an index write that did not reach the target (refused, or
 // in a transaction that aborted) pending again.
-func (ps *partitionState) unwrite(cw index.Chunk) {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
+func (ps *PartitionState) unwrite(cw index.Chunk) {
+	ps.Mu.Lock()
+	defer ps.Mu.Unlock()
 	ps.changed()
-	ps.index.Unwrite(cw)
+	ps.Index.Unwrite(cw)
 }
 
 // writeSync writes every change and waits for the target to acknowledge
 // it; used on shutdown.
-func (w *progressWriter) writeSync(ctx context.Context) error {
+func (w *ProgressWriter) WriteSync(ctx context.Context) error {
 	before := w.failures.Load()
-	w.writeAsync(ctx)
+	w.WriteAsync(ctx)
 	if err := w.dst.Flush(ctx); err != nil {
 		return fmt.Errorf("flush progress to %s: %w", w.topic, err)
 	}
@@ -536,7 +536,7 @@ func (w *progressWriter) writeSync(ctx context.Context) error {
 
 // progressTick is how often the writer checks, bounded below so a tiny
 // configured interval cannot spin.
-func progressTick(d time.Duration) time.Duration { return max(d, 10*time.Millisecond) }
+func ProgressTick(d time.Duration) time.Duration { return max(d, 10*time.Millisecond) }
 
 // persistGate decides whether a tick of the progress writer (or of the
 // index budget) walks the partitions: only when the copier's change
@@ -544,7 +544,7 @@ func progressTick(d time.Duration) time.Duration { return max(d, 10*time.Millise
 // every second was most of an idle worker's CPU),
 // and at least every persistFullWalk whatever the counter says, so that a
 // change that forgot to count is written late rather than never.
-type persistGate struct {
+type PersistGate struct {
 	last   uint64
 	walked time.Time
 }
@@ -553,7 +553,7 @@ var persistFullWalk = 10 * time.Second // a var for tests
 
 // due reports whether to walk now, given the counter read before the walk
 // (a change during the walk moves it again: the next tick walks too).
-func (g *persistGate) due(changes uint64, now time.Time) bool {
+func (g *PersistGate) Due(changes uint64, now time.Time) bool {
 	if !g.walked.IsZero() && changes == g.last && now.Sub(g.walked) < persistFullWalk {
 		return false
 	}
@@ -565,7 +565,7 @@ func (g *persistGate) due(changes uint64, now time.Time) bool {
 // index chunks (its source topic is gone), so that a restart does not load
 // them again. A failed tombstone is logged and counted; the record it
 // should have deleted stays harmless (tied to the old topic's ID).
-func (m *Mirror) deleteStoredProgress(dst *kgo.Client, tp topicPartition, ix *index.Partition) {
+func (m *Mirror) deleteStoredProgress(dst *kgo.Client, tp TopicPartition, ix *index.Partition) {
 	type tomb struct {
 		kind string
 		key  []byte
@@ -573,16 +573,16 @@ func (m *Mirror) deleteStoredProgress(dst *kgo.Client, tp topicPartition, ix *in
 	var tombs []tomb
 	if ix != nil {
 		for _, k := range ix.ChunksToDelete() {
-			tombs = append(tombs, tomb{writeIndex, indexChunkKey(tp, k)})
+			tombs = append(tombs, tomb{writeIndex, IndexChunkKey(tp, k)})
 		}
 	}
-	k, _ := encodeProgress(tp, position{})
+	k, _ := EncodeProgress(tp, Position{})
 	tombs = append(tombs, tomb{writeProgress, k})
 	for _, t := range tombs {
-		m.dstProduce(dst, &kgo.Record{Topic: m.progressTopic, Partition: state.PartitionFor(m.statePartitions(m.progressTopic), tp.topic, tp.partition), Key: t.key}, func(_ *kgo.Record, err error) {
+		m.dstProduce(dst, &kgo.Record{Topic: m.progressTopic, Partition: state.PartitionFor(m.statePartitions(m.progressTopic), tp.Topic, tp.Partition), Key: t.key}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				m.metrics.incInternalWriteErrors(t.kind)
-				m.logEvery.warn(m.log, "tombstone:"+tp.topic, "could not delete the stored progress of a deleted source topic", "topic", tp.topic, "partition", tp.partition, "err", err)
+				m.logEvery.Warn(m.log, "tombstone:"+tp.Topic, "could not delete the stored progress of a deleted source topic", "topic", tp.Topic, "partition", tp.Partition, "err", err)
 			}
 		})
 	}

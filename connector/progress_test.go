@@ -28,54 +28,54 @@ func TestIndexPersistsWithProgress(t *testing.T) {
 	if _, err := state.EnsureCompacted(ctx, adm, topic, 1, -1); err != nil {
 		t.Fatal(err)
 	}
-	cp := newCopier(discardLogger(), nil, cl, ctx, copierOpts{})
-	tp := topicPartition{"orders", 3}
-	if _, err := cp.assign([]assignment{{tp: tp, target: "src.orders", topicID: "ID1", next: 0}}, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}); err != nil {
+	cp := NewCopier(discardLogger(), nil, cl, ctx, CopierOpts{})
+	tp := TopicPartition{"orders", 3}
+	if _, err := cp.Assign([]Assignment{{TP: tp, Target: "src.orders", TopicID: "ID1", Next: 0}}, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(cp.close)
-	ps := cp.partition(tp)
+	t.Cleanup(cp.Close)
+	ps := cp.Partition(tp)
 	for i := int64(0); i < 2*index.ChunkRuns+7; i++ { // a marker after every record
 		ps.inflight = append(ps.inflight, 2*i)
-		ps.promise(&kgo.Record{Offset: i, Timestamp: time.Now()}, nil)
+		ps.Promise(&kgo.Record{Offset: i, Timestamp: time.Now()}, nil)
 	}
-	w := &progressWriter{topic: topic, dst: cl, c: cp, sealer: sealer{offsets.CodecZstd}}
-	load := func() loaded {
+	w := &ProgressWriter{topic: topic, dst: cl, c: cp, sealer: Sealer{offsets.CodecZstd}}
+	load := func() Loaded {
 		t.Helper()
-		if err := w.writeSync(ctx); err != nil {
+		if err := w.WriteSync(ctx); err != nil {
 			t.Fatal(err)
 		}
-		ld, err := loadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, topic)
+		ld, err := LoadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, topic)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return ld
 	}
 	ld := load()
-	if pos := ld.positions[tp]; pos.next != 2*(2*index.ChunkRuns+6)+1 || pos.topicID != "ID1" {
+	if pos := ld.Positions[tp]; pos.Next != 2*(2*index.ChunkRuns+6)+1 || pos.TopicID != "ID1" {
 		t.Fatalf("position = %+v", pos)
 	}
-	if got := ld.indexes[tp]; got == nil || !reflect.DeepEqual(got.Runs(), ps.index.Runs()) || got.StoredChunks()[0] != 0 {
+	if got := ld.Indexes[tp]; got == nil || !reflect.DeepEqual(got.Runs(), ps.Index.Runs()) || got.StoredChunks()[0] != 0 {
 		t.Fatalf("reloaded index differs: %d runs in chunks %v", got.Len(), got.StoredChunks())
 	}
 
-	ps.mu.Lock()
-	ps.index.Prune(2 * (index.ChunkRuns + 1)) // chunk 0 only maps deleted records
-	ps.mu.Unlock()
+	ps.Mu.Lock()
+	ps.Index.Prune(2 * (index.ChunkRuns + 1)) // chunk 0 only maps deleted records
+	ps.Mu.Unlock()
 	ld = load()
-	if got := ld.indexes[tp]; got.StoredChunks()[0] != 1 || got.Len() != index.ChunkRuns+7 {
+	if got := ld.Indexes[tp]; got.StoredChunks()[0] != 1 || got.Len() != index.ChunkRuns+7 {
 		t.Fatalf("after pruning: chunks %v, %d runs", got.StoredChunks(), got.Len())
 	}
-	if s, err := ld.indexes[tp].Translate(2*(index.ChunkRuns+3) - 1); err != nil || s != index.ChunkRuns+3 {
+	if s, err := ld.Indexes[tp].Translate(2*(index.ChunkRuns+3) - 1); err != nil || s != index.ChunkRuns+3 {
 		t.Fatalf("translate after reload = %d, %v", s, err)
 	}
 }
 
 func TestSealerFallsBackToNone(t *testing.T) {
 	t.Parallel()
-	s := sealer{offsets.CodecZstd}
+	s := Sealer{offsets.CodecZstd}
 	small := []byte(`{"next_offset":1}`)
-	if _, c, err := offsets.Decode(s.seal(small)); err != nil || c != offsets.CodecNone {
+	if _, c, err := offsets.Decode(s.Seal(small)); err != nil || c != offsets.CodecNone {
 		t.Fatalf("a tiny record: codec %v, %v", c, err)
 	}
 	runs := make([]index.Run, index.ChunkRuns)
@@ -83,7 +83,7 @@ func TestSealerFallsBackToNone(t *testing.T) {
 		runs[i] = index.Run{Src: int64(2 * i), Dst: int64(i), N: 1}
 	}
 	payload := index.EncodeChunk(runs)
-	sealed := s.seal(payload)
+	sealed := s.Seal(payload)
 	if _, c, err := offsets.Decode(sealed); err != nil || c != offsets.CodecZstd {
 		t.Fatalf("an index chunk: codec %v, %v", c, err)
 	}

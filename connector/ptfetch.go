@@ -40,7 +40,7 @@ import (
 type ptSession struct {
 	id, epoch int32
 	members   int
-	forget    []topicPartition // members that left, to name in the next request
+	forget    []TopicPartition // members that left, to name in the next request
 }
 
 // ptLogStartsPerRequest bounds a ListOffsets request's partitions.
@@ -65,14 +65,14 @@ const ptMaxJoins = 16_000
 const ptMaxBatches = 2 * ptMaxJoins
 
 type ptWant struct {
-	tp  topicPartition
+	tp  TopicPartition
 	pos int64
 	gen uint64
 }
 
 // leaveSession takes pp out of its fetch session, if it is in one. Called
 // with p.mu held.
-func (p *passthrough) leaveSession(tp topicPartition, pp *ptPart) {
+func (p *passthrough) leaveSession(tp TopicPartition, pp *ptPart) {
 	if pp.sessLeader < 0 {
 		return
 	}
@@ -85,7 +85,7 @@ func (p *passthrough) leaveSession(tp topicPartition, pp *ptPart) {
 
 // markPending makes pp wait for a place in a fetch session if it is to be
 // fetched. Called with p.mu held.
-func (p *passthrough) markPending(tp topicPartition, pp *ptPart) {
+func (p *passthrough) markPending(tp TopicPartition, pp *ptPart) {
 	if !pp.paused && !pp.buffered && pp.sessLeader < 0 {
 		p.toPlace[tp] = struct{}{}
 	}
@@ -250,7 +250,7 @@ func (p *passthrough) place(ctx context.Context) (joins map[int32][]ptWant, retr
 				continue
 			}
 			wants = append(wants, ptWant{tp, pp.pos, pp.gen})
-			topics[tp.topic] = true
+			topics[tp.Topic] = true
 		}
 	}
 	p.mu.Unlock()
@@ -275,7 +275,7 @@ func (p *passthrough) place(ctx context.Context) (joins map[int32][]ptWant, retr
 		w := wants[i]
 		leader, err := p.leader(ctx, p.src, &p.srcMeta, w.tp)
 		if err != nil {
-			p.c.logEvery.warn(p.c.log, "pt-leader:"+err.Error(), "source partition leader unknown; retrying (logged once a minute per error: other partitions may be waiting too)", "topic", w.tp.topic, "partition", w.tp.partition, "err", err)
+			p.c.logEvery.Warn(p.c.log, "pt-leader:"+err.Error(), "source partition leader unknown; retrying (logged once a minute per error: other partitions may be waiting too)", "topic", w.tp.Topic, "partition", w.tp.Partition, "err", err)
 		}
 		leaders[i] = leader // -1 on error
 	}
@@ -312,21 +312,21 @@ func (p *passthrough) place(ctx context.Context) (joins map[int32][]ptWant, retr
 // logStarts asks leader for the log start offsets of ws' partitions, in
 // requests of at most ptLogStartsPerRequest partitions. A partition missing
 // from the result failed (logged).
-func (p *passthrough) logStarts(ctx context.Context, leader int32, ws []ptWant) map[topicPartition]int64 {
-	out := make(map[topicPartition]int64, len(ws))
+func (p *passthrough) logStarts(ctx context.Context, leader int32, ws []ptWant) map[TopicPartition]int64 {
+	out := make(map[TopicPartition]int64, len(ws))
 	for chunk := range slices.Chunk(ws, ptLogStartsPerRequest) {
 		req := kmsg.NewPtrListOffsetsRequest()
 		req.ReplicaID = -1
 		req.IsolationLevel = 1
 		idx := make(map[string]int)
 		for _, w := range chunk {
-			i := topicEntry(idx, &req.Topics, w.tp.topic, func() kmsg.ListOffsetsRequestTopic {
+			i := topicEntry(idx, &req.Topics, w.tp.Topic, func() kmsg.ListOffsetsRequestTopic {
 				t := kmsg.NewListOffsetsRequestTopic()
-				t.Topic = w.tp.topic
+				t.Topic = w.tp.Topic
 				return t
 			})
 			rp := kmsg.NewListOffsetsRequestTopicPartition()
-			rp.Partition = w.tp.partition
+			rp.Partition = w.tp.Partition
 			rp.Timestamp = -2 // earliest
 			rp.CurrentLeaderEpoch = -1
 			req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
@@ -336,17 +336,17 @@ func (p *passthrough) logStarts(ctx context.Context, leader int32, ws []ptWant) 
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
-				p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-start:%d", leader), "could not list the source partitions' start offsets; retrying", "broker", leader, "partitions", len(chunk), "err", err)
-				p.forgetLeaders(&p.srcMeta, chunk[0].tp.topic)
+				p.c.logEvery.Warn(p.c.log, fmt.Sprintf("pt-start:%d", leader), "could not list the source partitions' start offsets; retrying", "broker", leader, "partitions", len(chunk), "err", err)
+				p.forgetLeaders(&p.srcMeta, chunk[0].tp.Topic)
 			}
 			continue
 		}
 		for _, rt := range resp.Topics {
 			for _, rp := range rt.Partitions {
-				tp := topicPartition{rt.Topic, rp.Partition}
+				tp := TopicPartition{rt.Topic, rp.Partition}
 				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-					p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-start:%s/%d", tp.topic, tp.partition), "could not list the source partition's start offset; retrying", "topic", tp.topic, "partition", tp.partition, "err", err)
-					p.forgetLeaders(&p.srcMeta, tp.topic)
+					p.c.logEvery.Warn(p.c.log, fmt.Sprintf("pt-start:%s/%d", tp.Topic, tp.Partition), "could not list the source partition's start offset; retrying", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+					p.forgetLeaders(&p.srcMeta, tp.Topic)
 					continue
 				}
 				out[tp] = rp.Offset
@@ -389,7 +389,7 @@ func (p *passthrough) fetchRequest(leader int32, joins []ptWant) *kmsg.FetchRequ
 	req.IsolationLevel = 1 // read_committed: nothing past the last stable offset
 	req.SessionID, req.SessionEpoch = sess.id, sess.epoch
 
-	joined := make(map[topicPartition]bool, min(len(joins), ptMaxJoins))
+	joined := make(map[TopicPartition]bool, min(len(joins), ptMaxJoins))
 	// The broker fills partitions in request order up to MaxBytes: a
 	// shuffle keeps one busy partition from starving the others. (In a
 	// session, the broker also moves the partitions it returned data for
@@ -411,13 +411,13 @@ func (p *passthrough) fetchRequest(leader int32, joins []ptWant) *kmsg.FetchRequ
 		pp.sessLeader, pp.sessPos, pp.sessGen = leader, w.pos, pp.gen
 		sess.members++
 		joined[w.tp] = true
-		i := topicEntry(topics, &req.Topics, w.tp.topic, func() kmsg.FetchRequestTopic {
+		i := topicEntry(topics, &req.Topics, w.tp.Topic, func() kmsg.FetchRequestTopic {
 			t := kmsg.NewFetchRequestTopic()
-			t.Topic, t.TopicID = w.tp.topic, p.srcMeta.id(w.tp.topic)
+			t.Topic, t.TopicID = w.tp.Topic, p.srcMeta.id(w.tp.Topic)
 			return t
 		})
 		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition = w.tp.partition
+		rp.Partition = w.tp.Partition
 		rp.FetchOffset = w.pos
 		rp.CurrentLeaderEpoch = -1
 		rp.LastFetchedEpoch = -1
@@ -439,12 +439,12 @@ func (p *passthrough) fetchRequest(leader int32, joins []ptWant) *kmsg.FetchRequ
 		if joined[tp] {
 			continue // joining again at its new position
 		}
-		i := topicEntry(forgotten, &req.ForgottenTopics, tp.topic, func() kmsg.FetchRequestForgottenTopic {
+		i := topicEntry(forgotten, &req.ForgottenTopics, tp.Topic, func() kmsg.FetchRequestForgottenTopic {
 			ft := kmsg.NewFetchRequestForgottenTopic()
-			ft.Topic, ft.TopicID = tp.topic, p.srcMeta.id(tp.topic)
+			ft.Topic, ft.TopicID = tp.Topic, p.srcMeta.id(tp.Topic)
 			return ft
 		})
-		req.ForgottenTopics[i].Partitions = append(req.ForgottenTopics[i].Partitions, tp.partition)
+		req.ForgottenTopics[i].Partitions = append(req.ForgottenTopics[i].Partitions, tp.Partition)
 	}
 	return req
 }
@@ -465,7 +465,7 @@ func (p *passthrough) fetch(ctx context.Context, leader int32, req *kmsg.FetchRe
 		// An evicted session (the broker's cache is full, or it
 		// restarted) is simply made again.
 		if ctx.Err() == nil && !errors.Is(err, kerr.FetchSessionIDNotFound) && !errors.Is(err, kerr.InvalidFetchSessionEpoch) {
-			p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-fetch:%d", leader), "fetch from source failed", "broker", leader, "err", err)
+			p.c.logEvery.Warn(p.c.log, fmt.Sprintf("pt-fetch:%d", leader), "fetch from source failed", "broker", leader, "err", err)
 			for _, t := range topics {
 				p.forgetLeaders(&p.srcMeta, t)
 			}
@@ -497,7 +497,7 @@ func (p *passthrough) fetch(ctx context.Context, leader int32, req *kmsg.FetchRe
 			topic = p.topicByID(&p.srcMeta, rt.TopicID)
 		}
 		for j := range rt.Partitions {
-			if p.accept(leader, topicPartition{topic, rt.Partitions[j].Partition}, rt.Partitions[j]) {
+			if p.accept(leader, TopicPartition{topic, rt.Partitions[j].Partition}, rt.Partitions[j]) {
 				got = true
 			}
 		}
@@ -525,7 +525,7 @@ func (p *passthrough) endSession(leader int32) []string {
 		}
 		pp.sessLeader = -1
 		p.markPending(tp, pp)
-		topics[tp.topic] = true
+		topics[tp.Topic] = true
 	}
 	*sess = ptSession{}
 	return slices.Collect(maps.Keys(topics))
@@ -535,7 +535,7 @@ func (p *passthrough) endSession(leader int32) []string {
 // refreshes the position, data is buffered for the poll loop and the
 // position moves past its last whole batch (the poll loop moves it back
 // to where its decoding stopped, if it decodes them: decodeFetch).
-func (p *passthrough) accept(leader int32, tp topicPartition, rp kmsg.FetchResponseTopicPartition) bool {
+func (p *passthrough) accept(leader int32, tp TopicPartition, rp kmsg.FetchResponseTopicPartition) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	pp := p.parts[tp]
@@ -547,13 +547,13 @@ func (p *passthrough) accept(leader int32, tp topicPartition, rp kmsg.FetchRespo
 	case errors.Is(err, kerr.OffsetOutOfRange):
 		// A position the source no longer has: from the log start,
 		// as the record path's consumer does.
-		p.c.log.Warn("source offset out of range; copying from the partition's log start", "topic", tp.topic, "partition", tp.partition, "offset", from)
+		p.c.log.Warn("source offset out of range; copying from the partition's log start", "topic", tp.Topic, "partition", tp.Partition, "offset", from)
 		p.leaveSession(tp, pp)
 		pp.pos = -1
 		p.markPending(tp, pp)
 		return false
 	case err != nil:
-		p.c.logEvery.warn(p.c.log, fmt.Sprintf("pt-fetch:%s/%d", tp.topic, tp.partition), "fetch from source failed", "topic", tp.topic, "partition", tp.partition, "err", err)
+		p.c.logEvery.Warn(p.c.log, fmt.Sprintf("pt-fetch:%s/%d", tp.Topic, tp.Partition), "fetch from source failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
 		p.srcMeta.forgetLeader(tp)
 		p.leaveSession(tp, pp)
 		p.markPending(tp, pp)

@@ -79,7 +79,7 @@ func runBatchPathMirror(t *testing.T, src, dst *kfake.Cluster) {
 	t.Helper()
 	t.Cleanup(startOrdersMirror(t, src, dst, func(c *Config) {
 		c.SourceCompression = true
-		c.Cluster = &ClusterConfig{Slots: 1, SessionTimeout: 6 * time.Second, CommitInterval: defaultCommitInterval}
+		c.Cluster = &ClusterConfig{Slots: 1, SessionTimeout: 6 * time.Second, CommitInterval: DefaultCommitInterval}
 	}))
 }
 
@@ -245,10 +245,10 @@ func createTopic(t *testing.T, c *kfake.Cluster, topic string, partitions int32)
 // start with 100,000 partitions does not fetch (and queue, and persist)
 // them all at once.
 func TestFetchJoinsBounded(t *testing.T) {
-	p := newPassthrough(&copier{}, nil)
+	p := newPassthrough(&Copier{}, nil)
 	var joins []ptWant
 	for i := range ptMaxJoins + 5000 {
-		tp := topicPartition{fmt.Sprintf("t%d", i/10), int32(i % 10)}
+		tp := TopicPartition{fmt.Sprintf("t%d", i/10), int32(i % 10)}
 		p.add(tp, 0, p.newGen())
 		joins = append(joins, ptWant{tp, 0, p.parts[tp].gen})
 	}
@@ -278,7 +278,7 @@ func TestFetchJoinsBounded(t *testing.T) {
 // partitions of small batches otherwise held them all at once), and the
 // acknowledgement that makes room wakes the fetch loop.
 func TestFetchRoomBounded(t *testing.T) {
-	p := newPassthrough(&copier{}, nil)
+	p := newPassthrough(&Copier{}, nil)
 	if got := p.room(); got != ptMaxBatches {
 		t.Fatalf("room with nothing in flight = %d, want %d", got, ptMaxBatches)
 	}
@@ -290,7 +290,7 @@ func TestFetchRoomBounded(t *testing.T) {
 	if got := p.room(); got != 0 {
 		t.Fatalf("room with %d batches in flight = %d, want 0", p.readyBatches+p.bufferedBatches, got)
 	}
-	p.add(topicPartition{"t", 0}, 0, p.newGen())
+	p.add(TopicPartition{"t", 0}, 0, p.newGen())
 	<-p.kickFetch
 	joins, _, full := p.place(context.Background())
 	if joins != nil || !full || len(p.toPlace) != 1 {
@@ -330,13 +330,13 @@ func TestFetchRoomBounded(t *testing.T) {
 // for the former's records, while each idle member makes every later
 // Fetch of the session cost the broker more.
 func TestPlaceUnfetchedFirst(t *testing.T) {
-	p := newPassthrough(&copier{}, nil)
+	p := newPassthrough(&Copier{}, nil)
 	const n = ptMaxBatches / 4 // the least room that lets any join
 	now := time.Now()
 	for i := range 2 * n {
-		tp := topicPartition{fmt.Sprintf("t%d", i), 0}
+		tp := TopicPartition{fmt.Sprintf("t%d", i), 0}
 		p.add(tp, 5, p.newGen())
-		p.srcMeta.topics[tp.topic] = ptTopicMeta{leaders: []int32{1}, at: now.UnixNano()}
+		p.srcMeta.topics[tp.Topic] = ptTopicMeta{leaders: []int32{1}, at: now.UnixNano()}
 		if i%2 == 1 {
 			p.parts[tp].taken = true // its records were taken; it rejoins
 		}
@@ -352,7 +352,7 @@ func TestPlaceUnfetchedFirst(t *testing.T) {
 		}
 	}
 	// A rewound partition is fetched again: it is first again.
-	tp := topicPartition{"t1", 0}
+	tp := TopicPartition{"t1", 0}
 	p.rewind(tp, 3)
 	if p.parts[tp].taken {
 		t.Fatal("a rewound partition still counts as taken")

@@ -96,27 +96,27 @@ func (m *ptMeta) stale(topics map[string]bool) []string {
 }
 
 // leader is tp's cached leader, -1 if none. Called with p.mu held.
-func (m *ptMeta) leader(tp topicPartition) int32 {
-	ls := m.topics[tp.topic].leaders
-	if tp.partition < 0 || int(tp.partition) >= len(ls) {
+func (m *ptMeta) leader(tp TopicPartition) int32 {
+	ls := m.topics[tp.Topic].leaders
+	if tp.Partition < 0 || int(tp.Partition) >= len(ls) {
 		return -1
 	}
-	return ls[tp.partition]
+	return ls[tp.Partition]
 }
 
 // forgetLeader drops tp's cached leader (an error fetching it). Called
 // with p.mu held.
-func (m *ptMeta) forgetLeader(tp topicPartition) {
-	if ls := m.topics[tp.topic].leaders; tp.partition >= 0 && int(tp.partition) < len(ls) {
-		ls[tp.partition] = -1
+func (m *ptMeta) forgetLeader(tp TopicPartition) {
+	if ls := m.topics[tp.Topic].leaders; tp.Partition >= 0 && int(tp.Partition) < len(ls) {
+		ls[tp.Partition] = -1
 	}
 }
 
 // cachedLeader returns a partition's leader when it is cached and fresh.
 // Called with p.mu held.
-func (m *ptMeta) cachedLeader(tp topicPartition, now time.Time) (int32, bool) {
+func (m *ptMeta) cachedLeader(tp TopicPartition, now time.Time) (int32, bool) {
 	leader := m.leader(tp)
-	if leader < 0 || !m.topics[tp.topic].fresh(now) {
+	if leader < 0 || !m.topics[tp.Topic].fresh(now) {
 		return -1, false
 	}
 	return leader, true
@@ -124,24 +124,24 @@ func (m *ptMeta) cachedLeader(tp topicPartition, now time.Time) (int32, bool) {
 
 // leader returns a partition's leader from the cache, asking the cluster
 // for its topic's metadata when unknown or older than ptMetaMaxAge.
-func (p *passthrough) leader(ctx context.Context, cl *kgo.Client, m *ptMeta, tp topicPartition) (int32, error) {
+func (p *passthrough) leader(ctx context.Context, cl *kgo.Client, m *ptMeta, tp TopicPartition) (int32, error) {
 	p.mu.Lock()
 	leader, ok := m.cachedLeader(tp, time.Now())
 	p.mu.Unlock()
 	if ok {
 		return leader, nil
 	}
-	errs, err := p.refreshLeaders(ctx, cl, m, []string{tp.topic})
+	errs, err := p.refreshLeaders(ctx, cl, m, []string{tp.Topic})
 	if err != nil {
 		return -1, err
 	}
-	if err := errs[tp.topic]; err != nil {
+	if err := errs[tp.Topic]; err != nil {
 		return -1, err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if leader = m.leader(tp); leader < 0 {
-		return -1, fmt.Errorf("no leader for %s/%d", tp.topic, tp.partition)
+		return -1, fmt.Errorf("no leader for %s/%d", tp.Topic, tp.Partition)
 	}
 	return leader, nil
 }

@@ -44,10 +44,10 @@ import (
 // ptSend is a batch the send loop took to send: ps is q.ps when it was
 // taken (enqueue replaces q.ps under p.mu, and sends are read without it).
 type ptSend struct {
-	tp topicPartition
+	tp TopicPartition
 	q  *ptQueue
 	u  *ptUnit
-	ps *partitionState
+	ps *PartitionState
 }
 
 // errNoTxn fails batches that would be sent with no transaction open.
@@ -64,7 +64,7 @@ func (p *passthrough) useTransactions(txnID string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.txn, p.txnID = true, txnID
-	p.dstOpts = append(slices.Clip(p.dstOpts), kgo.MaxVersions(classicTransactions()))
+	p.dstOpts = append(slices.Clip(p.dstOpts), kgo.MaxVersions(ClassicTransactions()))
 }
 
 // txnBegin opens a transaction for the batch path with the slot
@@ -132,9 +132,9 @@ func (p *passthrough) addToTxn(ctx context.Context, ready []ptSend) {
 		p.mu.Unlock()
 		return
 	}
-	queues := make(map[topicPartition][]*ptQueue)
+	queues := make(map[TopicPartition][]*ptQueue)
 	for _, s := range ready {
-		target := topicPartition{s.ps.target, s.tp.partition}
+		target := TopicPartition{s.ps.Target, s.tp.Partition}
 		if !p.txnAdded[target] {
 			queues[target] = append(queues[target], s.q)
 		}
@@ -154,15 +154,15 @@ func (p *passthrough) addToTxn(ctx context.Context, ready []ptSend) {
 	req.TransactionalID, req.ProducerID, req.ProducerEpoch = p.txnID, pid, epoch
 	byTopic := make(map[string]int)
 	for target := range queues {
-		i, ok := byTopic[target.topic]
+		i, ok := byTopic[target.Topic]
 		if !ok {
 			i = len(req.Topics)
-			byTopic[target.topic] = i
+			byTopic[target.Topic] = i
 			rt := kmsg.NewAddPartitionsToTxnRequestTopic()
-			rt.Topic = target.topic
+			rt.Topic = target.Topic
 			req.Topics = append(req.Topics, rt)
 		}
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, target.partition)
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, target.Partition)
 	}
 	results, err := p.requestAdd(ctx, req)
 
@@ -181,7 +181,7 @@ func (p *passthrough) addToTxn(ctx context.Context, ready []ptSend) {
 			p.txnAdded[target] = true
 			continue
 		}
-		p.c.logEvery.warn(p.c.log, "pt-add-txn:"+perr.Error(), "could not add a target partition to the slot's transaction (logged once a minute per error)", "topic", target.topic, "partition", target.partition, "err", perr)
+		p.c.logEvery.Warn(p.c.log, "pt-add-txn:"+perr.Error(), "could not add a target partition to the slot's transaction (logged once a minute per error)", "topic", target.Topic, "partition", target.Partition, "err", perr)
 		for _, q := range qs {
 			// Nothing of q was sent in this transaction: its
 			// partition was not in it.
@@ -192,7 +192,7 @@ func (p *passthrough) addToTxn(ctx context.Context, ready []ptSend) {
 				p.retryLaterLocked(q)
 				continue
 			}
-			p.failQueueLocked(q.ps.tp, q, fmt.Errorf("add the partition to the transaction: %w", perr))
+			p.failQueueLocked(q.ps.TP, q, fmt.Errorf("add the partition to the transaction: %w", perr))
 			failed = append(failed, q)
 		}
 	}
@@ -207,7 +207,7 @@ const ptAddTimeout = 30 * time.Second
 
 // requestAdd sends req, retrying CONCURRENT_TRANSACTIONS, and returns each
 // partition's error (nil: added), or the request's.
-func (p *passthrough) requestAdd(ctx context.Context, req *kmsg.AddPartitionsToTxnRequest) (map[topicPartition]error, error) {
+func (p *passthrough) requestAdd(ctx context.Context, req *kmsg.AddPartitionsToTxnRequest) (map[TopicPartition]error, error) {
 	ctx, cancel := context.WithTimeout(ctx, ptAddTimeout)
 	defer cancel()
 	backoff := 10 * time.Millisecond
@@ -216,13 +216,13 @@ func (p *passthrough) requestAdd(ctx context.Context, req *kmsg.AddPartitionsToT
 		if err != nil {
 			return nil, err
 		}
-		out := make(map[topicPartition]error)
+		out := make(map[TopicPartition]error)
 		again := false
 		for _, rt := range resp.Topics {
 			for _, rp := range rt.Partitions {
 				err := kerr.ErrorForCode(rp.ErrorCode)
 				again = again || errors.Is(err, kerr.ConcurrentTransactions)
-				out[topicPartition{rt.Topic, rp.Partition}] = err
+				out[TopicPartition{rt.Topic, rp.Partition}] = err
 			}
 		}
 		if !again {
@@ -245,12 +245,12 @@ func (p *passthrough) requestAdd(ctx context.Context, req *kmsg.AddPartitionsToT
 // sequence; if not, the broker's sequence for the partition is unknown and
 // the slot is taken over again (seqLost). Nothing of q is in flight; the
 // caller holds p.mu and then drains q.settled.
-func (p *passthrough) failTxnQueueLocked(tp topicPartition, q *ptQueue, err error) {
+func (p *passthrough) failTxnQueueLocked(tp TopicPartition, q *ptQueue, err error) {
 	if len(q.units) > 0 {
 		if head := q.units[0]; head.seqSet {
 			if head.uncertain {
 				if p.seqLost == nil {
-					p.seqLost = fmt.Errorf("%s/%d: the target may or may not have appended a batch (%w): its sequence is unknown", tp.topic, tp.partition, err)
+					p.seqLost = fmt.Errorf("%s/%d: the target may or may not have appended a batch (%w): its sequence is unknown", tp.Topic, tp.Partition, err)
 				}
 			} else {
 				q.seq = head.seq
@@ -288,16 +288,16 @@ func refusedForSure(err error) bool {
 // hook): EndTransaction sends none when franz-go added no partition to
 // the transaction itself, and the batch path's partitions may be in it
 // (endRaw).
-type endTxnCounter struct{ n atomic.Int64 }
+type EndTxnCounter struct{ n atomic.Int64 }
 
-func (h *endTxnCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+func (h *EndTxnCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
 	if key == int16(kmsg.EndTxn) && err == nil {
 		h.n.Add(1)
 	}
 }
 
 // writes is the EndTxn requests written so far (0 without a counter).
-func (h *endTxnCounter) writes() int64 {
+func (h *EndTxnCounter) writes() int64 {
 	if h == nil {
 		return 0
 	}
@@ -313,7 +313,7 @@ func (h *endTxnCounter) writes() int64 {
 // answered as done). If franz-go's producer ID or epoch changed meanwhile
 // (it re-initialized it, which aborted the transaction), nothing is sent:
 // for a commit that is an unknown outcome.
-func (c *copier) endRaw(ctx context.Context, commit bool, sentBefore int64) error {
+func (c *Copier) endRaw(ctx context.Context, commit bool, sentBefore int64) error {
 	t, p := c.txn, c.pt
 	if t.endTxns != nil && t.endTxns.writes() != sentBefore {
 		return nil // franz-go ended it

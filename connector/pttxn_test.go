@@ -282,38 +282,38 @@ func TestTxnBatchPathFenced(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	slotClient := func(ends *endTxnCounter) *kgo.Client {
+	slotClient := func(ends *EndTxnCounter) *kgo.Client {
 		cl := newClient(t, dst, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID("kmirror.m.slot-0"),
-			kgo.TransactionTimeout(10*time.Second), kgo.MaxVersions(classicTransactions()), kgo.WithHooks(ends))
-		if err := fence(ctx, cl); err != nil {
+			kgo.TransactionTimeout(10*time.Second), kgo.MaxVersions(ClassicTransactions()), kgo.WithHooks(ends))
+		if err := Fence(ctx, cl); err != nil {
 			t.Fatal(err)
 		}
 		return cl
 	}
-	ends := new(endTxnCounter)
+	ends := new(EndTxnCounter)
 	dstCl := slotClient(ends)
 	produceCtx, cancelProduce := context.WithCancel(ctx)
 	defer cancelProduce()
-	cp := newCopier(discardLogger(), nil, dstCl, produceCtx, copierOpts{passthrough: true, dstOpts: []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}})
-	cp.txn = &txnCycle{every: 50 * time.Millisecond, writer: &progressWriter{topic: progress, partitions: 1, dst: dstCl, c: cp, sealer: sealer{}}, endTxns: ends}
+	cp := NewCopier(discardLogger(), nil, dstCl, produceCtx, CopierOpts{Passthrough: true, DstOpts: []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}})
+	cp.txn = &TxnCycle{every: 50 * time.Millisecond, writer: &ProgressWriter{topic: progress, partitions: 1, dst: dstCl, c: cp, sealer: Sealer{}}, endTxns: ends}
 	cp.pt.useTransactions("kmirror.m.slot-0")
-	if _, err := cp.assign([]assignment{{tp: topicPartition{"orders", 0}, target: "src.orders", next: -1}}, []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)}); err != nil {
+	if _, err := cp.Assign([]Assignment{{TP: TopicPartition{"orders", 0}, Target: "src.orders", Next: -1}}, []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)}); err != nil {
 		t.Fatal(err)
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		cp.run(runCtx)
+		cp.Run(runCtx)
 	}()
-	t.Cleanup(func() { stop(); <-done; cp.close() })
+	t.Cleanup(func() { stop(); <-done; cp.Close() })
 
 	produce("a")
 	waitFor(t, func() bool { return len(readCommitted(t, dst, "src.orders", 0)) >= 20 }, "the first records committed")
 	if cp.pt.pending() != 0 || cp.ptTxn() != true {
 		t.Fatal("the batch path is not the copier's")
 	}
-	slotClient(new(endTxnCounter)) // the next owner
+	slotClient(new(EndTxnCounter)) // the next owner
 	produce("b")
 	select {
 	case <-done:
@@ -411,12 +411,12 @@ func TestTxnBatchPathLeavesForRecordPath(t *testing.T) {
 	if refused.Load() == 0 {
 		t.Fatal("no batch of the batch path was refused")
 	}
-	if !w.m.slots.recordPath.has(topicPartition{"orders", 0}) {
+	if !w.m.slots.recordPath.has(TopicPartition{"orders", 0}) {
 		t.Fatal("the partition is not on the record path")
 	}
-	ps := w.m.slots.partition(topicPartition{"orders", 0})
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
+	ps := w.m.slots.Partition(TopicPartition{"orders", 0})
+	ps.Mu.Lock()
+	defer ps.Mu.Unlock()
 	if ps.passthrough {
 		t.Fatal("the slot's copier copies the partition on the batch path")
 	}

@@ -149,12 +149,12 @@ func TestStateTopicsSpreadAndResume(t *testing.T) {
 			if !existing && used < 2 {
 				t.Fatalf("the progress of 6 source partitions went to %d of 4 partitions", used)
 			}
-			ld, err := loadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, dstAdm, progress)
+			ld, err := LoadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, dstAdm, progress)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for p := range int32(6) {
-				if got := ld.positions[topicPartition{"orders", p}].next; got != 100 {
+				if got := ld.Positions[TopicPartition{"orders", p}].Next; got != 100 {
 					t.Errorf("stored position of orders/%d = %d, want 100", p, got)
 				}
 			}
@@ -187,7 +187,7 @@ func TestStateLoadBoundedByStallNotTotal(t *testing.T) {
 	var recs []*kgo.Record
 	for p := range int32(2) {
 		for i := range 6 {
-			k, v := encodeProgress(topicPartition{fmt.Sprintf("t%d", i), p}, position{next: int64(i)})
+			k, v := EncodeProgress(TopicPartition{fmt.Sprintf("t%d", i), p}, Position{Next: int64(i)})
 			recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Key: k, Value: v})
 		}
 	}
@@ -209,17 +209,17 @@ func TestStateLoadBoundedByStallNotTotal(t *testing.T) {
 	small := []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...), kgo.FetchMaxBytes(1), kgo.FetchMaxPartitionBytes(1)}
 	delay = 200 * time.Millisecond
 	begin := time.Now()
-	ld, err := loadProgress(ctx, nil, small, adm, topic)
+	ld, err := LoadProgress(ctx, nil, small, adm, topic)
 	took := time.Since(begin)
 	if err != nil {
 		t.Fatalf("a slow but steady read failed after %v: %v", took, err)
 	}
-	if len(ld.positions) != 12 || took < 2*state.Stall {
-		t.Fatalf("read %d positions in %v; want 12, in more than %v (to show the read is not bounded as a whole)", len(ld.positions), took, 2*state.Stall)
+	if len(ld.Positions) != 12 || took < 2*state.Stall {
+		t.Fatalf("read %d positions in %v; want 12, in more than %v (to show the read is not bounded as a whole)", len(ld.Positions), took, 2*state.Stall)
 	}
 
 	delay = 3 * state.Stall
-	_, err = loadProgress(ctx, nil, small, adm, topic)
+	_, err = LoadProgress(ctx, nil, small, adm, topic)
 	if err == nil || !strings.Contains(err.Error(), "no record for") {
 		t.Fatalf("a read that stalls: %v, want an error saying no record arrived", err)
 	}
@@ -238,17 +238,17 @@ func TestStatusThroughputAndTimeLag(t *testing.T) {
 	h.mustPass(t)
 	old := time.Now().Add(-30 * time.Second)
 	for p, ts := range []time.Time{old, time.Now()} {
-		ps := h.cp.partition(topicPartition{"orders", int32(p)})
-		ps.mu.Lock()
-		ps.acked = 0
+		ps := h.cp.Partition(TopicPartition{"orders", int32(p)})
+		ps.Mu.Lock()
+		ps.Acked = 0
 		ps.inflight = []int64{0, 1, 2}
-		ps.mu.Unlock()
+		ps.Mu.Unlock()
 		for range 3 {
-			ps.promise(&kgo.Record{Timestamp: ts}, nil)
+			ps.Promise(&kgo.Record{Timestamp: ts}, nil)
 		}
-		ps.mu.Lock()
-		ps.end = 3 + int64(p)*2 // partition 0 caught up, partition 1 two behind
-		ps.mu.Unlock()
+		ps.Mu.Lock()
+		ps.End = 3 + int64(p)*2 // partition 0 caught up, partition 1 two behind
+		ps.Mu.Unlock()
 	}
 	var got TopicStatus
 	for _, ts := range h.m.Status().Topics {
@@ -261,10 +261,10 @@ func TestStatusThroughputAndTimeLag(t *testing.T) {
 	if got.Copied != 6 || got.Lag != 2 || got.LagSeconds > 10 {
 		t.Fatalf("status of orders: copied %d (want 6), lag %d (want 2), lag seconds %.1f (want under 10: partition 0 is caught up)", got.Copied, got.Lag, got.LagSeconds)
 	}
-	ps0 := h.cp.partition(topicPartition{"orders", 0})
-	ps0.mu.Lock()
-	ps0.end = 5 // now partition 0 is behind too, its last copy 30s old
-	ps0.mu.Unlock()
+	ps0 := h.cp.Partition(TopicPartition{"orders", 0})
+	ps0.Mu.Lock()
+	ps0.End = 5 // now partition 0 is behind too, its last copy 30s old
+	ps0.Mu.Unlock()
 	for _, ts := range h.m.Status().Topics {
 		if ts.SourceTopic == "orders" && (ts.LagSeconds < 29 || ts.LagSeconds > 60) {
 			t.Fatalf("lag seconds %.1f, want about 30", ts.LagSeconds)

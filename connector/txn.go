@@ -36,9 +36,9 @@ import (
 // record, a failed commit) aborts the transaction: every partition goes back
 // to its committed position, its index is cut there, its progress and index
 // writes become pending again, and the source is read again from there.
-type txnCycle struct {
+type TxnCycle struct {
 	every  time.Duration
-	writer *progressWriter
+	writer *ProgressWriter
 
 	open  bool
 	began time.Time
@@ -63,7 +63,7 @@ type txnCycle struct {
 	// endTxns counts the EndTxn requests the slot producer wrote (nil
 	// when it has no such hook): the batch path ends a transaction
 	// franz-go did not (endRaw).
-	endTxns *endTxnCounter
+	endTxns *EndTxnCounter
 }
 
 // ptTxnFlushTimeout bounds the wait for the batch path's batches at a
@@ -73,13 +73,13 @@ const ptTxnFlushTimeout = time.Minute
 
 // ptTxn reports whether the copier's batch path writes inside its
 // transactions.
-func (c *copier) ptTxn() bool { return c.txn != nil && c.pt != nil && c.pt.txn }
+func (c *Copier) ptTxn() bool { return c.txn != nil && c.pt != nil && c.pt.txn }
 
 // defaultCommitInterval is how often a slot commits when nothing else
 // says: short enough for a low end-to-end latency (records are visible to
 // read_committed consumers only once committed), long enough that commit
 // round trips cost little.
-const defaultCommitInterval = 100 * time.Millisecond
+const DefaultCommitInterval = 100 * time.Millisecond
 
 // isFenced reports an error that means another producer took the
 // transactional ID over.
@@ -91,9 +91,9 @@ func isFenced(err error) bool {
 // txnStep is called once per poll loop iteration of a transactional copier:
 // it opens a transaction when none is, and commits the open one once it is
 // commitInterval old. It reports false once the copier is fenced.
-func (c *copier) txnStep(ctx context.Context) bool {
+func (c *Copier) txnStep(ctx context.Context) bool {
 	t := c.txn
-	if c.txnStopped() {
+	if c.TxnStopped() {
 		return false
 	}
 	if c.ptTxn() {
@@ -104,9 +104,9 @@ func (c *copier) txnStep(ctx context.Context) bool {
 		}
 	}
 	if t.open && t.produced && time.Since(t.began) >= t.every {
-		c.txnEnd(ctx)
+		c.TxnEnd(ctx)
 	}
-	if c.txnStopped() {
+	if c.TxnStopped() {
 		return false
 	}
 	if !t.open && !time.Now().Before(t.retryAt) {
@@ -140,7 +140,7 @@ func (c *copier) txnStep(ctx context.Context) bool {
 // producer's ID and epoch as franz-go holds them after BeginTransaction
 // (it may have bumped the epoch, recovering from an abort). It reports
 // false when the copier stops.
-func (c *copier) ptBegin(ctx context.Context) bool {
+func (c *Copier) ptBegin(ctx context.Context) bool {
 	t := c.txn
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -162,7 +162,7 @@ func (c *copier) ptBegin(ctx context.Context) bool {
 }
 
 // txnWait waits, bounded by ctx, until a transaction can be opened again.
-func (c *copier) txnWait(ctx context.Context) {
+func (c *Copier) txnWait(ctx context.Context) {
 	select {
 	case <-ctx.Done():
 	case <-time.After(time.Until(c.txn.retryAt)):
@@ -171,7 +171,7 @@ func (c *copier) txnWait(ctx context.Context) {
 
 // txnEnd flushes, writes the progress and index into the open transaction
 // and commits it; on any failure it aborts instead and rewinds.
-func (c *copier) txnEnd(ctx context.Context) error {
+func (c *Copier) TxnEnd(ctx context.Context) error {
 	t := c.txn
 	if !t.open {
 		return nil
@@ -198,7 +198,7 @@ func (c *copier) txnEnd(ctx context.Context) error {
 	}
 	var written []partitionWrites
 	if err == nil {
-		written = t.writer.writeAsync(c.produceCtx)
+		written = t.writer.WriteAsync(c.produceCtx)
 		if err = c.dst.Flush(c.produceCtx); err == nil {
 			err = c.failedSinceCommit()
 		}
@@ -240,7 +240,7 @@ func (c *copier) txnEnd(ctx context.Context) error {
 }
 
 // txnUnknown stops the copier after a commit whose outcome is unknown.
-func (c *copier) txnUnknown(err error) error {
+func (c *Copier) txnUnknown(err error) error {
 	c.txn.unknown = err
 	c.metrics.txnEnded(txnUnknown, 0)
 	c.log.Warn("the outcome of a commit is unknown: the slot is taken over again to learn it from its committed progress", "err", err)
@@ -249,7 +249,7 @@ func (c *copier) txnUnknown(err error) error {
 
 // failedSinceCommit returns the refusal of a partition in this
 // transaction, if any: the transaction cannot commit.
-func (c *copier) failedSinceCommit() error {
+func (c *Copier) failedSinceCommit() error {
 	if err := c.failedPartition(); err != nil {
 		return err
 	}
@@ -263,13 +263,13 @@ func (c *copier) failedSinceCommit() error {
 }
 
 // failedPartition returns the refusal of a partition being copied, if any.
-func (c *copier) failedPartition() error {
-	for _, ps := range c.snapshot() {
-		ps.mu.Lock()
+func (c *Copier) failedPartition() error {
+	for _, ps := range c.Snapshot() {
+		ps.Mu.Lock()
 		err := ps.failed
-		ps.mu.Unlock()
+		ps.Mu.Unlock()
 		if err != nil {
-			return fmt.Errorf("%s/%d: %w", ps.tp.topic, ps.tp.partition, err)
+			return fmt.Errorf("%s/%d: %w", ps.TP.Topic, ps.TP.Partition, err)
 		}
 	}
 	return nil
@@ -277,32 +277,32 @@ func (c *copier) failedPartition() error {
 
 // committed moves every partition's committed position to where it was
 // acknowledged.
-func (c *copier) committed() {
-	for _, ps := range c.persistable() {
-		ps.mu.Lock()
-		ps.committed = ps.acked
-		ps.persisted = ps.acked
+func (c *Copier) committed() {
+	for _, ps := range c.Persistable() {
+		ps.Mu.Lock()
+		ps.Committed = ps.Acked
+		ps.Persisted = ps.Acked
 		ps.lastAbort = nil
-		if r := ps.refused; r != nil && ps.committed > r.offset {
+		if r := ps.refused; r != nil && ps.Committed > r.offset {
 			ps.refused, ps.stuck = nil, nil
 			if c.deadLetter != "" {
 				c.metrics.incDeadLetters()
 				c.log.Warn("record refused by the target written to the dead-letter topic; partition moves on",
-					"topic", ps.tp.topic, "partition", ps.tp.partition, "offset", r.offset, "dead_letter_topic", c.deadLetter, "refusal", r.err)
+					"topic", ps.TP.Topic, "partition", ps.TP.Partition, "offset", r.offset, "dead_letter_topic", c.deadLetter, "refusal", r.err)
 			} else {
-				c.log.Info("the target accepted a record it had refused; partition moves on", "topic", ps.tp.topic, "partition", ps.tp.partition, "offset", r.offset)
+				c.log.Info("the target accepted a record it had refused; partition moves on", "topic", ps.TP.Topic, "partition", ps.TP.Partition, "offset", r.offset)
 			}
 		}
-		if ps.index != nil {
-			ps.index.Committed() // durable
+		if ps.Index != nil {
+			ps.Index.Committed() // durable
 		}
-		ps.mu.Unlock()
+		ps.Mu.Unlock()
 	}
 }
 
 // txnAbort aborts the open transaction and sends every partition back to
 // its committed position. A fenced copier stops for good.
-func (c *copier) txnAbort(ctx context.Context, written []partitionWrites, why error) {
+func (c *Copier) txnAbort(ctx context.Context, written []partitionWrites, why error) {
 	t := c.txn
 	if isFenced(why) {
 		t.fenced = why
@@ -378,23 +378,23 @@ func (c *copier) txnAbort(ctx context.Context, written []partitionWrites, why er
 	}
 	rewind := make(map[string]map[int32]kgo.EpochOffset)
 	resume := make(map[string][]int32)
-	var leave []topicPartition
-	for _, ps := range c.persistable() {
-		ps.mu.Lock()
-		ps.acked, ps.persisted = ps.committed, ps.committed
-		if ps.committed >= 0 {
+	var leave []TopicPartition
+	for _, ps := range c.Persistable() {
+		ps.Mu.Lock()
+		ps.Acked, ps.Persisted = ps.Committed, ps.Committed
+		if ps.Committed >= 0 {
 			// Entries for records of the aborted transaction: their
 			// target offsets hold nothing a consumer will ever see.
-			ps.index.Truncate(ps.committed)
+			ps.Index.Truncate(ps.Committed)
 		}
-		if ps.index != nil {
-			ps.index.Aborted() // those writes were aborted
+		if ps.Index != nil {
+			ps.Index.Aborted() // those writes were aborted
 		}
 		ps.inflight, ps.head = ps.inflight[:0], 0
 		if ps.failed != nil {
 			ps.failures++
 			if ps.passthrough && c.leavesBatchPath(ps) {
-				leave = append(leave, ps.tp)
+				leave = append(leave, ps.TP)
 			}
 		}
 		if ps.poison != nil {
@@ -406,7 +406,7 @@ func (c *copier) txnAbort(ctx context.Context, written []partitionWrites, why er
 			ps.refused, ps.poison = ps.poison, nil
 			if c.deadLetter != "" {
 				c.log.Warn("the target refuses a record for good: the next transaction writes it to the dead-letter topic instead",
-					"topic", ps.tp.topic, "partition", ps.tp.partition, "offset", ps.refused.offset, "dead_letter_topic", c.deadLetter, "refusal", ps.refused.err)
+					"topic", ps.TP.Topic, "partition", ps.TP.Partition, "offset", ps.refused.offset, "dead_letter_topic", c.deadLetter, "refusal", ps.refused.err)
 			} else {
 				ps.stuck = fmt.Errorf("record at offset %d refused by the target: %w", ps.refused.offset, ps.refused.err)
 				ps.poison = ps.refused // for logRefusal
@@ -416,7 +416,7 @@ func (c *copier) txnAbort(ctx context.Context, written []partitionWrites, why er
 		}
 		ps.failed, ps.paused, ps.refusalLogged = nil, false, false
 		ps.lastAbort = why
-		ps.mu.Unlock()
+		ps.Mu.Unlock()
 	}
 	if len(leave) > 0 {
 		// franz-go would write these partitions with the slot
@@ -431,18 +431,18 @@ func (c *copier) txnAbort(ctx context.Context, written []partitionWrites, why er
 		c.log.Warn("the target refuses what the batch path sends: the partitions take the record path, and the slot is taken over again to give them a new producer epoch", "partitions", leave, "err", why)
 		return
 	}
-	for _, ps := range c.snapshot() { // parked partitions are not read
-		ps.mu.Lock()
-		if at := ps.committed; at >= 0 && ps.passthrough {
-			c.pt.rewind(ps.tp, at)
+	for _, ps := range c.Snapshot() { // parked partitions are not read
+		ps.Mu.Lock()
+		if at := ps.Committed; at >= 0 && ps.passthrough {
+			c.pt.rewind(ps.TP, at)
 		} else if at >= 0 {
-			if rewind[ps.tp.topic] == nil {
-				rewind[ps.tp.topic] = make(map[int32]kgo.EpochOffset)
+			if rewind[ps.TP.Topic] == nil {
+				rewind[ps.TP.Topic] = make(map[int32]kgo.EpochOffset)
 			}
-			rewind[ps.tp.topic][ps.tp.partition] = kgo.EpochOffset{Epoch: -1, Offset: at}
-			resume[ps.tp.topic] = append(resume[ps.tp.topic], ps.tp.partition)
+			rewind[ps.TP.Topic][ps.TP.Partition] = kgo.EpochOffset{Epoch: -1, Offset: at}
+			resume[ps.TP.Topic] = append(resume[ps.TP.Topic], ps.TP.Partition)
 		}
-		ps.mu.Unlock()
+		ps.Mu.Unlock()
 	}
 	if src := c.source(); src != nil && len(rewind) > 0 {
 		src.SetOffsets(rewind)
@@ -454,7 +454,7 @@ func (c *copier) txnAbort(ctx context.Context, written []partitionWrites, why er
 // failed takes the record path: the target refuses what the batch path
 // sends (fallbackErr, or refusals ptMaxRefusals times in a row), as
 // rewindFailed decides outside a transaction. The caller holds ps.mu.
-func (c *copier) leavesBatchPath(ps *partitionState) bool {
+func (c *Copier) leavesBatchPath(ps *PartitionState) bool {
 	refusal := ps.expired == nil && !errors.Is(ps.failed, context.Canceled) && !errors.Is(ps.failed, errNoTxn)
 	if refusal {
 		ps.ptRefusals++
@@ -462,7 +462,7 @@ func (c *copier) leavesBatchPath(ps *partitionState) bool {
 	if !fallbackErr(ps.failed) && ps.ptRefusals < ptMaxRefusals {
 		return false
 	}
-	c.pt.logFallback(ps.tp, recordbatch.ReasonRefused, ps.failed)
+	c.pt.logFallback(ps.TP, recordbatch.ReasonRefused, ps.failed)
 	c.metrics.incFallback(recordbatch.ReasonRefused)
 	return true
 }
@@ -470,7 +470,7 @@ func (c *copier) leavesBatchPath(ps *partitionState) bool {
 // fence takes a transactional ID over: InitProducerID bumps the epoch and
 // aborts whatever the previous owner left open, so that it can never write
 // again. Call it before reading the slot's progress.
-func fence(ctx context.Context, cl *kgo.Client) error {
+func Fence(ctx context.Context, cl *kgo.Client) error {
 	if _, _, err := cl.ProducerID(ctx); err != nil {
 		return fmt.Errorf("take the transactional ID over (InitProducerID): %w", err)
 	}
@@ -479,6 +479,22 @@ func fence(ctx context.Context, cl *kgo.Client) error {
 
 // txnStopped reports whether the copier stopped for good: fenced, or a
 // commit's outcome unknown (the slot must be taken over again).
-func (c *copier) txnStopped() bool {
+func (c *Copier) TxnStopped() bool {
 	return c.txn != nil && (c.txn.fenced != nil || c.txn.unknown != nil)
+}
+
+// fenced reports whether the copier's transactions stopped because
+// another producer took its transactional ID over.
+func (c *Copier) Fenced() bool { return c.txn != nil && c.txn.fenced != nil }
+
+// transactional makes the copier write inside transactions of its
+// producer (transactional ID id), committed every interval with the
+// progress w writes; endTxns counts the producer's EndTxn requests
+// (endRaw). The batch path writes inside them too (pttxn.go), with the
+// producer's ID and epoch.
+func (c *Copier) Transactional(id string, every time.Duration, w *ProgressWriter, endTxns *EndTxnCounter) {
+	c.txn = &TxnCycle{every: every, writer: w, endTxns: endTxns}
+	if c.pt != nil {
+		c.pt.useTransactions(id)
+	}
 }

@@ -13,7 +13,7 @@ import (
 
 // txnHarness is one slot's transactional copier over two kfake clusters.
 type txnHarness struct {
-	cp     *copier
+	cp     *Copier
 	dst    *kgo.Client
 	stop   context.CancelFunc
 	done   chan struct{}
@@ -23,45 +23,45 @@ type txnHarness struct {
 // startTxnCopier fences the slot's transactional ID, loads the committed
 // progress (read_committed, as a new owner does) and starts copying
 // topic's partitions from there.
-func startTxnCopier(t *testing.T, src, dst *kfake.Cluster, topic string, partitions int32, progressTopic string, tune ...func(*copierOpts)) *txnHarness {
+func startTxnCopier(t *testing.T, src, dst *kfake.Cluster, topic string, partitions int32, progressTopic string, tune ...func(*CopierOpts)) *txnHarness {
 	t.Helper()
 	dstCl := newClient(t, dst, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID("kmirror.m.slot-0"),
 		kgo.TransactionTimeout(10*time.Second))
 	ctx := context.Background()
-	if err := fence(ctx, dstCl); err != nil {
+	if err := Fence(ctx, dstCl); err != nil {
 		t.Fatal(err)
 	}
 	adm := kadm.NewClient(dstCl)
-	ld, err := loadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, progressTopic)
+	ld, err := LoadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, progressTopic)
 	if err != nil {
 		t.Fatal(err)
 	}
 	produceCtx, cancelProduce := context.WithCancel(ctx)
-	var opts copierOpts
+	var opts CopierOpts
 	for _, f := range tune {
 		f(&opts)
 	}
-	cp := newCopier(discardLogger(), nil, dstCl, produceCtx, opts)
-	cp.txn = &txnCycle{every: 50 * time.Millisecond, writer: &progressWriter{topic: progressTopic, dst: dstCl, c: cp, sealer: sealer{}}}
-	var as []assignment
+	cp := NewCopier(discardLogger(), nil, dstCl, produceCtx, opts)
+	cp.txn = &TxnCycle{every: 50 * time.Millisecond, writer: &ProgressWriter{topic: progressTopic, dst: dstCl, c: cp, sealer: Sealer{}}}
+	var as []Assignment
 	for p := range partitions {
-		tp := topicPartition{topic, p}
+		tp := TopicPartition{topic, p}
 		next := int64(-1)
-		if pos, ok := ld.positions[tp]; ok {
-			next = pos.next
+		if pos, ok := ld.Positions[tp]; ok {
+			next = pos.Next
 		}
-		as = append(as, assignment{tp: tp, target: "src." + topic, next: next, index: ld.indexes[tp]})
+		as = append(as, Assignment{TP: tp, Target: "src." + topic, Next: next, Index: ld.Indexes[tp]})
 	}
-	if _, err := cp.assign(as, []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)}); err != nil {
+	if _, err := cp.Assign(as, []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)}); err != nil {
 		t.Fatal(err)
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	h := &txnHarness{cp: cp, dst: dstCl, stop: stop, done: make(chan struct{}), cancel: cancelProduce}
 	go func() {
 		defer close(h.done)
-		cp.run(runCtx)
+		cp.Run(runCtx)
 	}()
-	t.Cleanup(func() { h.kill(); cp.close() })
+	t.Cleanup(func() { h.kill(); cp.Close() })
 	return h
 }
 
@@ -73,14 +73,14 @@ func (h *txnHarness) kill() {
 	h.cancel()
 }
 
-func (h *txnHarness) committed(tp topicPartition) int64 {
-	ps := h.cp.partition(tp)
+func (h *txnHarness) committed(tp TopicPartition) int64 {
+	ps := h.cp.Partition(tp)
 	if ps == nil {
 		return -1
 	}
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	return ps.committed
+	ps.Mu.Lock()
+	defer ps.Mu.Unlock()
+	return ps.Committed
 }
 
 // TestTxnCopierExactlyOnceAcrossTakeover: a slot's copier writes records,
@@ -116,14 +116,14 @@ func TestTxnCopierExactlyOnceAcrossTakeover(t *testing.T) {
 	produceBoth("a", 300)
 	first := startTxnCopier(t, src, dst, topic, 2, progress)
 	for p := range int32(2) {
-		waitFor(t, func() bool { return first.committed(topicPartition{topic, p}) == 300 }, fmt.Sprintf("partition %d committed at 300", p))
+		waitFor(t, func() bool { return first.committed(TopicPartition{topic, p}) == 300 }, fmt.Sprintf("partition %d committed at 300", p))
 	}
 	// More records, then a kill with a transaction open: whatever it
 	// wrote since its last commit is aborted by the successor's fence.
 	produceBoth("b", 200)
 	waitFor(t, func() bool {
-		ps := first.cp.partition(topicPartition{topic, 0})
-		acked, _, _ := ps.status()
+		ps := first.cp.Partition(TopicPartition{topic, 0})
+		acked, _, _ := ps.Status()
 		return acked > 300
 	}, "the first copier to copy past its last commit")
 	first.stop()
@@ -136,7 +136,7 @@ func TestTxnCopierExactlyOnceAcrossTakeover(t *testing.T) {
 	}
 	produceBoth("c", 100)
 	for p := range int32(2) {
-		waitFor(t, func() bool { return second.committed(topicPartition{topic, p}) == 600 }, fmt.Sprintf("partition %d committed at 600", p))
+		waitFor(t, func() bool { return second.committed(TopicPartition{topic, p}) == 600 }, fmt.Sprintf("partition %d committed at 600", p))
 	}
 	for p := range int32(2) {
 		vals := readCommitted(t, dst, "src."+topic, p)

@@ -174,7 +174,7 @@ func TestTxnTooLargeBatchIsolated(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := startTxnCopier(t, src, dst, topic, 1, progress)
-	tp := topicPartition{topic, 0}
+	tp := TopicPartition{topic, 0}
 	waitFor(t, func() bool { return c.committed(tp) == 10 }, "all 10 records committed after the batch was refused")
 	if got := readCommitted(t, dst, "src."+topic, 0); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("target holds %d records, want the 10 source records once each, in order", len(got))
@@ -188,7 +188,7 @@ func TestTxnTooLargeBatchIsolated(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool {
-		_, _, err := c.cp.partition(tp).status()
+		_, _, err := c.cp.Partition(tp).Status()
 		return err != nil && strings.Contains(err.Error(), "offset 10")
 	}, "the partition's status to name the record refused alone")
 	if n := c.committed(tp); n != 10 {
@@ -215,31 +215,31 @@ func TestTxnFencedProgressWriteStops(t *testing.T) {
 	slot := func() *kgo.Client {
 		// As a slot's producer: classic transactions (fenceSlot).
 		cl := newClient(t, dst, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID("kmirror.m.slot-4"),
-			kgo.TransactionTimeout(10*time.Second), kgo.MaxVersions(classicTransactions()))
-		if err := fence(ctx, cl); err != nil {
+			kgo.TransactionTimeout(10*time.Second), kgo.MaxVersions(ClassicTransactions()))
+		if err := Fence(ctx, cl); err != nil {
 			t.Fatal(err)
 		}
 		return cl
 	}
 	dstCl := slot()
-	cp := newCopier(discardLogger(), nil, dstCl, ctx, copierOpts{})
-	t.Cleanup(cp.close)
-	cp.txn = &txnCycle{every: time.Hour, writer: &progressWriter{topic: progress, partitions: 1, dst: dstCl, c: cp, sealer: sealer{}}}
+	cp := NewCopier(discardLogger(), nil, dstCl, ctx, CopierOpts{})
+	t.Cleanup(cp.Close)
+	cp.txn = &TxnCycle{every: time.Hour, writer: &ProgressWriter{topic: progress, partitions: 1, dst: dstCl, c: cp, sealer: Sealer{}}}
 	if !cp.txnStep(ctx) {
 		t.Fatal("the first transaction did not begin")
 	}
 	slot() // another worker fences the slot, and leaves
 
 	// The transaction's progress write is refused as fenced.
-	tp := topicPartition{"orders", 0}
-	k, v := encodeProgress(tp, position{next: 10})
-	err := dstCl.ProduceSync(ctx, &kgo.Record{Topic: progress, Key: k, Value: sealer{}.seal(v)}).FirstErr()
+	tp := TopicPartition{"orders", 0}
+	k, v := EncodeProgress(tp, Position{Next: 10})
+	err := dstCl.ProduceSync(ctx, &kgo.Record{Topic: progress, Key: k, Value: Sealer{}.Seal(v)}).FirstErr()
 	if err == nil {
 		t.Fatal("a fenced producer's write was acknowledged")
 	}
 	cp.txn.writer.fail("progress", tp, err)
 	cp.txn.produced = true
-	cp.txnEnd(ctx)
+	cp.TxnEnd(ctx)
 	for range 3 {
 		if cp.txnStep(ctx) {
 			t.Fatalf("the copier goes on after its producer was fenced (fenced %v, unknown %v)", cp.txn.fenced, cp.txn.unknown)
@@ -263,7 +263,7 @@ func txnPoisonSetup(t *testing.T, deadLetter string) (c *txnHarness, dst *kfake.
 		t.Fatal(err)
 	}
 	want = producePoison(t, h, src, deadLetter)
-	c = startTxnCopier(t, src, dst, "orders", 1, "kmirror.m.progress.internal", func(o *copierOpts) { o.deadLetter = deadLetter })
+	c = startTxnCopier(t, src, dst, "orders", 1, "kmirror.m.progress.internal", func(o *CopierOpts) { o.DeadLetter = deadLetter })
 	return c, dst, want
 }
 
@@ -277,7 +277,7 @@ func txnPoisonSetup(t *testing.T, deadLetter string) (c *txnHarness, dst *kfake.
 func TestTxnPoisonRecordDeadLettered(t *testing.T) {
 	t.Parallel()
 	c, dst, want := txnPoisonSetup(t, "dlq")
-	tp := topicPartition{"orders", 0}
+	tp := TopicPartition{"orders", 0}
 	waitFor(t, func() bool { return c.committed(tp) == 41 }, "orders/0 committed past the refused record")
 	if got := readCommitted(t, dst, "src.orders", 0); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("target holds %d records, want the 40 accepted ones once each, in order:\n got %v", len(got), got)
@@ -306,10 +306,10 @@ func TestTxnPoisonRecordDeadLettered(t *testing.T) {
 			r21 = off
 		}
 	}
-	ps := c.cp.partition(tp)
-	ps.mu.Lock()
-	to, err := ps.index.Translate(20)
-	ps.mu.Unlock()
+	ps := c.cp.Partition(tp)
+	ps.Mu.Lock()
+	to, err := ps.Index.Translate(20)
+	ps.Mu.Unlock()
 	if err != nil || to != r21 {
 		t.Fatalf("translate(20) = %d, %v; want %d (r-21 on the target)", to, err, r21)
 	}
@@ -323,9 +323,9 @@ func TestTxnPoisonRecordDeadLettered(t *testing.T) {
 func TestTxnPoisonRecordStopsPartition(t *testing.T) {
 	t.Parallel()
 	c, dst, want := txnPoisonSetup(t, "")
-	tp := topicPartition{"orders", 0}
+	tp := TopicPartition{"orders", 0}
 	waitFor(t, func() bool {
-		_, _, err := c.cp.partition(tp).status()
+		_, _, err := c.cp.Partition(tp).Status()
 		return c.committed(tp) == 20 && err != nil && strings.Contains(err.Error(), "offset 20") && strings.Contains(err.Error(), "MESSAGE_TOO_LARGE")
 	}, "orders/0 committed up to the refused record, failed with the reason")
 	if got := readCommitted(t, dst, "src.orders", 0); fmt.Sprint(got) != fmt.Sprint(want[:20]) {
@@ -333,7 +333,7 @@ func TestTxnPoisonRecordStopsPartition(t *testing.T) {
 	}
 	alterOn(t, newClient(t, dst), "src.orders", map[string]string{"max.message.bytes": "1048576"})
 	waitFor(t, func() bool {
-		_, _, err := c.cp.partition(tp).status()
+		_, _, err := c.cp.Partition(tp).Status()
 		return c.committed(tp) == 41 && err == nil
 	}, "orders/0 to go on once the target accepts the record")
 	if got := readCommitted(t, dst, "src.orders", 0); len(got) != 41 {

@@ -27,10 +27,10 @@ func TestLoadProgressPastOpenTransaction(t *testing.T) {
 	if _, err := state.EnsureCompacted(ctx, adm, topic, 1, 1); err != nil {
 		t.Fatal(err)
 	}
-	write := func(cl *kgo.Client, tp topicPartition, next int64) {
+	write := func(cl *kgo.Client, tp TopicPartition, next int64) {
 		t.Helper()
-		k, v := encodeProgress(tp, position{next: next})
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: 0, Key: k, Value: sealer{}.seal(v)}).FirstErr(); err != nil {
+		k, v := EncodeProgress(tp, Position{Next: next})
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: 0, Key: k, Value: Sealer{}.Seal(v)}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -48,7 +48,7 @@ func TestLoadProgressPastOpenTransaction(t *testing.T) {
 		}
 	}
 	plain := newClient(t, dst, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	a, b, c := topicPartition{"orders", 0}, topicPartition{"orders", 1}, topicPartition{"orders", 2}
+	a, b, c := TopicPartition{"orders", 0}, TopicPartition{"orders", 1}, TopicPartition{"orders", 2}
 
 	write(plain, a, 100) // a single worker's progress, before cluster mode
 
@@ -63,17 +63,17 @@ func TestLoadProgressPastOpenTransaction(t *testing.T) {
 	write(aborted, c, 9)
 	end(aborted, kgo.TryAbort)
 
-	ld, err := loadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, topic)
+	ld, err := LoadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pos, ok := ld.positions[a]; !ok || pos.next != 500 {
+	if pos, ok := ld.Positions[a]; !ok || pos.Next != 500 {
 		t.Fatalf("orders/0: position %+v (found %v), want next 500, committed behind slot 1's open transaction", pos, ok)
 	}
-	if pos, ok := ld.positions[b]; ok {
+	if pos, ok := ld.Positions[b]; ok {
 		t.Fatalf("orders/1: position %+v from a transaction still open, want none", pos)
 	}
-	if pos, ok := ld.positions[c]; ok {
+	if pos, ok := ld.Positions[c]; ok {
 		t.Fatalf("orders/2: position %+v from an aborted transaction, want none", pos)
 	}
 
@@ -81,12 +81,12 @@ func TestLoadProgressPastOpenTransaction(t *testing.T) {
 	// log's order: a later plain write of the same key wins over it.
 	write(plain, b, 3)
 	end(open, kgo.TryCommit)
-	ld, err = loadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, topic)
+	ld, err = LoadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pos := ld.positions[b]; pos.next != 3 {
-		t.Fatalf("orders/1: next %d, want 3 (the later plain write)", pos.next)
+	if pos := ld.Positions[b]; pos.Next != 3 {
+		t.Fatalf("orders/1: next %d, want 3 (the later plain write)", pos.Next)
 	}
 }
 
@@ -135,10 +135,10 @@ func TestProgressLogFollows(t *testing.T) {
 	if _, err := state.EnsureCompacted(ctx, adm, topic, 2, 1); err != nil {
 		t.Fatal(err)
 	}
-	write := func(cl *kgo.Client, tp topicPartition, next int64) {
+	write := func(cl *kgo.Client, tp TopicPartition, next int64) {
 		t.Helper()
-		k, v := encodeProgress(tp, position{next: next})
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: state.PartitionFor(2, tp.topic, tp.partition), Key: k, Value: sealer{}.seal(v)}).FirstErr(); err != nil {
+		k, v := EncodeProgress(tp, Position{Next: next})
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: state.PartitionFor(2, tp.Topic, tp.Partition), Key: k, Value: Sealer{}.Seal(v)}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -155,28 +155,28 @@ func TestProgressLogFollows(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	l := newProgressLog(slog.New(slog.DiscardHandler), opts, topic)
+	l := NewProgressLog(slog.New(slog.DiscardHandler), opts, topic)
 	// same checks that the log agrees with a one-off read of the whole
 	// topic, and returns what the log reads.
-	same := func(step string) loaded {
+	same := func(step string) Loaded {
 		t.Helper()
-		got, err := l.current(ctx, adm, nil)
+		got, err := l.Current(ctx, adm, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", step, err)
 		}
-		want, err := loadProgress(ctx, nil, opts, adm, topic)
+		want, err := LoadProgress(ctx, nil, opts, adm, topic)
 		if err != nil {
 			t.Fatalf("%s: %v", step, err)
 		}
-		if !maps.Equal(got.positions, want.positions) {
-			t.Fatalf("%s: the progress log has %v, a one-off read %v", step, got.positions, want.positions)
+		if !maps.Equal(got.Positions, want.Positions) {
+			t.Fatalf("%s: the progress log has %v, a one-off read %v", step, got.Positions, want.Positions)
 		}
 		return got
 	}
 	plain := newClient(t, dst, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	var tps []topicPartition
+	var tps []TopicPartition
 	for i := range 6 {
-		tps = append(tps, topicPartition{"orders", int32(i)})
+		tps = append(tps, TopicPartition{"orders", int32(i)})
 	}
 	for i, tp := range tps {
 		write(plain, tp, int64(100+i))
@@ -195,16 +195,16 @@ func TestProgressLogFollows(t *testing.T) {
 	write(aborted, tps[2], 9)
 	end(aborted, kgo.TryAbort)
 	got := same("a transaction open")
-	if got.positions[tps[1]].next != 101 || got.positions[tps[0]].next != 500 {
-		t.Fatalf("a transaction open: %v, want orders/1 at 101 (the open transaction not counted) and orders/0 at 500", got.positions)
+	if got.Positions[tps[1]].Next != 101 || got.Positions[tps[0]].Next != 500 {
+		t.Fatalf("a transaction open: %v, want orders/1 at 101 (the open transaction not counted) and orders/0 at 500", got.Positions)
 	}
 	before := l.reader.Records
 
 	write(plain, tps[1], 3) // behind the open transaction in the log: it wins once that commits
 	end(open, kgo.TryCommit)
 	got = same("the transaction committed")
-	if got.positions[tps[1]].next != 3 {
-		t.Fatalf("the transaction committed: orders/1 at %d, want 3 (the later plain write, in the log's order)", got.positions[tps[1]].next)
+	if got.Positions[tps[1]].Next != 3 {
+		t.Fatalf("the transaction committed: orders/1 at %d, want 3 (the later plain write, in the log's order)", got.Positions[tps[1]].Next)
 	}
 	// The plain record and the commit marker(s), not the topic again.
 	if n := l.reader.Records - before; n < 2 || n > 3 {
@@ -212,12 +212,12 @@ func TestProgressLogFollows(t *testing.T) {
 	}
 
 	// Keep selects partitions: the others are not in the result.
-	sel, err := l.current(ctx, adm, func(tp topicPartition) bool { return tp.partition == 4 })
+	sel, err := l.Current(ctx, adm, func(tp TopicPartition) bool { return tp.Partition == 4 })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(sel.positions) != 1 || sel.positions[tps[4]].next != 104 {
-		t.Fatalf("selected partition 4 only: %v", sel.positions)
+	if len(sel.Positions) != 1 || sel.Positions[tps[4]].Next != 104 {
+		t.Fatalf("selected partition 4 only: %v", sel.Positions)
 	}
 
 	// Created again: read from its start, nothing of the old one kept.
@@ -237,7 +237,7 @@ func TestProgressLogFollows(t *testing.T) {
 		}
 	}
 	got = same("created again")
-	if len(got.positions) != 3 || got.positions[tps[0]].next != 0 || got.positions[tps[5]].next != 19 {
-		t.Fatalf("created again: %v, want orders/3 to 5 alone at 19", got.positions)
+	if len(got.Positions) != 3 || got.Positions[tps[0]].Next != 0 || got.Positions[tps[5]].Next != 19 {
+		t.Fatalf("created again: %v, want orders/3 to 5 alone at 19", got.Positions)
 	}
 }
