@@ -354,7 +354,7 @@ func (p *slotPlane) sharedProducer() (*kgo.Client, error) {
 	cfg := p.m.cfg
 	produceCtx, cancelProduce := context.WithCancel(context.Background())
 	w := &slotWorker{slot: -1, dst: dst, produceCtx: produceCtx, cancelProduce: cancelProduce, done: make(chan struct{})}
-	w.cp = NewCopier(p.m.log, p.m.metrics, dst, produceCtx, CopierOpts{DeadLetter: cfg.DeadLetterTopic, DeliveryTimeout: cfg.DeliveryTimeout, Passthrough: cfg.SourceCompression, DstOpts: cfg.TargetOpts})
+	w.cp = NewCopier(p.m.log, p.m.metrics.data(), dst, produceCtx, CopierOpts{DeadLetter: cfg.DeadLetterTopic, DeliveryTimeout: cfg.DeliveryTimeout, Passthrough: cfg.SourceCompression, DstOpts: cfg.TargetOpts})
 	w.writer = p.m.newProgressWriter(dst, w.cp)
 	p.shared = w
 	return dst, nil
@@ -443,7 +443,7 @@ func (p *slotPlane) newSlotWorker(slot int32, dst *kgo.Client, endTxns *EndTxnCo
 	w := &slotWorker{slot: slot, dst: dst, loaded: ld, produceCtx: produceCtx, cancelProduce: cancelProduce, done: make(chan struct{})}
 	// The batch path writes inside the slot's transactions (pttxn.go),
 	// with the slot producer's ID and epoch.
-	w.cp = NewCopier(p.m.log.With("slot", slot), p.m.metrics, dst, produceCtx, CopierOpts{DeadLetter: cfg.DeadLetterTopic, DeliveryTimeout: cfg.DeliveryTimeout,
+	w.cp = NewCopier(p.m.log.With("slot", slot), p.m.metrics.data(), dst, produceCtx, CopierOpts{DeadLetter: cfg.DeadLetterTopic, DeliveryTimeout: cfg.DeliveryTimeout,
 		Passthrough: cfg.SourceCompression, DstOpts: cfg.TargetOpts, RecordPath: p.recordPath})
 	w.cp.Transactional(p.transactionalID(slot), cfg.Cluster.CommitInterval, p.m.newProgressWriter(dst, w.cp), endTxns)
 	return w

@@ -34,7 +34,7 @@ import (
 // metric, a log line and a visible state, never a skipped record.
 type Copier struct {
 	log     *slog.Logger
-	metrics *mirrorMetrics
+	metrics *DataMetrics
 	// src is the record path's consumer, created with the first
 	// partition that takes that path: by an assignment (the control
 	// pass's goroutine) or by a partition leaving the batch path (the
@@ -110,7 +110,7 @@ type Copier struct {
 	// expireDeliveries).
 	deliveryTimeout time.Duration
 	expiredAt       time.Time // when expireDeliveries last ran
-	logEvery        *LogLimiter
+	logEvery        *Limiter
 	// txn, when set, makes the copier transactional (exactly_once; see
 	// txn.go): the producer has a transactional ID, and records,
 	// progress and index commit together.
@@ -234,7 +234,7 @@ type PartitionState struct {
 	progressAt time.Time // when the oldest record in flight was produced, or last acknowledged
 	expired    error     // why ctx was cancelled
 
-	metrics *mirrorMetrics
+	metrics *DataMetrics
 	onFail  func() // sets the copier's attention flag
 	// changes is the copier's counter (nil outside a copier): bumped
 	// under mu wherever acked, the index or what is persisted moves.
@@ -326,7 +326,7 @@ func (p *PartitionState) Promise(r *kgo.Record, err error) {
 		}
 		p.Mu.Unlock()
 		if m := p.metrics; m != nil {
-			m.produceErrors.Inc()
+			m.ProduceErrors.Inc()
 		}
 		p.onFail()
 		return
@@ -358,10 +358,10 @@ func (p *PartitionState) Promise(r *kgo.Record, err error) {
 	if m := p.metrics; m != nil {
 		// Counters are single atomic adds: cheap enough per record,
 		// and exact, so the count can be watched live.
-		m.records.Inc()
-		m.bytes.Add(float64(recordBytes(r)))
+		m.Records.Inc()
+		m.Bytes.Add(float64(recordBytes(r)))
 		if sample {
-			m.latency.Observe(time.Since(r.Timestamp).Seconds())
+			m.Latency.Observe(time.Since(r.Timestamp).Seconds())
 		}
 	}
 }
@@ -411,8 +411,8 @@ func (p *PartitionState) ackBatch(n int, base int64, ts time.Time) {
 		p.onFail()
 	}
 	if m := p.metrics; m != nil {
-		m.records.Add(float64(n))
-		m.latency.Observe(time.Since(ts).Seconds())
+		m.Records.Add(float64(n))
+		m.Latency.Observe(time.Since(ts).Seconds())
 	}
 }
 
@@ -465,11 +465,11 @@ func (s *RecordPathSet) has(tp TopicPartition) bool {
 	return s.m[tp]
 }
 
-func NewCopier(log *slog.Logger, m *mirrorMetrics, dst *kgo.Client, produceCtx context.Context, opts CopierOpts) *Copier {
+func NewCopier(log *slog.Logger, m *DataMetrics, dst *kgo.Client, produceCtx context.Context, opts CopierOpts) *Copier {
 	c := &Copier{
 		deadLetter:      opts.DeadLetter,
 		deliveryTimeout: opts.DeliveryTimeout,
-		logEvery:        NewLogLimiter(time.Minute),
+		logEvery:        NewLimiter(time.Minute),
 		log:             log,
 		metrics:         m,
 		dst:             dst,
@@ -1081,7 +1081,7 @@ func (c *Copier) rewindFailed() {
 					ps.passthrough = false
 					c.pt.remove(ps.TP)
 					c.pt.logFallback(ps.TP, recordbatch.ReasonRefused, ps.failed)
-					c.metrics.incFallback(recordbatch.ReasonRefused)
+					c.metrics.IncFallback(recordbatch.ReasonRefused)
 					fallback = append(fallback, ps)
 				case ps.passthrough:
 					if ps.expired == nil && !errors.Is(ps.failed, context.Canceled) {
@@ -1226,12 +1226,12 @@ func (c *Copier) writeDeadLetter(ps *PartitionState) {
 			p.sending = false
 			ps.retryAt = time.Now().Add(ps.backoff)
 			if m := c.metrics; m != nil {
-				m.incInternalWriteErrors(writeDeadLetter)
+				m.IncInternalWriteErrors(WriteDeadLetter)
 			}
 			c.logEvery.Warn(c.log, "dead-letter:"+c.deadLetter, "could not write a refused record to the dead-letter topic; retrying", "topic", ps.TP.Topic, "partition", ps.TP.Partition, "offset", p.offset, "dead_letter_topic", c.deadLetter, "err", err)
 			return
 		}
-		c.metrics.incDeadLetters()
+		c.metrics.IncDeadLetters()
 		c.log.Warn("record refused by the target written to the dead-letter topic; partition moves on",
 			"topic", ps.TP.Topic, "partition", ps.TP.Partition, "offset", p.offset, "dead_letter_topic", c.deadLetter, "refusal", p.err)
 		ps.Acked = max(ps.Acked, p.offset+1)

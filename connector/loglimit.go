@@ -11,7 +11,7 @@ import (
 // down, a topic listed with an error) is logged when it starts and then at
 // most once per interval, not on every pass or poll. Counters say how often
 // it happened.
-type LogLimiter struct {
+type Limiter struct {
 	every time.Duration
 
 	mu   sync.Mutex
@@ -22,18 +22,18 @@ type LogLimiter struct {
 // (their lines may then repeat once early).
 const maxLimiterKeys = 10_000
 
-func NewLogLimiter(every time.Duration) *LogLimiter {
-	return &LogLimiter{every: every, last: make(map[string]time.Time)}
+func NewLimiter(every time.Duration) *Limiter {
+	return &Limiter{every: every, last: make(map[string]time.Time)}
 }
 
 // newLogOnce returns a limiter that lets one line per key through, ever:
 // for a condition that lasts until the operator changes something, where
 // a reminder every minute would say nothing new.
-func NewLogOnce() *LogLimiter { return NewLogLimiter(math.MaxInt64) }
+func Once() *Limiter { return NewLimiter(math.MaxInt64) }
 
 // allow reports whether a line for key may be logged now, and if so
 // records it.
-func (l *LogLimiter) Allow(key string) bool {
+func (l *Limiter) Allow(key string) bool {
 	now := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -56,19 +56,19 @@ func (l *LogLimiter) Allow(key string) bool {
 
 // forget lets the next line for key through at once (the fault it was
 // about is over).
-func (l *LogLimiter) Forget(key string) {
+func (l *Limiter) Forget(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.last, key)
 }
 
-func (l *LogLimiter) Warn(log *slog.Logger, key, msg string, args ...any) {
+func (l *Limiter) Warn(log *slog.Logger, key, msg string, args ...any) {
 	if l.Allow(key) {
 		log.Warn(msg, args...)
 	}
 }
 
-func (l *LogLimiter) Error(log *slog.Logger, key, msg string, args ...any) {
+func (l *Limiter) Error(log *slog.Logger, key, msg string, args ...any) {
 	if l.Allow(key) {
 		log.Error(msg, args...)
 	}

@@ -2,7 +2,6 @@ package connector
 
 import (
 	"github.com/kmirror/kmirror/connector/recordbatch"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -58,11 +57,11 @@ type Metrics struct {
 // Kinds of kmirror's own records on the target, for
 // kmirror_internal_write_errors_total.
 const (
-	writeProgress   = "progress"
-	writeIndex      = "index"
+	WriteProgress   = "progress"
+	WriteIndex      = "index"
 	writeCheckpoint = "checkpoint"
 	writeMetadata   = "metadata"
-	writeDeadLetter = "dead_letter"
+	WriteDeadLetter = "dead_letter"
 	// MM2's heartbeats and checkpoints (mm2.go).
 	writeMM2Heartbeat  = "mm2_heartbeat"
 	writeMM2Checkpoint = "mm2_checkpoint"
@@ -252,24 +251,30 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // mirrorMetrics are one mirror's resolved series, looked up once so the data
 // path does no label hashing per record. Every method is a no-op on nil.
 type mirrorMetrics struct {
-	records, bytes, createErrors, produceErrors, recreations, passes, passErrors prometheus.Counter
-	configChanges, configSyncErrors, aclsCreated, groupOffsets, groupSyncErrors  prometheus.Counter
-	mm2Adopted, mm2AdoptErrors, mm2Heartbeats, mm2Checkpoints                    prometheus.Counter
-	latency                                                                      prometheus.Observer
-	lag, lastPassSuccess                                                         prometheus.Gauge
-	pending, mirroring, failed                                                   prometheus.Gauge
-	filterErrors                                                                 prometheus.Counter
-	setChanges                                                                   *prometheus.CounterVec
-	internalWrites, adminErrors                                                  *prometheus.CounterVec
-	untranslatable, failedParts                                                  prometheus.Gauge
-	deadLetters                                                                  prometheus.Counter
-	slotsOwned, controlPlane, slotsTotal, slotsUnowned, rebalanceSecs            prometheus.Gauge
-	slotsTaken, txns                                                             *prometheus.CounterVec
-	commitLatency                                                                prometheus.Observer
-	indexBytes                                                                   prometheus.Gauge
-	indexEvictions                                                               prometheus.Counter
-	batchesPassthrough, batchesRecords                                           prometheus.Counter
-	fallbacks                                                                    *prometheus.CounterVec
+	// *DataMetrics are the data plane's (the copier's): nil counts
+	// nothing, like a nil mirrorMetrics.
+	*DataMetrics
+	createErrors, recreations, passes, passErrors                               prometheus.Counter
+	configChanges, configSyncErrors, aclsCreated, groupOffsets, groupSyncErrors prometheus.Counter
+	mm2Adopted, mm2AdoptErrors, mm2Heartbeats, mm2Checkpoints                   prometheus.Counter
+	lag, lastPassSuccess                                                        prometheus.Gauge
+	pending, mirroring, failed                                                  prometheus.Gauge
+	filterErrors                                                                prometheus.Counter
+	setChanges                                                                  *prometheus.CounterVec
+	adminErrors                                                                 *prometheus.CounterVec
+	untranslatable, failedParts                                                 prometheus.Gauge
+	slotsOwned, controlPlane, slotsTotal, slotsUnowned, rebalanceSecs           prometheus.Gauge
+	slotsTaken                                                                  *prometheus.CounterVec
+	indexBytes                                                                  prometheus.Gauge
+	indexEvictions                                                              prometheus.Counter
+}
+
+// data is the data plane's metrics (nil when mm is).
+func (mm *mirrorMetrics) data() *DataMetrics {
+	if mm == nil {
+		return nil
+	}
+	return mm.DataMetrics
 }
 
 func (m *Metrics) forMirror(name string) *mirrorMetrics {
@@ -279,7 +284,7 @@ func (m *Metrics) forMirror(name string) *mirrorMetrics {
 	for _, kind := range []string{"added", "removed", "changed", "group_added", "group_removed"} {
 		m.setChanges.WithLabelValues(name, kind) // pre-initialised: alerts see 0, not absence
 	}
-	for _, kind := range []string{writeProgress, writeIndex, writeCheckpoint, writeMetadata, writeDeadLetter, writeMM2Heartbeat, writeMM2Checkpoint} {
+	for _, kind := range []string{WriteProgress, WriteIndex, writeCheckpoint, writeMetadata, WriteDeadLetter, writeMM2Heartbeat, writeMM2Checkpoint} {
 		m.internalWrites.WithLabelValues(name, kind)
 	}
 	for _, req := range []string{adminListStartOffsets, adminListCommittedOffsets, adminDescribeGroups, adminFetchOffsets, adminDescribeConfigs} {
@@ -289,48 +294,50 @@ func (m *Metrics) forMirror(name string) *mirrorMetrics {
 		m.fallbacks.WithLabelValues(name, reason)
 	}
 	return &mirrorMetrics{
-		batchesPassthrough: m.batches.WithLabelValues(name, pathPassthrough),
-		batchesRecords:     m.batches.WithLabelValues(name, pathRecords),
-		fallbacks:          m.fallbacks.MustCurryWith(prometheus.Labels{"mirror": name}),
-		internalWrites:     m.internalWrites.MustCurryWith(prometheus.Labels{"mirror": name}),
-		adminErrors:        m.adminErrors.MustCurryWith(prometheus.Labels{"mirror": name}),
-		untranslatable:     m.untranslatable.WithLabelValues(name),
-		failedParts:        m.failedParts.WithLabelValues(name),
-		deadLetters:        m.deadLetters.WithLabelValues(name),
-		slotsOwned:         m.slotsOwned.WithLabelValues(name),
-		controlPlane:       m.controlPlane.WithLabelValues(name),
-		slotsTaken:         m.slotsTaken.MustCurryWith(prometheus.Labels{"mirror": name}),
-		slotsTotal:         m.slotsTotal.WithLabelValues(name),
-		slotsUnowned:       m.slotsUnowned.WithLabelValues(name),
-		rebalanceSecs:      m.rebalanceSecs.WithLabelValues(name),
-		txns:               m.txns.MustCurryWith(prometheus.Labels{"mirror": name}),
-		commitLatency:      m.commitLatency.WithLabelValues(name),
-		indexBytes:         m.indexBytes.WithLabelValues(name),
-		indexEvictions:     m.indexEvictions.WithLabelValues(name),
-		setChanges:         m.setChanges.MustCurryWith(prometheus.Labels{"mirror": name}),
-		filterErrors:       m.filterErrors.WithLabelValues(name),
-		records:            m.records.WithLabelValues(name),
-		mm2Adopted:         m.mm2Adopted.WithLabelValues(name),
-		mm2AdoptErrors:     m.mm2AdoptErrors.WithLabelValues(name),
-		mm2Heartbeats:      m.mm2Heartbeats.WithLabelValues(name),
-		mm2Checkpoints:     m.mm2Checkpoints.WithLabelValues(name),
-		bytes:              m.bytes.WithLabelValues(name),
-		latency:            m.latency.WithLabelValues(name),
-		lag:                m.lag.WithLabelValues(name),
-		createErrors:       m.createErrors.WithLabelValues(name),
-		produceErrors:      m.produceErrors.WithLabelValues(name),
-		recreations:        m.recreations.WithLabelValues(name),
-		configChanges:      m.configChanges.WithLabelValues(name),
-		configSyncErrors:   m.configSyncErrs.WithLabelValues(name),
-		aclsCreated:        m.aclsCreated.WithLabelValues(name),
-		groupOffsets:       m.groupOffsets.WithLabelValues(name),
-		groupSyncErrors:    m.groupSyncErrs.WithLabelValues(name),
-		passes:             m.passes.WithLabelValues(name),
-		passErrors:         m.passErrors.WithLabelValues(name),
-		lastPassSuccess:    m.lastPassSuccess.WithLabelValues(name),
-		pending:            m.topics.WithLabelValues(name, string(StatePending)),
-		mirroring:          m.topics.WithLabelValues(name, string(StateMirroring)),
-		failed:             m.topics.WithLabelValues(name, string(StateFailed)),
+		DataMetrics: &DataMetrics{
+			BatchesPassthrough: m.batches.WithLabelValues(name, pathPassthrough),
+			BatchesRecords:     m.batches.WithLabelValues(name, pathRecords),
+			Fallbacks:          m.fallbacks.MustCurryWith(prometheus.Labels{"mirror": name}),
+			InternalWrites:     m.internalWrites.MustCurryWith(prometheus.Labels{"mirror": name}),
+			DeadLetters:        m.deadLetters.WithLabelValues(name),
+			Txns:               m.txns.MustCurryWith(prometheus.Labels{"mirror": name}),
+			CommitLatency:      m.commitLatency.WithLabelValues(name),
+			Records:            m.records.WithLabelValues(name),
+			Bytes:              m.bytes.WithLabelValues(name),
+			Latency:            m.latency.WithLabelValues(name),
+			ProduceErrors:      m.produceErrors.WithLabelValues(name),
+		},
+		adminErrors:      m.adminErrors.MustCurryWith(prometheus.Labels{"mirror": name}),
+		untranslatable:   m.untranslatable.WithLabelValues(name),
+		failedParts:      m.failedParts.WithLabelValues(name),
+		slotsOwned:       m.slotsOwned.WithLabelValues(name),
+		controlPlane:     m.controlPlane.WithLabelValues(name),
+		slotsTaken:       m.slotsTaken.MustCurryWith(prometheus.Labels{"mirror": name}),
+		slotsTotal:       m.slotsTotal.WithLabelValues(name),
+		slotsUnowned:     m.slotsUnowned.WithLabelValues(name),
+		rebalanceSecs:    m.rebalanceSecs.WithLabelValues(name),
+		indexBytes:       m.indexBytes.WithLabelValues(name),
+		indexEvictions:   m.indexEvictions.WithLabelValues(name),
+		setChanges:       m.setChanges.MustCurryWith(prometheus.Labels{"mirror": name}),
+		filterErrors:     m.filterErrors.WithLabelValues(name),
+		mm2Adopted:       m.mm2Adopted.WithLabelValues(name),
+		mm2AdoptErrors:   m.mm2AdoptErrors.WithLabelValues(name),
+		mm2Heartbeats:    m.mm2Heartbeats.WithLabelValues(name),
+		mm2Checkpoints:   m.mm2Checkpoints.WithLabelValues(name),
+		lag:              m.lag.WithLabelValues(name),
+		createErrors:     m.createErrors.WithLabelValues(name),
+		recreations:      m.recreations.WithLabelValues(name),
+		configChanges:    m.configChanges.WithLabelValues(name),
+		configSyncErrors: m.configSyncErrs.WithLabelValues(name),
+		aclsCreated:      m.aclsCreated.WithLabelValues(name),
+		groupOffsets:     m.groupOffsets.WithLabelValues(name),
+		groupSyncErrors:  m.groupSyncErrs.WithLabelValues(name),
+		passes:           m.passes.WithLabelValues(name),
+		passErrors:       m.passErrors.WithLabelValues(name),
+		lastPassSuccess:  m.lastPassSuccess.WithLabelValues(name),
+		pending:          m.topics.WithLabelValues(name, string(StatePending)),
+		mirroring:        m.topics.WithLabelValues(name, string(StateMirroring)),
+		failed:           m.topics.WithLabelValues(name, string(StateFailed)),
 	}
 }
 
@@ -406,14 +413,6 @@ func (mm *mirrorMetrics) incFilterErrors() {
 	}
 }
 
-// incInternalWriteErrors counts a failed write of kmirror's own records of
-// kind (writeProgress, ...).
-func (mm *mirrorMetrics) incInternalWriteErrors(kind string) {
-	if mm != nil {
-		mm.internalWrites.WithLabelValues(kind).Inc()
-	}
-}
-
 // incAdminErrors counts a failed admin request (adminListStartOffsets, ...).
 func (mm *mirrorMetrics) incAdminErrors(request string) {
 	if mm != nil {
@@ -438,12 +437,6 @@ func (mm *mirrorMetrics) setUntranslatable(n int) {
 func (mm *mirrorMetrics) setFailedPartitions(n int) {
 	if mm != nil {
 		mm.failedParts.Set(float64(n))
-	}
-}
-
-func (mm *mirrorMetrics) incDeadLetters() {
-	if mm != nil {
-		mm.deadLetters.Inc()
 	}
 }
 
@@ -481,26 +474,6 @@ func (mm *mirrorMetrics) setRebalanceSeconds(secs float64) {
 	}
 }
 
-// Results of kmirror_transactions_total.
-const (
-	txnCommitted = "commit"
-	txnAborted   = "abort"
-	// txnUnknown: the commit's answer was lost; the slot is taken over
-	// again to learn the outcome from its committed progress.
-	txnUnknown = "unknown"
-)
-
-// txnEnded counts a slot transaction's end; took is the commit's duration.
-func (mm *mirrorMetrics) txnEnded(result string, took time.Duration) {
-	if mm == nil {
-		return
-	}
-	mm.txns.WithLabelValues(result).Inc()
-	if result == txnCommitted {
-		mm.commitLatency.Observe(took.Seconds())
-	}
-}
-
 // Paths of kmirror_batches_total.
 const (
 	pathPassthrough = "passthrough"
@@ -509,25 +482,6 @@ const (
 
 // fallbackReasons label kmirror_passthrough_fallbacks_total (pre-initialised).
 var fallbackReasons = []string{recordbatch.ReasonAborted, recordbatch.ReasonStraddle, recordbatch.ReasonGaps, recordbatch.ReasonLogAppendTime, recordbatch.ReasonMalformed, recordbatch.ReasonRefused}
-
-// batchWritten counts a batch acknowledged by the target on path.
-func (mm *mirrorMetrics) batchWritten(passthrough bool) {
-	switch {
-	case mm == nil:
-	case passthrough:
-		mm.batchesPassthrough.Inc()
-	default:
-		mm.batchesRecords.Inc()
-	}
-}
-
-// incFallback counts a source batch of a pass-through mirror that took the
-// record path.
-func (mm *mirrorMetrics) incFallback(reason string) {
-	if mm != nil {
-		mm.fallbacks.WithLabelValues(reason).Inc()
-	}
-}
 
 func (mm *mirrorMetrics) addMM2Adopted(n int) {
 	if mm != nil {

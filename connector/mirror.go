@@ -175,9 +175,9 @@ type Mirror struct {
 	// (indexbudget.go).
 	chunks   *chunkCache
 	sealer   Sealer // wraps offset records (progress, index, checkpoints)
-	logEvery *LogLimiter
+	logEvery *Limiter
 	// logOnce: conditions only the operator ends (untrusted metadata).
-	logOnce *LogLimiter
+	logOnce *Limiter
 	// The failures of each periodic job, logged with backoff.
 	startFailures, passFailures, groupFailures, configFailures, aclFailures *failureLog
 	// producerBufferBytes bounds the target producer's buffer
@@ -239,8 +239,8 @@ func New(cfg Config) (*Mirror, error) {
 		metadataTopic:       metadataTopicName(cfg.Name),
 		checkpointTopic:     policy.InternalTopic(cfg.Name, "checkpoints"),
 		sealer:              Sealer{cfg.OffsetCodec},
-		logEvery:            NewLogLimiter(time.Minute),
-		logOnce:             NewLogOnce(),
+		logEvery:            NewLimiter(time.Minute),
+		logOnce:             Once(),
 		startFailures:       newFailureLog(),
 		passFailures:        newFailureLog(),
 		groupFailures:       newFailureLog(),
@@ -401,7 +401,7 @@ type recordBatchHook struct{ m *Mirror }
 
 func (h recordBatchHook) OnProduceBatchWritten(_ kgo.BrokerMetadata, topic string, _ int32, _ kgo.ProduceBatchMetrics) {
 	if !policy.IsInternalTopic(topic) && topic != h.m.cfg.DeadLetterTopic {
-		h.m.metrics.batchWritten(false)
+		h.m.metrics.BatchWritten(false)
 	}
 }
 
@@ -639,7 +639,7 @@ const finalProgressTimeout = 2 * time.Second
 // internalWriteFailed counts and logs (at most once a minute per kind) a
 // write of kmirror's own records that the target did not acknowledge.
 func (m *Mirror) internalWriteFailed(kind string, tp TopicPartition, err error) {
-	m.metrics.incInternalWriteErrors(kind)
+	m.metrics.IncInternalWriteErrors(kind)
 	m.logEvery.Warn(m.log, "write:"+kind, "the target did not acknowledge a write to "+m.progressTopic+"; retrying", "kind", kind, "topic", tp.Topic, "partition", tp.Partition, "err", err)
 }
 

@@ -519,7 +519,7 @@ func (c *Copier) produceFetch(ps *PartitionState, f ptFetch) {
 			units = append(units, u)
 		}
 	} else {
-		c.metrics.incFallback(reason)
+		c.metrics.IncFallback(reason)
 		p.logFallback(f.tp, reason, nil)
 		var ok bool
 		if units, ok = c.decodeFetch(f); !ok {
@@ -746,11 +746,11 @@ func (p *passthrough) settle(ps *PartitionState, u *ptUnit, base int64, err erro
 		return
 	}
 	ps.ackBatch(len(u.src), base, u.ts)
-	p.c.metrics.batchWritten(u.forward)
+	p.c.metrics.BatchWritten(u.forward)
 	if m := p.c.metrics; m != nil {
 		// The records are not decoded: the batch's bytes as written
 		// stand for them (compressed).
-		m.bytes.Add(float64(len(u.batch)))
+		m.Bytes.Add(float64(len(u.batch)))
 	}
 }
 

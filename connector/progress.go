@@ -481,7 +481,7 @@ func (w *ProgressWriter) WriteAsync(ctx context.Context) []partitionWrites {
 					}
 					return
 				}
-				w.fail(writeIndex, ps.TP, err)
+				w.fail(WriteIndex, ps.TP, err)
 				ps.unwrite(cw)
 			})
 		}
@@ -491,7 +491,7 @@ func (w *ProgressWriter) WriteAsync(ctx context.Context) []partitionWrites {
 		k, v := EncodeProgress(ps.TP, Position{Next: acked, TopicID: ps.TopicID, Floor: floor})
 		w.dst.Produce(ctx, &kgo.Record{Topic: w.topic, Partition: w.partition(ps.TP), Key: k, Value: w.sealer.Seal(v)}, func(_ *kgo.Record, err error) {
 			if err != nil {
-				w.fail(writeProgress, ps.TP, err) // written again on the next tick
+				w.fail(WriteProgress, ps.TP, err) // written again on the next tick
 				return
 			}
 			ps.Mu.Lock()
@@ -573,15 +573,15 @@ func (m *Mirror) deleteStoredProgress(dst *kgo.Client, tp TopicPartition, ix *in
 	var tombs []tomb
 	if ix != nil {
 		for _, k := range ix.ChunksToDelete() {
-			tombs = append(tombs, tomb{writeIndex, IndexChunkKey(tp, k)})
+			tombs = append(tombs, tomb{WriteIndex, IndexChunkKey(tp, k)})
 		}
 	}
 	k, _ := EncodeProgress(tp, Position{})
-	tombs = append(tombs, tomb{writeProgress, k})
+	tombs = append(tombs, tomb{WriteProgress, k})
 	for _, t := range tombs {
 		m.dstProduce(dst, &kgo.Record{Topic: m.progressTopic, Partition: state.PartitionFor(m.statePartitions(m.progressTopic), tp.Topic, tp.Partition), Key: t.key}, func(_ *kgo.Record, err error) {
 			if err != nil {
-				m.metrics.incInternalWriteErrors(t.kind)
+				m.metrics.IncInternalWriteErrors(t.kind)
 				m.logEvery.Warn(m.log, "tombstone:"+tp.Topic, "could not delete the stored progress of a deleted source topic", "topic", tp.Topic, "partition", tp.Partition, "err", err)
 			}
 		})

@@ -224,7 +224,7 @@ func (c *Copier) TxnEnd(ctx context.Context) error {
 		if err == nil {
 			c.committed()
 			t.backoff = 0
-			c.metrics.txnEnded(txnCommitted, time.Since(begin))
+			c.metrics.TxnEnded(TxnCommitted, time.Since(begin))
 			return nil
 		}
 		if !isFenced(err) && !errors.Is(err, kerr.OperationNotAttempted) {
@@ -234,7 +234,7 @@ func (c *Copier) TxnEnd(ctx context.Context) error {
 			return c.txnUnknown(err)
 		}
 	}
-	c.metrics.txnEnded(txnAborted, 0)
+	c.metrics.TxnEnded(TxnAborted, 0)
 	c.txnAbort(ctx, written, err)
 	return err
 }
@@ -242,7 +242,7 @@ func (c *Copier) TxnEnd(ctx context.Context) error {
 // txnUnknown stops the copier after a commit whose outcome is unknown.
 func (c *Copier) txnUnknown(err error) error {
 	c.txn.unknown = err
-	c.metrics.txnEnded(txnUnknown, 0)
+	c.metrics.TxnEnded(TxnUnknown, 0)
 	c.log.Warn("the outcome of a commit is unknown: the slot is taken over again to learn it from its committed progress", "err", err)
 	return err
 }
@@ -286,7 +286,7 @@ func (c *Copier) committed() {
 		if r := ps.refused; r != nil && ps.Committed > r.offset {
 			ps.refused, ps.stuck = nil, nil
 			if c.deadLetter != "" {
-				c.metrics.incDeadLetters()
+				c.metrics.IncDeadLetters()
 				c.log.Warn("record refused by the target written to the dead-letter topic; partition moves on",
 					"topic", ps.TP.Topic, "partition", ps.TP.Partition, "offset", r.offset, "dead_letter_topic", c.deadLetter, "refusal", r.err)
 			} else {
@@ -463,7 +463,7 @@ func (c *Copier) leavesBatchPath(ps *PartitionState) bool {
 		return false
 	}
 	c.pt.logFallback(ps.TP, recordbatch.ReasonRefused, ps.failed)
-	c.metrics.incFallback(recordbatch.ReasonRefused)
+	c.metrics.IncFallback(recordbatch.ReasonRefused)
 	return true
 }
 

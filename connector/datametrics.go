@@ -1,0 +1,71 @@
+package connector
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// DataMetrics are the data plane's metrics of one mirror, curried with its
+// name (Metrics.forMirror). A nil *DataMetrics counts nothing.
+type DataMetrics struct {
+	Records, Bytes, ProduceErrors, DeadLetters prometheus.Counter
+	Latency, CommitLatency                     prometheus.Observer
+	// InternalWrites by kind (WriteProgress, ...), Txns by result
+	// (TxnCommitted, ...), Fallbacks by reason (recordbatch.Reason*).
+	InternalWrites, Txns, Fallbacks    *prometheus.CounterVec
+	BatchesPassthrough, BatchesRecords prometheus.Counter
+}
+
+// Results of kmirror_transactions_total.
+const (
+	TxnCommitted = "commit"
+	TxnAborted   = "abort"
+	// txnUnknown: the commit's answer was lost; the slot is taken over
+	// again to learn the outcome from its committed progress.
+	TxnUnknown = "unknown"
+)
+
+// incInternalWriteErrors counts a failed write of kmirror's own records of
+// kind (writeProgress, ...).
+func (mm *DataMetrics) IncInternalWriteErrors(kind string) {
+	if mm != nil {
+		mm.InternalWrites.WithLabelValues(kind).Inc()
+	}
+}
+
+func (mm *DataMetrics) IncDeadLetters() {
+	if mm != nil {
+		mm.DeadLetters.Inc()
+	}
+}
+
+// txnEnded counts a slot transaction's end; took is the commit's duration.
+func (mm *DataMetrics) TxnEnded(result string, took time.Duration) {
+	if mm == nil {
+		return
+	}
+	mm.Txns.WithLabelValues(result).Inc()
+	if result == TxnCommitted {
+		mm.CommitLatency.Observe(took.Seconds())
+	}
+}
+
+// batchWritten counts a batch acknowledged by the target on path.
+func (mm *DataMetrics) BatchWritten(passthrough bool) {
+	switch {
+	case mm == nil:
+	case passthrough:
+		mm.BatchesPassthrough.Inc()
+	default:
+		mm.BatchesRecords.Inc()
+	}
+}
+
+// incFallback counts a source batch of a pass-through mirror that took the
+// record path.
+func (mm *DataMetrics) IncFallback(reason string) {
+	if mm != nil {
+		mm.Fallbacks.WithLabelValues(reason).Inc()
+	}
+}
