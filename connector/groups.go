@@ -609,7 +609,7 @@ func (m *Mirror) writeCheckpoint(dst *kgo.Client, w pendingCheckpoint) {
 		}
 		if err != nil {
 			w.gs.checkpointErr = fmt.Errorf("%s/%d: %w", w.key.Topic, w.key.Partition, err)
-			m.metrics.IncInternalWriteErrors(writeCheckpoint)
+			m.metrics.data().IncInternalWriteErrors(writeCheckpoint)
 			return
 		}
 		w.gs.checkpointed[w.tp] = w.value

@@ -216,7 +216,7 @@ func (m *Mirror) writeMetadata(dst *kgo.Client, removed []*topicState) {
 	for _, w := range writes {
 		m.dstProduce(dst, &kgo.Record{Topic: m.metadataTopic, Partition: state.PartitionFor(m.statePartitions(m.metadataTopic), w.target, 0), Key: []byte(w.target), Value: encodeMetadata(w.md)}, func(_ *kgo.Record, err error) {
 			if err != nil {
-				m.metrics.IncInternalWriteErrors(writeMetadata)
+				m.metrics.data().IncInternalWriteErrors(writeMetadata)
 				m.logEvery.Warn(m.log, "write:"+writeMetadata, "could not write topic metadata; retrying on the next pass", "target_topic", w.target, "err", err)
 				return
 			}

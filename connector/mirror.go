@@ -401,7 +401,7 @@ type recordBatchHook struct{ m *Mirror }
 
 func (h recordBatchHook) OnProduceBatchWritten(_ kgo.BrokerMetadata, topic string, _ int32, _ kgo.ProduceBatchMetrics) {
 	if !policy.IsInternalTopic(topic) && topic != h.m.cfg.DeadLetterTopic {
-		h.m.metrics.BatchWritten(false)
+		h.m.metrics.data().BatchWritten(false)
 	}
 }
 
@@ -639,7 +639,7 @@ const finalProgressTimeout = 2 * time.Second
 // internalWriteFailed counts and logs (at most once a minute per kind) a
 // write of kmirror's own records that the target did not acknowledge.
 func (m *Mirror) internalWriteFailed(kind string, tp TopicPartition, err error) {
-	m.metrics.IncInternalWriteErrors(kind)
+	m.metrics.data().IncInternalWriteErrors(kind)
 	m.logEvery.Warn(m.log, "write:"+kind, "the target did not acknowledge a write to "+m.progressTopic+"; retrying", "kind", kind, "topic", tp.Topic, "partition", tp.Partition, "err", err)
 }
 

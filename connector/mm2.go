@@ -402,7 +402,7 @@ func (m *Mirror) heartbeats(ctx context.Context, c *clients) {
 		}
 		if !created {
 			if err := m.ensureMM2Topic(ctx, c, mm2HeartbeatsTopic); err != nil {
-				m.metrics.IncInternalWriteErrors(writeMM2Heartbeat)
+				m.metrics.data().IncInternalWriteErrors(writeMM2Heartbeat)
 				m.logEvery.Warn(m.log, "mm2-heartbeats", "cannot create MirrorMaker 2's heartbeats topic on the target; retrying", "topic", mm2HeartbeatsTopic, "err", m.dstErr(err))
 				return
 			}
@@ -412,7 +412,7 @@ func (m *Mirror) heartbeats(ctx context.Context, c *clients) {
 		k, v := encodeMM2Heartbeat(mc.SourceAlias, m.cfg.TargetAlias, now)
 		m.dstProduce(c.dst, &kgo.Record{Topic: mm2HeartbeatsTopic, Key: k, Value: v, Timestamp: now}, func(_ *kgo.Record, err error) {
 			if err != nil {
-				m.metrics.IncInternalWriteErrors(writeMM2Heartbeat)
+				m.metrics.data().IncInternalWriteErrors(writeMM2Heartbeat)
 				m.logEvery.Warn(m.log, "mm2-heartbeats", "the target did not acknowledge a MirrorMaker 2 heartbeat; the next one follows", "topic", mm2HeartbeatsTopic, "err", err)
 				return
 			}
@@ -466,7 +466,7 @@ func (w *mm2Checkpointer) emit(ctx context.Context, m *Mirror, c *clients) {
 	}
 	if !w.created {
 		if err := m.ensureMM2Topic(ctx, c, w.topic); err != nil {
-			m.metrics.IncInternalWriteErrors(writeMM2Checkpoint)
+			m.metrics.data().IncInternalWriteErrors(writeMM2Checkpoint)
 			m.logEvery.Warn(m.log, "mm2-checkpoints", "cannot create MirrorMaker 2's checkpoints topic on the target; retrying on the next group sync", "topic", w.topic, "err", m.dstErr(err))
 			return
 		}
@@ -484,7 +484,7 @@ func (w *mm2Checkpointer) emit(ctx context.Context, m *Mirror, c *clients) {
 		k, v := encodeMM2Checkpoint(cp)
 		m.dstProduce(c.dst, &kgo.Record{Topic: w.topic, Key: k, Value: v, Timestamp: w.last}, func(_ *kgo.Record, err error) {
 			if err != nil {
-				m.metrics.IncInternalWriteErrors(writeMM2Checkpoint)
+				m.metrics.data().IncInternalWriteErrors(writeMM2Checkpoint)
 				m.logEvery.Warn(m.log, "mm2-checkpoints", "the target did not acknowledge a MirrorMaker 2 checkpoint; writing it again at the next interval", "topic", w.topic, "group", cp.group, "err", err)
 				return
 			}

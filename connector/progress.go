@@ -581,7 +581,7 @@ func (m *Mirror) deleteStoredProgress(dst *kgo.Client, tp TopicPartition, ix *in
 	for _, t := range tombs {
 		m.dstProduce(dst, &kgo.Record{Topic: m.progressTopic, Partition: state.PartitionFor(m.statePartitions(m.progressTopic), tp.Topic, tp.Partition), Key: t.key}, func(_ *kgo.Record, err error) {
 			if err != nil {
-				m.metrics.IncInternalWriteErrors(t.kind)
+				m.metrics.data().IncInternalWriteErrors(t.kind)
 				m.logEvery.Warn(m.log, "tombstone:"+tp.Topic, "could not delete the stored progress of a deleted source topic", "topic", tp.Topic, "partition", tp.Partition, "err", err)
 			}
 		})
