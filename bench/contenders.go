@@ -31,7 +31,7 @@ const (
 )
 
 // fetchMaxWait is the connector's source consumer setting
-// (connector/copier.go), used by the limit too.
+// (connector/data/copier.go), used by the limit too.
 const fetchMaxWait = 500 * time.Millisecond
 
 // Source and target aliases; the default policy names the copy of topic t

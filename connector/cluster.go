@@ -4,17 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/kmirror/kmirror/connector/index"
 	"maps"
 	"slices"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/kmirror/kmirror/connector/data"
+	"github.com/kmirror/kmirror/connector/index"
+
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/kmirror/kmirror/connector/policy"
 	"github.com/kmirror/kmirror/connector/slots"
@@ -26,7 +26,7 @@ import (
 // group coordinator hands them out (connector/slots). Each source partition
 // belongs to one slot forever (slots.SlotOf). A worker copies the
 // partitions of the slots it owns, each slot with a copier of its own that
-// writes through a transactional producer (txn.go): taking a slot over
+// writes through a transactional producer (data/txn.go): taking a slot over
 // fences its previous owner, and records, progress and index commit
 // together. The owner of slot 0 also runs the control plane's writes
 // (creating and growing topics, metadata, config, ACL and group sync,
@@ -38,7 +38,7 @@ import (
 type ClusterConfig struct {
 	// ExactlyOnce makes each slot write through a transactional producer
 	// that fences the slot's previous owner, committing records, progress
-	// and index together (txn.go). Without it a slot writes through an
+	// and index together (data/txn.go). Without it a slot writes through an
 	// idempotent producer and persists its progress every
 	// ProgressInterval: at least once.
 	ExactlyOnce bool
@@ -57,7 +57,7 @@ type ClusterConfig struct {
 // DefaultClusterConfig is the slot plane of a mirror whose config says
 // nothing (as config.MirrorCluster's defaults).
 func DefaultClusterConfig() *ClusterConfig {
-	return &ClusterConfig{Slots: 16, SessionTimeout: 10 * time.Second, CommitInterval: DefaultCommitInterval}
+	return &ClusterConfig{Slots: 16, SessionTimeout: 10 * time.Second, CommitInterval: data.DefaultCommitInterval}
 }
 
 // controlSlot is the slot whose owner runs the control plane.
@@ -100,7 +100,7 @@ type slotPlane struct {
 	closing bool
 	// progress is this worker's copy of the progress topic, kept current
 	// by each takeover and group-sync pass (progressLog).
-	progress *ProgressLog
+	progress *data.ProgressLog
 	// shared is, without exactly_once, the one copier of every slot this
 	// worker owns (created with the first slot): a single worker's data
 	// path, whose partitions come and go with the slots. One copier
@@ -112,22 +112,22 @@ type slotPlane struct {
 	// recordPath: partitions whose slot copies them on the record path
 	// although the batch path is on (exactly_once: txnAbort). It
 	// survives the slot's copiers.
-	recordPath *RecordPathSet
+	recordPath *data.RecordPathSet
 }
 
 // slotWorker is one owned slot: its copier and what it found in the
 // progress topic when it took the slot over.
 type slotWorker struct {
 	slot int32
-	cp   *Copier
+	cp   *data.Copier
 	// dst is the slot's producer: transactional (kmirror.<mirror>.slot-<n>)
 	// with exactly_once, else idempotent.
 	dst    *kgo.Client
-	loaded Loaded // committed progress and indexes of the slot's partitions
+	loaded data.Loaded // committed progress and indexes of the slot's partitions
 	// writer persists the progress every progress_interval (at least
 	// once); nil with exactly_once, where progress commits with the
 	// records (cp.txn).
-	writer *ProgressWriter
+	writer *data.ProgressWriter
 
 	// shared is set on the owned slots that copy through the plane's
 	// shared copier (without exactly_once): cp, dst and writer are the
@@ -143,7 +143,7 @@ type slotWorker struct {
 
 func newSlotPlane(m *Mirror) *slotPlane {
 	return &slotPlane{m: m, owned: make(map[int32]*slotWorker), assigned: make(map[int32]bool),
-		progress: NewProgressLog(m.log, m.cfg.TargetOpts, m.progressTopic), recordPath: NewRecordPathSet()}
+		progress: data.NewProgressLog(m.log, m.cfg.TargetOpts, m.progressTopic), recordPath: data.NewRecordPathSet()}
 }
 
 func (p *slotPlane) transactionalID(slot int32) string {
@@ -217,7 +217,7 @@ func (p *slotPlane) takeOverMissing(ctx context.Context) {
 
 // slotOf is the slot of a source partition (0 before the slot count is
 // known).
-func (p *slotPlane) slotOf(tp TopicPartition) int32 {
+func (p *slotPlane) slotOf(tp data.TopicPartition) int32 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.slotOfLocked(tp)
@@ -248,13 +248,13 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 	begin := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	// Fence every slot first, then read the progress once for all of
+	// data.Fence every slot first, then read the progress once for all of
 	// them: it holds every slot's positions, and a read after the fences
 	// sees everything the previous owners committed. (Without
 	// exactly_once a revoked owner persisted its progress before the
 	// group moved the slot; a lost one, what it last wrote.)
 	fenced := make(map[int32]*kgo.Client, len(ss))
-	endTxns := make(map[int32]*EndTxnCounter, len(ss))
+	endTxns := make(map[int32]*data.EndTxnCounter, len(ss))
 	for _, slot := range ss {
 		// Revoked while earlier slots were fenced: fencing it now would
 		// fence its new owner's producer (which then takes it over
@@ -266,7 +266,7 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 			continue
 		}
 		var dst *kgo.Client
-		var ends *EndTxnCounter
+		var ends *data.EndTxnCounter
 		var err error
 		if p.m.cfg.Cluster.ExactlyOnce {
 			dst, ends, err = p.slotProducer(ctx, slot)
@@ -288,7 +288,7 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 		break
 	}
 	// Only the fenced slots' partitions: the progress log holds them all.
-	ld, err := p.progress.Current(ctx, kadm.NewClient(any), func(tp TopicPartition) bool {
+	ld, err := p.progress.Current(ctx, kadm.NewClient(any), func(tp data.TopicPartition) bool {
 		_, ok := fenced[p.slotOf(tp)]
 		return ok
 	})
@@ -297,9 +297,9 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 		p.closeProducers(fenced)
 		return
 	}
-	bySlot := make(map[int32]Loaded, len(fenced))
+	bySlot := make(map[int32]data.Loaded, len(fenced))
 	for slot := range fenced {
-		bySlot[slot] = Loaded{Positions: make(map[TopicPartition]Position), Indexes: make(map[TopicPartition]*index.Partition)}
+		bySlot[slot] = data.Loaded{Positions: make(map[data.TopicPartition]data.Position), Indexes: make(map[data.TopicPartition]*index.Partition)}
 	}
 	for tp, pos := range ld.Positions {
 		if l, ok := bySlot[p.slotOf(tp)]; ok {
@@ -354,7 +354,7 @@ func (p *slotPlane) sharedProducer() (*kgo.Client, error) {
 	cfg := p.m.cfg
 	produceCtx, cancelProduce := context.WithCancel(context.Background())
 	w := &slotWorker{slot: -1, dst: dst, produceCtx: produceCtx, cancelProduce: cancelProduce, done: make(chan struct{})}
-	w.cp = NewCopier(p.m.log, p.m.metrics.data(), dst, produceCtx, CopierOpts{DeadLetter: cfg.DeadLetterTopic, DeliveryTimeout: cfg.DeliveryTimeout, Passthrough: cfg.SourceCompression, DstOpts: cfg.TargetOpts})
+	w.cp = data.NewCopier(p.m.log, p.m.metrics.data(), dst, produceCtx, data.CopierOpts{DeadLetter: cfg.DeadLetterTopic, DeliveryTimeout: cfg.DeliveryTimeout, Passthrough: cfg.SourceCompression, DstOpts: cfg.TargetOpts})
 	w.writer = p.m.newProgressWriter(dst, w.cp)
 	p.shared = w
 	return dst, nil
@@ -373,9 +373,9 @@ func (p *slotPlane) closeProducers(bySlot map[int32]*kgo.Client) {
 // slotProducer creates an exactly_once slot's transactional producer, which
 // has taken the transactional ID over, with a hook counting its EndTxn
 // requests (endRaw).
-func (p *slotPlane) slotProducer(ctx context.Context, slot int32) (*kgo.Client, *EndTxnCounter, error) {
+func (p *slotPlane) slotProducer(ctx context.Context, slot int32) (*kgo.Client, *data.EndTxnCounter, error) {
 	cfg := p.m.cfg
-	ends := new(EndTxnCounter)
+	ends := new(data.EndTxnCounter)
 	opts := append(p.m.producerOpts(),
 		kgo.WithHooks(ends),
 		p.m.metadataMinAge(),
@@ -384,54 +384,23 @@ func (p *slotPlane) slotProducer(ctx context.Context, slot int32) (*kgo.Client, 
 		// Transactions the pre-Kafka-4 way (EndTxn at most v4, so
 		// franz-go adds partitions with AddPartitionsToTxn): see
 		// classicTransactions.
-		kgo.MaxVersions(ClassicTransactions()),
+		kgo.MaxVersions(data.ClassicTransactions()),
 	)
 	dst, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := Fence(ctx, dst); err != nil {
+	if err := data.Fence(ctx, dst); err != nil {
 		dst.Close()
 		return nil, nil, err
 	}
 	return dst, ends, nil
 }
 
-// classicTransactions are the request versions a slot's producer may use:
-// the newest, except EndTxn at most v4, which keeps franz-go off Kafka 4's
-// transaction protocol (KIP-890 part 2, transaction.version=2, on by
-// default in Kafka 4). Under it a produce registers its partition in the
-// transaction itself, and the first produce after a commit is refused with
-// CONCURRENT_TRANSACTIONS until the previous transaction's markers are
-// written. franz-go v1.22.3 then resends the refused batch, sequence 0 of
-// the new epoch, after later batches of the partition reached the broker:
-// they all fail with OUT_OF_ORDER_SEQUENCE_NUMBER and the transaction
-// aborts. On Kafka 4.3.1 that cost 1 to 5 s per commit and cut the
-// exactly-once throughput to 19,000 records/s (bench-mm2). With explicit
-// AddPartitionsToTxn, franz-go retries that request on
-// CONCURRENT_TRANSACTIONS before any record is sent, the path every Kafka
-// version since 0.11 supports. Fencing and exactly-once are the same under
-// both protocols.
-//
-// Produce stays below v12 and AddPartitionsToTxn at v3 (franz-go uses
-// those for its own records under the classic protocol anyway) for the
-// batch path's raw requests, which take the slot producer's versions (or
-// its lanes', built with these): a Produce v12 would let a broker that
-// runs KIP-890 part 2 add the partition to the transaction itself, in a
-// transaction the coordinator runs the classic way; AddPartitionsToTxn v4+
-// is the brokers' own batched form.
-func ClassicTransactions() *kversion.Versions {
-	v := kversion.Stable()
-	v.SetMaxKeyVersion(int16(kmsg.EndTxn), 4)
-	v.SetMaxKeyVersion(int16(kmsg.Produce), 11)
-	v.SetMaxKeyVersion(int16(kmsg.AddPartitionsToTxn), 3)
-	return v
-}
-
 // newSlotWorker is a slot's copier over its producer: with exactly_once a
 // transactional copier of its own (endTxns counts its producer's EndTxn
 // requests), else the shared copier.
-func (p *slotPlane) newSlotWorker(slot int32, dst *kgo.Client, endTxns *EndTxnCounter, ld Loaded) *slotWorker {
+func (p *slotPlane) newSlotWorker(slot int32, dst *kgo.Client, endTxns *data.EndTxnCounter, ld data.Loaded) *slotWorker {
 	cfg := p.m.cfg
 	if !cfg.Cluster.ExactlyOnce {
 		p.mu.Lock()
@@ -441,9 +410,9 @@ func (p *slotPlane) newSlotWorker(slot int32, dst *kgo.Client, endTxns *EndTxnCo
 	}
 	produceCtx, cancelProduce := context.WithCancel(context.Background())
 	w := &slotWorker{slot: slot, dst: dst, loaded: ld, produceCtx: produceCtx, cancelProduce: cancelProduce, done: make(chan struct{})}
-	// The batch path writes inside the slot's transactions (pttxn.go),
+	// The batch path writes inside the slot's transactions (data/pttxn.go),
 	// with the slot producer's ID and epoch.
-	w.cp = NewCopier(p.m.log.With("slot", slot), p.m.metrics.data(), dst, produceCtx, CopierOpts{DeadLetter: cfg.DeadLetterTopic, DeliveryTimeout: cfg.DeliveryTimeout,
+	w.cp = data.NewCopier(p.m.log.With("slot", slot), p.m.metrics.data(), dst, produceCtx, data.CopierOpts{DeadLetter: cfg.DeadLetterTopic, DeliveryTimeout: cfg.DeliveryTimeout,
 		Passthrough: cfg.SourceCompression, DstOpts: cfg.TargetOpts, RecordPath: p.recordPath})
 	w.cp.Transactional(p.transactionalID(slot), cfg.Cluster.CommitInterval, p.m.newProgressWriter(dst, w.cp), endTxns)
 	return w
@@ -469,7 +438,7 @@ func (p *slotPlane) release(ctx context.Context, ss []int32, commit bool) {
 		delete(p.assigned, slot)
 	}
 	p.mu.Unlock()
-	var out []TopicPartition
+	var out []data.TopicPartition
 	if len(shared) > 0 {
 		out = p.takeOutShared(shared)
 	}
@@ -490,13 +459,13 @@ func (p *slotPlane) release(ctx context.Context, ss []int32, commit bool) {
 // leaving this worker (parked: their records in flight still settle) and
 // returns them, those parked already (their topic left the selection)
 // included. The caller holds routeMu.
-func (p *slotPlane) takeOutShared(ws []*slotWorker) []TopicPartition {
+func (p *slotPlane) takeOutShared(ws []*slotWorker) []data.TopicPartition {
 	gone := make(map[int32]bool, len(ws))
 	for _, w := range ws {
 		gone[w.slot] = true
 	}
 	cp := p.shared.cp
-	var tps []TopicPartition
+	var tps []data.TopicPartition
 	for _, ps := range cp.Persistable() {
 		if gone[p.slotOf(ps.TP)] {
 			tps = append(tps, ps.TP)
@@ -513,7 +482,7 @@ func (p *slotPlane) takeOutShared(ws []*slotWorker) []TopicPartition {
 // copied twice. Lost: another worker may own them already; progress
 // written now could move theirs back. Either way their states go, so that
 // the slots taken again later resume from the progress topic.
-func (p *slotPlane) settleShared(ctx context.Context, tps []TopicPartition, commit bool) error {
+func (p *slotPlane) settleShared(ctx context.Context, tps []data.TopicPartition, commit bool) error {
 	sh := p.shared
 	defer sh.cp.DropParked(tps)
 	if !commit {
@@ -647,18 +616,18 @@ func (p *slotPlane) assignKnown(ss []int32) {
 		want[s] = true
 	}
 	m := p.m
-	var as []Assignment
+	var as []data.Assignment
 	m.mu.Lock()
 	for _, ts := range m.topics {
 		if ts.fatal != nil {
 			continue
 		}
 		for part := range ts.assigned {
-			tp := TopicPartition{ts.source, part}
+			tp := data.TopicPartition{Topic: ts.source, Partition: part}
 			if !want[p.slotOf(tp)] {
 				continue
 			}
-			a := Assignment{TP: tp, Target: ts.target, TopicID: ts.id, Next: -1}
+			a := data.Assignment{TP: tp, Target: ts.target, TopicID: ts.id, Next: -1}
 			// Where the slot has no committed position: MM2's, as the
 			// control plane decided when it assigned the partition.
 			if floor, _ := m.adoptedStart(tp); floor != nil {
@@ -676,10 +645,10 @@ func (p *slotPlane) assignKnown(ss []int32) {
 // assign routes each assignment to the copier of its slot, from the
 // position that slot found committed when it was taken over; partitions of
 // slots owned elsewhere are skipped.
-func (p *slotPlane) Assign(as []Assignment, srcOpts []kgo.Opt) (bool, error) {
+func (p *slotPlane) Assign(as []data.Assignment, srcOpts []kgo.Opt) (bool, error) {
 	p.routeMu.Lock()
 	defer p.routeMu.Unlock()
-	bySlot := make(map[*slotWorker][]Assignment)
+	bySlot := make(map[*slotWorker][]data.Assignment)
 	p.mu.Lock()
 	for _, a := range as {
 		w := p.owned[p.slotOfLocked(a.TP)]
@@ -707,7 +676,7 @@ func (p *slotPlane) Assign(as []Assignment, srcOpts []kgo.Opt) (bool, error) {
 	return false, errors.Join(errs...)
 }
 
-func (p *slotPlane) slotOfLocked(tp TopicPartition) int32 {
+func (p *slotPlane) slotOfLocked(tp data.TopicPartition) int32 {
 	if p.n <= 0 {
 		return 0
 	}
@@ -730,8 +699,8 @@ func (p *slotPlane) run(w *slotWorker) {
 	var ticks sync.WaitGroup
 	if w.writer != nil {
 		ticks.Go(func() {
-			var gate PersistGate
-			every(ctx, ProgressTick(p.m.cfg.ProgressInterval), func() {
+			var gate data.PersistGate
+			every(ctx, data.ProgressTick(p.m.cfg.ProgressInterval), func() {
 				if gate.Due(w.cp.ChangeCount(), time.Now()) {
 					w.writer.WriteAsync(w.produceCtx)
 				}
@@ -791,14 +760,14 @@ func (p *slotPlane) each(fn func(*slotWorker)) {
 	}
 }
 
-func (p *slotPlane) worker(tp TopicPartition) *slotWorker {
+func (p *slotPlane) worker(tp data.TopicPartition) *slotWorker {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.owned[p.slotOfLocked(tp)]
 }
 
-func (p *slotPlane) Unassign(tps []TopicPartition) {
-	by := make(map[*slotWorker][]TopicPartition)
+func (p *slotPlane) Unassign(tps []data.TopicPartition) {
+	by := make(map[*slotWorker][]data.TopicPartition)
 	for _, tp := range tps {
 		if w := p.worker(tp); w != nil {
 			by[w] = append(by[w], tp)
@@ -809,32 +778,32 @@ func (p *slotPlane) Unassign(tps []TopicPartition) {
 	}
 }
 
-func (p *slotPlane) ParkedState(tp TopicPartition) (*PartitionState, bool) {
+func (p *slotPlane) ParkedState(tp data.TopicPartition) (*data.PartitionState, bool) {
 	if w := p.worker(tp); w != nil {
 		return w.cp.ParkedState(tp)
 	}
 	return nil, false
 }
 
-func (p *slotPlane) DropParked(tps []TopicPartition) map[TopicPartition]*index.Partition {
-	out := make(map[TopicPartition]*index.Partition)
+func (p *slotPlane) DropParked(tps []data.TopicPartition) map[data.TopicPartition]*index.Partition {
+	out := make(map[data.TopicPartition]*index.Partition)
 	for _, tp := range tps {
 		if w := p.worker(tp); w != nil {
-			maps.Copy(out, w.cp.DropParked([]TopicPartition{tp}))
+			maps.Copy(out, w.cp.DropParked([]data.TopicPartition{tp}))
 		}
 	}
 	return out
 }
 
-func (p *slotPlane) Partition(tp TopicPartition) *PartitionState {
+func (p *slotPlane) Partition(tp data.TopicPartition) *data.PartitionState {
 	if w := p.worker(tp); w != nil {
 		return w.cp.Partition(tp)
 	}
 	return nil
 }
 
-func (p *slotPlane) Snapshot() []*PartitionState {
-	var out []*PartitionState
+func (p *slotPlane) Snapshot() []*data.PartitionState {
+	var out []*data.PartitionState
 	for _, cp := range p.copiers() {
 		out = append(out, cp.Snapshot()...)
 	}
@@ -852,10 +821,10 @@ func (p *slotPlane) InFlight() int {
 // copiers are the copiers of the slots this worker owns, each once (the
 // shared one serves every slot without exactly_once, and is there while
 // it has records in flight of slots gone).
-func (p *slotPlane) copiers() []*Copier {
+func (p *slotPlane) copiers() []*data.Copier {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []*Copier
+	var out []*data.Copier
 	if p.shared != nil {
 		out = append(out, p.shared.cp)
 	}
@@ -914,7 +883,7 @@ var _ dataPlane = (*slotPlane)(nil)
 // own slots' live ones.
 func (m *Mirror) translationView(ctx context.Context, c *clients, dp dataPlane) (dataPlane, error) {
 	// The partitions copied here answer from their live state.
-	ld, err := m.slots.progress.Current(ctx, c.dstAdm, func(tp TopicPartition) bool { return dp.Partition(tp) == nil })
+	ld, err := m.slots.progress.Current(ctx, c.dstAdm, func(tp data.TopicPartition) bool { return dp.Partition(tp) == nil })
 	if err != nil {
 		return nil, fmt.Errorf("read the committed offset indexes in %s: %w", m.progressTopic, m.dstErr(err))
 	}
@@ -925,10 +894,10 @@ func (m *Mirror) translationView(ctx context.Context, c *clients, dp dataPlane) 
 // partition is copied here, else from the committed progress and index.
 type storedView struct {
 	dataPlane
-	ld Loaded
+	ld data.Loaded
 }
 
-func (v storedView) Partition(tp TopicPartition) *PartitionState {
+func (v storedView) Partition(tp data.TopicPartition) *data.PartitionState {
 	if ps := v.dataPlane.Partition(tp); ps != nil {
 		return ps
 	}
@@ -940,7 +909,7 @@ func (v storedView) Partition(tp TopicPartition) *PartitionState {
 	if ix == nil {
 		ix = index.New()
 	}
-	return &PartitionState{TP: tp, Acked: pos.Next, Persisted: pos.Next, Committed: pos.Next, Index: ix, End: -1}
+	return &data.PartitionState{TP: tp, Acked: pos.Next, Persisted: pos.Next, Committed: pos.Next, Index: ix, End: -1}
 }
 
 // refreshMembers describes the group, for status and the slots without an

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/filters"
+	"github.com/kmirror/kmirror/internal/kfaketest"
 )
 
 // clusterWorker is one in-process kmirror worker of a mirror in cluster
@@ -40,7 +41,7 @@ func startClusterWorker(t *testing.T, src, dst *kfake.Cluster, slots int32, tune
 		RefreshInterval:  200 * time.Millisecond,
 		ShutdownTimeout:  10 * time.Second,
 		Cluster:          &ClusterConfig{ExactlyOnce: true, Slots: slots, SessionTimeout: 6 * time.Second, CommitInterval: 50 * time.Millisecond},
-		Logger:           discardLogger(),
+		Logger:           kfaketest.Logger(),
 		ProgressInterval: 100 * time.Millisecond,
 	}
 	for _, fn := range tune {
@@ -87,19 +88,6 @@ func (w *clusterWorker) owned() []int32 {
 	return out
 }
 
-// readCommitted returns the values of a target partition, read_committed.
-func readCommitted(t *testing.T, c *kfake.Cluster, topic string, p int32) []string {
-	t.Helper()
-	got := consumeFrom(t, c.ListenAddrs(), topic, p, 0)
-	var out []string
-	for off := range lastPos(got) + 1 {
-		if v, ok := got[off]; ok {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
 // TestClusterWorkersShareAndHandOver: two workers share a mirror's slots;
 // together they copy every record exactly once (read_committed). When one
 // stops, the other takes its slots over and goes on from the committed
@@ -119,9 +107,9 @@ func TestClusterWorkersShareAndHandOver(t *testing.T) {
 
 func testWorkersShareAndHandOver(t *testing.T, eos bool) {
 	mode := func(c *Config) { c.Cluster.ExactlyOnce = eos }
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	ctx := context.Background()
-	srcCl := newClient(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	srcCl := kfaketest.Client(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if _, err := kadm.NewClient(srcCl).CreateTopic(ctx, 8, 1, nil, "orders"); err != nil {
 		t.Fatal(err)
 	}
@@ -159,8 +147,8 @@ func testWorkersShareAndHandOver(t *testing.T, eos bool) {
 		t.Helper()
 		for p := range int32(8) {
 			exp := w(p)
-			waitFor(t, func() bool { return len(readCommitted(t, dst, "src.orders", p)) >= len(exp) }, fmt.Sprintf("%s: partition %d copied", desc, p))
-			got := readCommitted(t, dst, "src.orders", p)
+			kfaketest.WaitFor(t, func() bool { return len(kfaketest.ReadCommitted(t, dst, "src.orders", p)) >= len(exp) }, fmt.Sprintf("%s: partition %d copied", desc, p))
+			got := kfaketest.ReadCommitted(t, dst, "src.orders", p)
 			if fmt.Sprint(got) != fmt.Sprint(exp) {
 				t.Fatalf("%s: partition %d holds %d records, want exactly the %d source records in order", desc, p, len(got), len(exp))
 			}
@@ -170,11 +158,11 @@ func testWorkersShareAndHandOver(t *testing.T, eos bool) {
 	produce("a", 100)
 	w1 := startClusterWorker(t, src, dst, 4, mode)
 	w2 := startClusterWorker(t, src, dst, 4, mode)
-	waitFor(t, func() bool { return len(w1.owned()) > 0 && len(w2.owned()) > 0 && len(w1.owned())+len(w2.owned()) == 4 }, "the two workers to share the 4 slots")
+	kfaketest.WaitFor(t, func() bool { return len(w1.owned()) > 0 && len(w2.owned()) > 0 && len(w1.owned())+len(w2.owned()) == 4 }, "the two workers to share the 4 slots")
 	exactly("two workers", want(part{"a", 100}))
 	// Each worker's status lists the whole group: two workers, every
 	// slot once, one control plane.
-	waitFor(t, func() bool {
+	kfaketest.WaitFor(t, func() bool {
 		st := w1.m.Status().Cluster
 		if st == nil || len(st.Workers) != 2 {
 			return false
@@ -193,7 +181,7 @@ func testWorkersShareAndHandOver(t *testing.T, eos bool) {
 
 	produce("b", 50)
 	w1.shutdown(t)
-	waitFor(t, func() bool { return len(w2.owned()) == 4 }, "the remaining worker to own every slot")
+	kfaketest.WaitFor(t, func() bool { return len(w2.owned()) == 4 }, "the remaining worker to own every slot")
 	produce("c", 50)
 	exactly("after the hand-over", want(part{"a", 100}, part{"b", 50}, part{"c", 50}))
 }
@@ -202,8 +190,8 @@ func testWorkersShareAndHandOver(t *testing.T, eos bool) {
 // control plane would do, though the planning process owns no slot.
 func TestClusterPlan(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
-	if _, err := kadm.NewClient(newClient(t, src)).CreateTopic(context.Background(), 3, 1, nil, "orders"); err != nil {
+	src, dst := kfaketest.Clusters(t)
+	if _, err := kadm.NewClient(kfaketest.Client(t, src)).CreateTopic(context.Background(), 3, 1, nil, "orders"); err != nil {
 		t.Fatal(err)
 	}
 	m, err := New(Config{
@@ -212,7 +200,7 @@ func TestClusterPlan(t *testing.T) {
 		TargetOpts: []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)},
 		Filters:    []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll("orders")}},
 		Cluster:    &ClusterConfig{ExactlyOnce: true, Slots: 4, SessionTimeout: 6 * time.Second, CommitInterval: 50 * time.Millisecond},
-		Logger:     discardLogger(),
+		Logger:     kfaketest.Logger(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -234,8 +222,8 @@ func TestClusterPlan(t *testing.T) {
 // a warning) instead of waiting silently.
 func TestClusterStatusShowsUnownedAndUnsettled(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
-	if _, err := kadm.NewClient(newClient(t, src)).CreateTopic(context.Background(), 4, 1, nil, "orders"); err != nil {
+	src, dst := kfaketest.Clusters(t)
+	if _, err := kadm.NewClient(kfaketest.Client(t, src)).CreateTopic(context.Background(), 4, 1, nil, "orders"); err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
@@ -246,10 +234,10 @@ func TestClusterStatusShowsUnownedAndUnsettled(t *testing.T) {
 		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
 		c.Cluster.RebalanceTimeout = 2 * time.Second
 	})
-	waitFor(t, func() bool { return len(w.owned()) == 4 && w.m.Status().Ready }, "the worker to own every slot and be ready")
+	kfaketest.WaitFor(t, func() bool { return len(w.owned()) == 4 && w.m.Status().Ready }, "the worker to own every slot and be ready")
 	unowned := metrics.slotsUnowned.WithLabelValues("m")
 	rebalancing := metrics.rebalanceSecs.WithLabelValues("m")
-	waitFor(t, func() bool { st := w.m.Status().Cluster; return len(st.Workers) == 1 && st.Rebalance == nil }, "the group described")
+	kfaketest.WaitFor(t, func() bool { st := w.m.Status().Cluster; return len(st.Workers) == 1 && st.Rebalance == nil }, "the group described")
 	if st := w.m.Status().Cluster; len(st.Unowned) != 0 || testutil.ToFloat64(unowned) != 0 || testutil.ToFloat64(rebalancing) != 0 {
 		t.Fatalf("settled group: unowned %v, metric %v, rebalance %v s", st.Unowned, testutil.ToFloat64(unowned), testutil.ToFloat64(rebalancing))
 	}
@@ -272,8 +260,8 @@ func TestClusterStatusShowsUnownedAndUnsettled(t *testing.T) {
 		}
 		return resp, nil, true
 	})
-	waitFor(t, func() bool { return fmt.Sprint(w.m.Status().Cluster.Unowned) == "[2 3]" }, "the status to show slots 2 and 3 without an owner")
-	waitFor(t, func() bool { return testutil.ToFloat64(unowned) == 2 }, "kmirror_cluster_slots_unowned to be 2")
+	kfaketest.WaitFor(t, func() bool { return fmt.Sprint(w.m.Status().Cluster.Unowned) == "[2 3]" }, "the status to show slots 2 and 3 without an owner")
+	kfaketest.WaitFor(t, func() bool { return testutil.ToFloat64(unowned) == 2 }, "kmirror_cluster_slots_unowned to be 2")
 	dst.DropControl()
 
 	// The coordinator refuses the worker's JoinGroup; another member
@@ -292,15 +280,15 @@ func TestClusterStatusShowsUnownedAndUnsettled(t *testing.T) {
 		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
 		return resp, nil, true
 	})
-	other := newClient(t, dst, kgo.ConsumerGroup("kmirror.m"), kgo.ConsumeTopics("kmirror.m.slots.internal"),
+	other := kfaketest.Client(t, dst, kgo.ConsumerGroup("kmirror.m"), kgo.ConsumeTopics("kmirror.m.slots.internal"),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.SessionTimeout(6*time.Second))
 	go other.PollFetches(t.Context()) // joins the group
-	waitFor(t, func() bool {
+	kfaketest.WaitFor(t, func() bool {
 		r := w.m.Status().Cluster.Rebalance
 		return r != nil && r.NotSettling && strings.HasPrefix(r.WaitingFor, "JoinGroup") && !w.m.Status().Ready
 	}, "the status to show a rebalance that does not settle, and the worker not ready")
-	waitFor(t, func() bool { return testutil.ToFloat64(rebalancing) > 8 }, "kmirror_cluster_rebalance_seconds past the session + rebalance timeout")
-	waitFor(t, func() bool { return strings.Contains(logs.String(), "the slots group does not settle") }, "a warning")
+	kfaketest.WaitFor(t, func() bool { return testutil.ToFloat64(rebalancing) > 8 }, "kmirror_cluster_rebalance_seconds past the session + rebalance timeout")
+	kfaketest.WaitFor(t, func() bool { return strings.Contains(logs.String(), "the slots group does not settle") }, "a warning")
 	if n := logs.count("the slots group does not settle"); n != 1 {
 		t.Errorf("%d warnings within a minute, want 1 (rate-limited)", n)
 	}
@@ -313,8 +301,8 @@ func TestClusterStatusShowsUnownedAndUnsettled(t *testing.T) {
 	mu.Lock()
 	refusing = false
 	mu.Unlock()
-	waitFor(t, func() bool { return w.m.Status().Cluster.Rebalance == nil && w.m.Status().Ready }, "the worker to settle and be ready again")
-	waitFor(t, func() bool { return testutil.ToFloat64(rebalancing) == 0 }, "kmirror_cluster_rebalance_seconds back to 0")
+	kfaketest.WaitFor(t, func() bool { return w.m.Status().Cluster.Rebalance == nil && w.m.Status().Ready }, "the worker to settle and be ready again")
+	kfaketest.WaitFor(t, func() bool { return testutil.ToFloat64(rebalancing) == 0 }, "kmirror_cluster_rebalance_seconds back to 0")
 }
 
 // TestSharedSlotReleaseBoundedWhileTargetRefuses: without exactly_once, a
@@ -325,24 +313,24 @@ func TestClusterStatusShowsUnownedAndUnsettled(t *testing.T) {
 // takes records again.
 func TestSharedSlotReleaseBoundedWhileTargetRefuses(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	ctx := context.Background()
-	if _, err := kadm.NewClient(newClient(t, src)).CreateTopic(ctx, 4, 1, nil, "orders"); err != nil {
+	if _, err := kadm.NewClient(kfaketest.Client(t, src)).CreateTopic(ctx, 4, 1, nil, "orders"); err != nil {
 		t.Fatal(err)
 	}
 	const shutdown = 2 * time.Second
 	alo := func(c *Config) { c.ShutdownTimeout, c.Cluster.ExactlyOnce = shutdown, false }
 	produceOrders(t, src, 4, 50, "a")
 	w1 := startClusterWorker(t, src, dst, 4, alo)
-	adm := kadm.NewClient(newClient(t, dst))
-	waitFor(t, func() bool { return targetRecords(adm, "src.orders") == 200 }, "the first 200 records copied")
+	adm := kadm.NewClient(kfaketest.Client(t, dst))
+	kfaketest.WaitFor(t, func() bool { return targetRecords(adm, "src.orders") == 200 }, "the first 200 records copied")
 
 	refuse := dst.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "src.orders", Err: kerr.NotEnoughReplicas, Count: -1})
 	produceOrders(t, src, 4, 50, "b")
-	waitFor(t, func() bool { return refuse.Hits() > 0 }, "the target to refuse the next records")
+	kfaketest.WaitFor(t, func() bool { return refuse.Hits() > 0 }, "the target to refuse the next records")
 	begin := time.Now()
 	w2 := startClusterWorker(t, src, dst, 4, alo)
-	waitFor(t, func() bool { return len(w2.owned()) > 0 && len(w1.owned())+len(w2.owned()) == 4 }, "the second worker to take its slots while the target refuses")
+	kfaketest.WaitFor(t, func() bool { return len(w2.owned()) > 0 && len(w1.owned())+len(w2.owned()) == 4 }, "the second worker to take its slots while the target refuses")
 	// The revoke waited at most the shutdown timeout (plus the rebalance
 	// and the progress write's own bound), not for ever.
 	if took := time.Since(begin); took > shutdown+finalProgressTimeout+15*time.Second {
@@ -350,8 +338,8 @@ func TestSharedSlotReleaseBoundedWhileTargetRefuses(t *testing.T) {
 	}
 	refuse.Remove()
 	for p := range int32(4) {
-		waitFor(t, func() bool {
-			got := consumeFrom(t, dst.ListenAddrs(), "src.orders", p, 0)
+		kfaketest.WaitFor(t, func() bool {
+			got := kfaketest.ConsumeFrom(t, dst.ListenAddrs(), "src.orders", p, 0)
 			seen := map[string]bool{}
 			for _, v := range got {
 				seen[v] = true

@@ -14,18 +14,6 @@ import (
 	"github.com/kmirror/kmirror/listeners"
 )
 
-// Memory bounds of the data path. franz-go's defaults (a 50 MiB fetch per
-// broker, an unbounded producer buffer up to 50,000 records) let a mirror
-// at full speed hold ~150 MiB of records, which Go's GC roughly doubles in
-// RSS. A fetch of 16 MiB and 32 MiB of records in flight to the target
-// keep the pipe full on loopback and LAN round trips (measured: throughput
-// unchanged) at a fraction of the memory. The bench's limit loop uses the
-// same values so the comparison stays fair.
-const (
-	FetchMaxBytes            = 16 << 20
-	ProducerMaxBufferedBytes = 32 << 20
-)
-
 // Selection is the part of a mirror's config that a reload can change
 // while it runs: what it selects and how it labels.
 type Selection struct {
@@ -139,7 +127,7 @@ type Config struct {
 	Compression   []kgo.CompressionCodec
 	// SourceCompression (producer.compression: source) forwards source
 	// batches to the target as they are, compressed with their source
-	// codec, wherever that is safe (passthrough.go); the record path
+	// codec, wherever that is safe (data/passthrough.go); the record path
 	// (fallbacks, exactly_once) then produces uncompressed.
 	SourceCompression bool
 

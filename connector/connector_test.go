@@ -3,18 +3,20 @@ package connector
 import (
 	"context"
 	"errors"
-	"github.com/kmirror/kmirror/connector/index"
-	"github.com/kmirror/kmirror/connector/state"
-	"io"
-	"log/slog"
-	"os"
+	"maps"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kmirror/kmirror/connector/data"
+	"github.com/kmirror/kmirror/connector/index"
+	"github.com/kmirror/kmirror/connector/state"
+	"github.com/kmirror/kmirror/internal/kfaketest"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -107,81 +109,25 @@ func TestSelectTopics(t *testing.T) {
 
 func TestProgressCodec(t *testing.T) {
 	t.Parallel()
-	tp := TopicPartition{"orders.eu", 7}
-	k, v := EncodeProgress(tp, Position{Next: 12345, TopicID: "AAEC"})
+	tp := data.TopicPartition{Topic: "orders.eu", Partition: 7}
+	k, v := data.EncodeProgress(tp, data.Position{Next: 12345, TopicID: "AAEC"})
 	if string(k) != `{"topic":"orders.eu","partition":7}` || string(v) != `{"next_offset":12345,"topic_id":"AAEC"}` {
 		t.Fatalf("encoded %s = %s", k, v)
 	}
-	gotTP, pos, err := DecodeProgress(k, v)
-	if err != nil || gotTP != tp || pos != (Position{Next: 12345, TopicID: "AAEC"}) {
+	gotTP, pos, err := data.DecodeProgress(k, v)
+	if err != nil || gotTP != tp || pos != (data.Position{Next: 12345, TopicID: "AAEC"}) {
 		t.Fatalf("decoded %v %v %v", gotTP, pos, err)
 	}
 	// A value without a topic ID (a broker without IDs) reads back too.
-	if _, pos, err := DecodeProgress(k, []byte(`{"next_offset":3}`)); err != nil || pos != (Position{Next: 3}) {
+	if _, pos, err := data.DecodeProgress(k, []byte(`{"next_offset":3}`)); err != nil || pos != (data.Position{Next: 3}) {
 		t.Fatalf("decoded %v %v", pos, err)
 	}
-	if _, _, err := DecodeProgress([]byte("garbage"), v); err == nil {
+	if _, _, err := data.DecodeProgress([]byte("garbage"), v); err == nil {
 		t.Fatal("want an error for a bad key")
 	}
-	if _, _, err := DecodeProgress(k, []byte("{")); err == nil {
+	if _, _, err := data.DecodeProgress(k, []byte("{")); err == nil {
 		t.Fatal("want an error for a bad value")
 	}
-}
-
-func TestPromiseAdvancesInOrderAndHoldsOnFailure(t *testing.T) {
-	t.Parallel()
-	var attention atomic.Bool
-	ps := &PartitionState{Acked: 10, Persisted: 10, onFail: func() { attention.Store(true) }, Index: index.New()}
-	ps.inflight = []int64{10, 11, 13} // 12 was an aborted record: a gap
-	rec := &kgo.Record{Timestamp: time.Now()}
-	ps.Promise(rec, nil)
-	if ps.Acked != 11 {
-		t.Fatalf("acked = %d, want 11", ps.Acked)
-	}
-	ps.Promise(rec, nil)
-	ps.Promise(rec, nil)
-	if ps.Acked != 14 || ps.head != 0 || len(ps.inflight) != 0 {
-		t.Fatalf("acked=%d head=%d inflight=%v, want 14 and an empty queue", ps.Acked, ps.head, ps.inflight)
-	}
-
-	// A refused record fails the partition; later acks must not move it.
-	ps.inflight = append(ps.inflight, 14, 15, 16)
-	ps.Promise(rec, errors.New("MESSAGE_TOO_LARGE"))
-	ps.Promise(rec, nil)
-	ps.Promise(rec, nil)
-	if ps.Acked != 14 || ps.failed == nil || !attention.Load() {
-		t.Fatalf("acked=%d failed=%v attention=%v: a failure must hold the position and ask for attention", ps.Acked, ps.failed, attention.Load())
-	}
-	if ps.backoff != minRetryBackoff {
-		t.Fatalf("backoff = %v, want %v", ps.backoff, minRetryBackoff)
-	}
-}
-
-// testClusters starts a source and a target kfake cluster.
-func testClusters(t *testing.T) (src, dst *kfake.Cluster) {
-	t.Helper()
-	var err error
-	src, err = kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(src.Close)
-	dst, err = kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(dst.Close)
-	return src, dst
-}
-
-func newClient(t *testing.T, c *kfake.Cluster, opts ...kgo.Opt) *kgo.Client {
-	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.MetadataMinAge(50 * time.Millisecond)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
 }
 
 // passHarness runs control passes of one mirror against two kfake clusters
@@ -191,7 +137,7 @@ type passHarness struct {
 	c              *clients
 	srcAdm, dstAdm *kadm.Client
 	dst            *kgo.Client
-	cp             *Copier
+	cp             *data.Copier
 	// plane is the data plane the passes drive: cp, resuming partitions
 	// from stored (as a slot resumes them from what it loaded).
 	plane *loadedPlane
@@ -201,12 +147,32 @@ type passHarness struct {
 // stored progress, as a slot does (loaded.resume): the unit tests' data
 // plane.
 type loadedPlane struct {
-	*Copier
+	*data.Copier
 	mu     sync.Mutex
-	stored Loaded
+	stored data.Loaded
+	// copied are partitions the group tests make copied without the
+	// copier (groupHarness.copied).
+	copied map[data.TopicPartition]*data.PartitionState
 }
 
-func (p *loadedPlane) Assign(as []Assignment, srcOpts []kgo.Opt) (bool, error) {
+func (p *loadedPlane) Partition(tp data.TopicPartition) *data.PartitionState {
+	p.mu.Lock()
+	ps := p.copied[tp]
+	p.mu.Unlock()
+	if ps != nil {
+		return ps
+	}
+	return p.Copier.Partition(tp)
+}
+
+func (p *loadedPlane) Snapshot() []*data.PartitionState {
+	p.mu.Lock()
+	out := slices.Collect(maps.Values(p.copied))
+	p.mu.Unlock()
+	return append(out, p.Copier.Snapshot()...)
+}
+
+func (p *loadedPlane) Assign(as []data.Assignment, srcOpts []kgo.Opt) (bool, error) {
 	p.mu.Lock()
 	for i := range as {
 		as[i] = p.stored.Resume(as[i])
@@ -217,7 +183,7 @@ func (p *loadedPlane) Assign(as []Assignment, srcOpts []kgo.Opt) (bool, error) {
 
 // store makes tp resume from pos when it is next assigned; a negative
 // next drops what was stored for it.
-func (h *passHarness) store(tp TopicPartition, pos Position) {
+func (h *passHarness) store(tp data.TopicPartition, pos data.Position) {
 	h.plane.mu.Lock()
 	defer h.plane.mu.Unlock()
 	if pos.Next < 0 {
@@ -227,28 +193,22 @@ func (h *passHarness) store(tp TopicPartition, pos Position) {
 	h.plane.stored.Positions[tp] = pos
 }
 
-func discardLogger() *slog.Logger {
-	switch os.Getenv("KMIRROR_TEST_LOG") {
-	case "":
-	case "debug":
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	default:
-		return slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
 func newPassHarness(t *testing.T, src, dst *kfake.Cluster) *passHarness {
 	t.Helper()
-	return newPassHarnessFor(t, src, dst, Config{
+	return newPassHarnessFor(t, src, dst, passHarnessConfig())
+}
+
+// passHarnessConfig is the config of newPassHarness's mirror.
+func passHarnessConfig() Config {
+	return Config{
 		Name: "m", SourceAlias: "src", TargetAlias: "dst",
 		Filters: []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll(".*")}},
 		ConfigFilters: []filters.ConfigPropertyFilter{filters.Regex{
 			Include: filters.MustCompileAll(".*"),
 			Exclude: filters.MustCompileAll(`message\.timestamp\..*`, `min\.insync\.replicas`),
 		}},
-		Logger: discardLogger(),
-	})
+		Logger: kfaketest.Logger(),
+	}
 }
 
 // newPassHarnessFor builds a harness for cfg, pointing its clients at src
@@ -261,11 +221,11 @@ func newPassHarnessFor(t *testing.T, src, dst *kfake.Cluster, cfg Config, opts .
 	if err != nil {
 		t.Fatal(err)
 	}
-	dstCl := newClient(t, dst, append([]kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner())}, opts...)...)
-	srcCl := newClient(t, src, opts...)
+	dstCl := kfaketest.Client(t, dst, append([]kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner())}, opts...)...)
+	srcCl := kfaketest.Client(t, src, opts...)
 	// The mirror's admin clients are its own, as in newClients: a pass
 	// purges what they cached.
-	srcAdminCl, dstAdminCl := newClient(t, src, opts...), newClient(t, dst, opts...)
+	srcAdminCl, dstAdminCl := kfaketest.Client(t, src, opts...), kfaketest.Client(t, dst, opts...)
 	h := &passHarness{
 		m:      m,
 		c:      &clients{srcAdminCl: srcAdminCl, dstAdminCl: dstAdminCl, dst: dstCl, srcAdm: kadm.NewClient(srcAdminCl), dstAdm: kadm.NewClient(dstAdminCl)},
@@ -278,9 +238,9 @@ func newPassHarnessFor(t *testing.T, src, dst *kfake.Cluster, cfg Config, opts .
 			t.Fatal(err)
 		}
 	}
-	h.cp = NewCopier(m.log, nil, dstCl, context.Background(), CopierOpts{})
+	h.cp = data.NewCopier(m.log, nil, dstCl, context.Background(), data.CopierOpts{DeadLetter: cfg.DeadLetterTopic})
 	t.Cleanup(h.cp.Close)
-	h.plane = &loadedPlane{Copier: h.cp, stored: Loaded{Positions: map[TopicPartition]Position{}, Indexes: map[TopicPartition]*index.Partition{}}}
+	h.plane = &loadedPlane{Copier: h.cp, copied: map[data.TopicPartition]*data.PartitionState{}, stored: data.Loaded{Positions: map[data.TopicPartition]data.Position{}, Indexes: map[data.TopicPartition]*index.Partition{}}}
 	m.copier = h.plane
 	m.controlWithoutGroup = true
 	m.started = true
@@ -328,7 +288,7 @@ func targetPartitions(t *testing.T, cl *kgo.Client) map[string]int {
 // the next pass.
 func TestPassCreatesTopicsInOneRequestAndRetriesFailures(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	h := newPassHarness(t, src, dst)
 	ctx := context.Background()
 	srcAdm := h.srcAdm
@@ -432,7 +392,7 @@ func TestPassCreatesTopicsInOneRequestAndRetriesFailures(t *testing.T) {
 
 func TestPassGrowsPartitionsAndAssignsThem(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	h := newPassHarness(t, src, dst)
 	ctx := context.Background()
 	if _, err := h.srcAdm.CreateTopic(ctx, 2, 1, nil, "grow"); err != nil {
@@ -444,7 +404,7 @@ func TestPassGrowsPartitionsAndAssignsThem(t *testing.T) {
 	if _, err := h.srcAdm.UpdatePartitions(ctx, 5, "grow"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
+	kfaketest.WaitFor(t, func() bool {
 		if err := h.pass(t); err != nil {
 			t.Fatal(err)
 		}
@@ -462,7 +422,7 @@ func TestPassGrowsPartitionsAndAssignsThem(t *testing.T) {
 
 func TestPassDropsDeletedTopics(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	h := newPassHarness(t, src, dst)
 	ctx := context.Background()
 	if _, err := h.srcAdm.CreateTopic(ctx, 2, 1, nil, "gone"); err != nil {
@@ -477,7 +437,7 @@ func TestPassDropsDeletedTopics(t *testing.T) {
 	if _, err := h.srcAdm.DeleteTopic(ctx, "gone"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
+	kfaketest.WaitFor(t, func() bool {
 		if err := h.pass(t); err != nil {
 			t.Fatal(err)
 		}
@@ -490,8 +450,8 @@ func TestPassDropsDeletedTopics(t *testing.T) {
 
 func TestLoadProgressKeepsLatestPerPartition(t *testing.T) {
 	t.Parallel()
-	_, dst := testClusters(t)
-	cl := newClient(t, dst)
+	_, dst := kfaketest.Clusters(t)
+	cl := kfaketest.Client(t, dst)
 	adm := kadm.NewClient(cl)
 	ctx := context.Background()
 	topic := policy.InternalTopic("m", "progress")
@@ -501,28 +461,28 @@ func TestLoadProgressKeepsLatestPerPartition(t *testing.T) {
 	if _, err := state.EnsureCompacted(ctx, adm, topic, 1, -1); err != nil {
 		t.Fatalf("an existing progress topic must be fine: %v", err)
 	}
-	empty, err := LoadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, topic)
+	empty, err := data.LoadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, topic)
 	if err != nil || len(empty.Positions) != 0 {
 		t.Fatalf("empty topic: %v, %v", empty, err)
 	}
 	var recs []*kgo.Record
 	for _, p := range []struct {
-		tp   TopicPartition
+		tp   data.TopicPartition
 		next int64
-	}{{TopicPartition{"a", 0}, 5}, {TopicPartition{"a", 1}, 7}, {TopicPartition{"a", 0}, 9}} {
-		k, v := EncodeProgress(p.tp, Position{Next: p.next})
+	}{{data.TopicPartition{Topic: "a", Partition: 0}, 5}, {data.TopicPartition{Topic: "a", Partition: 1}, 7}, {data.TopicPartition{Topic: "a", Partition: 0}, 9}} {
+		k, v := data.EncodeProgress(p.tp, data.Position{Next: p.next})
 		recs = append(recs, &kgo.Record{Topic: topic, Key: k, Value: v})
 	}
-	k, _ := EncodeProgress(TopicPartition{"b", 0}, Position{})
+	k, _ := data.EncodeProgress(data.TopicPartition{Topic: "b", Partition: 0}, data.Position{})
 	recs = append(recs, &kgo.Record{Topic: topic, Key: k}) // a tombstone
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	got, err := LoadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, topic)
+	got, err := data.LoadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[TopicPartition]Position{{"a", 0}: {Next: 9}, {"a", 1}: {Next: 7}}
+	want := map[data.TopicPartition]data.Position{{Topic: "a", Partition: 0}: {Next: 9}, {Topic: "a", Partition: 1}: {Next: 7}}
 	if !reflect.DeepEqual(got.Positions, want) {
 		t.Fatalf("got %v, want %v", got.Positions, want)
 	}
@@ -534,7 +494,7 @@ func TestLoadProgressKeepsLatestPerPartition(t *testing.T) {
 // deletes the target topic; then the new topic is mirrored from its start.
 func TestPassRecreatedTopicFails(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	h := newPassHarness(t, src, dst)
 	ctx := context.Background()
 	for _, topic := range []string{"re", "other"} {
@@ -548,12 +508,12 @@ func TestPassRecreatedTopicFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	oldID := tds["re"].ID.String()
-	h.store(TopicPartition{"re", 0}, Position{Next: 50, TopicID: oldID})
-	h.store(TopicPartition{"re", 1}, Position{Next: 60, TopicID: oldID})
+	h.store(data.TopicPartition{Topic: "re", Partition: 0}, data.Position{Next: 50, TopicID: oldID})
+	h.store(data.TopicPartition{Topic: "re", Partition: 1}, data.Position{Next: 60, TopicID: oldID})
 	if err := h.pass(t); err != nil {
 		t.Fatal(err)
 	}
-	if ps := h.cp.Partition(TopicPartition{"re", 0}); ps == nil || ps.Acked != 50 || ps.TopicID != oldID {
+	if ps := h.cp.Partition(data.TopicPartition{Topic: "re", Partition: 0}); ps == nil || ps.Acked != 50 || ps.TopicID != oldID {
 		t.Fatalf("partition 0 = %+v, want resumed at 50 with id %s", ps, oldID)
 	}
 
@@ -563,13 +523,13 @@ func TestPassRecreatedTopicFails(t *testing.T) {
 	if _, err := h.srcAdm.CreateTopic(ctx, 2, 1, nil, "re"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
+	kfaketest.WaitFor(t, func() bool {
 		if err := h.pass(t); err != nil {
 			t.Fatal(err)
 		}
 		return h.topicStates()["re"] == StateFailed
 	}, "the recreated topic to fail")
-	if ps := h.cp.Partition(TopicPartition{"re", 0}); ps != nil {
+	if ps := h.cp.Partition(data.TopicPartition{Topic: "re", Partition: 0}); ps != nil {
 		t.Fatalf("a failed topic must not be copied, but partition 0 is assigned: %+v", ps)
 	}
 	if h.topicStates()["other"] != StateMirroring {
@@ -593,18 +553,18 @@ func TestPassRecreatedTopicFails(t *testing.T) {
 	if _, err := h.dstAdm.DeleteTopic(ctx, "src.re"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
+	kfaketest.WaitFor(t, func() bool {
 		if err := h.pass(t); err != nil {
 			t.Fatal(err)
 		}
-		ps := h.cp.Partition(TopicPartition{"re", 0})
+		ps := h.cp.Partition(data.TopicPartition{Topic: "re", Partition: 0})
 		return ps != nil && ps.Acked == -1 && ps.TopicID != oldID && h.topicStates()["re"] == StateMirroring
 	}, "the recreated topic to be mirrored from its start")
 }
 
 func TestPassShrunkTopicFails(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	h := newPassHarness(t, src, dst)
 	ctx := context.Background()
 	if _, err := h.srcAdm.CreateTopic(ctx, 3, 1, nil, "shrink"); err != nil {
@@ -622,52 +582,6 @@ func TestPassShrunkTopicFails(t *testing.T) {
 	}
 	if st := h.topicStates()["shrink"]; st != StateFailed {
 		t.Fatalf("state = %s, want failed", st)
-	}
-}
-
-// waitFor polls cond every 100ms for up to 60s: generous, for a loaded
-// machine (a pass against kfake under -race can take seconds there).
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// TestInflightQueueStaysBounded: under a continuous backlog the queue never
-// drains, so acknowledged entries must be dropped from its front.
-func TestInflightQueueStaysBounded(t *testing.T) {
-	t.Parallel()
-	ps := &PartitionState{Acked: -1, onFail: func() {}, Index: index.New()}
-	rec := &kgo.Record{Timestamp: time.Now()}
-	next := int64(0)
-	for range 100 {
-		for range 1000 { // produce 1000, ack 1000, always 500 in flight
-			ps.inflight = append(ps.inflight, next)
-			next++
-		}
-		for range 1000 {
-			ps.Promise(rec, nil)
-		}
-		if next == 1000 {
-			for range 500 {
-				ps.inflight = append(ps.inflight, next)
-				next++
-			}
-		}
-	}
-	if live := len(ps.inflight) - ps.head; live != 500 {
-		t.Fatalf("%d records in flight, want 500", live)
-	}
-	if len(ps.inflight) > 10_000 {
-		t.Fatalf("queue holds %d entries for 500 in flight: acknowledged entries are not dropped", len(ps.inflight))
-	}
-	if ps.Acked != next-500 {
-		t.Fatalf("acked = %d, want %d", ps.Acked, next-500)
 	}
 }
 
@@ -696,7 +610,7 @@ func TestEndsDue(t *testing.T) {
 
 // slotCopier is the copier of the slot that copies tp on m's worker, nil
 // before the slot is taken over.
-func slotCopier(m *Mirror, tp TopicPartition) *Copier {
+func slotCopier(m *Mirror, tp data.TopicPartition) *data.Copier {
 	if w := m.slots.worker(tp); w != nil {
 		return w.cp
 	}

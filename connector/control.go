@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/kmirror/kmirror/connector/index"
 	"maps"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/kmirror/kmirror/connector/data"
+	"github.com/kmirror/kmirror/connector/index"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -322,12 +324,12 @@ var targetPropagation = 2 * time.Minute // a var for tests
 // reconciled is what a pass changes: partitions to stop copying, topics to
 // create or grow, topics that left the selection.
 type reconciled struct {
-	unassign []TopicPartition
+	unassign []data.TopicPartition
 	// restart are partitions whose copy starts over (their state is
 	// dropped, and its stored index chunks deleted); forget are those of
 	// source topics that are gone (their state and stored progress are
 	// deleted).
-	restart, forget []TopicPartition
+	restart, forget []data.TopicPartition
 	creates         []topicSpec
 	grows           map[string]int32
 	removed         []*topicState
@@ -446,10 +448,10 @@ func (m *Mirror) restartTopic(ts *topicState, rec *reconciled) {
 	ts.targetID = ""
 }
 
-func partitionsOf(topic string, n int32) []TopicPartition {
-	out := make([]TopicPartition, 0, n)
+func partitionsOf(topic string, n int32) []data.TopicPartition {
+	out := make([]data.TopicPartition, 0, n)
 	for p := range n {
-		out = append(out, TopicPartition{topic, p})
+		out = append(out, data.TopicPartition{Topic: topic, Partition: p})
 	}
 	return out
 }
@@ -484,8 +486,8 @@ func (m *Mirror) applyUnassigns(dst *kgo.Client, cp dataPlane, rec reconciled) {
 // position when adopted, else from the start: the data plane resumes a
 // partition from its stored progress (loaded.resume), which the control
 // plane never holds. The caller must not hold m.mu.
-func (m *Mirror) assignments(selected []filters.Topic, tl targetListing, cp dataPlane) []Assignment {
-	var assigns []Assignment
+func (m *Mirror) assignments(selected []filters.Topic, tl targetListing, cp dataPlane) []data.Assignment {
+	var assigns []data.Assignment
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, t := range selected {
@@ -495,21 +497,21 @@ func (m *Mirror) assignments(selected []filters.Topic, tl targetListing, cp data
 			continue
 		}
 		upTo := min(have, ts.partitions)
-		var as []Assignment
+		var as []data.Assignment
 		settled, adopting := true, false
 		for p := ts.assigned; p < upTo; p++ {
-			tp := TopicPartition{t.Name, p}
+			tp := data.TopicPartition{Topic: t.Name, Partition: p}
 			if ps, done := cp.ParkedState(tp); ps != nil {
 				if !done {
 					settled = false
 					break
 				}
 				if ps.TopicID == ts.id || ps.TopicID == "" || ts.id == "" {
-					as = append(as, Assignment{TP: tp, Target: ts.target, TopicID: ts.id, Resume: ps})
+					as = append(as, data.Assignment{TP: tp, Target: ts.target, TopicID: ts.id, Resume: ps})
 					continue
 				}
 				// Parked under an earlier topic of the same name.
-				m.indexes[tp] = cp.DropParked([]TopicPartition{tp})[tp]
+				m.indexes[tp] = cp.DropParked([]data.TopicPartition{tp})[tp]
 			}
 			next := int64(-1)
 			floor, wait := m.adoptedStart(tp)
@@ -528,7 +530,7 @@ func (m *Mirror) assignments(selected []filters.Topic, tl targetListing, cp data
 			case next < 0 && ix != nil:
 				ix = ix.Replacement()
 			}
-			as = append(as, Assignment{TP: tp, Target: ts.target, TopicID: ts.id, Next: next, Index: ix})
+			as = append(as, data.Assignment{TP: tp, Target: ts.target, TopicID: ts.id, Next: next, Index: ix})
 		}
 		if !settled {
 			// Records of the topic's last copy are still in flight:
@@ -556,7 +558,7 @@ func (m *Mirror) assignments(selected []filters.Topic, tl targetListing, cp data
 	// Go maps keep their size: once all that was loaded is assigned (at
 	// 100,000 partitions, tens of MB), fresh ones let it go.
 	if len(m.indexes) == 0 {
-		m.indexes = make(map[TopicPartition]*index.Partition)
+		m.indexes = make(map[data.TopicPartition]*index.Partition)
 	}
 	return assigns
 }
@@ -833,7 +835,7 @@ func (m *Mirror) refreshEndsOf(ctx context.Context, srcAdm *kadm.Client, cp data
 				m.adminFailed(adminListStartOffsets, o.Topic, o.Err)
 				return
 			}
-			if ps := cp.Partition(TopicPartition{o.Topic, o.Partition}); ps != nil {
+			if ps := cp.Partition(data.TopicPartition{Topic: o.Topic, Partition: o.Partition}); ps != nil {
 				ps.Mu.Lock()
 				ps.Index.Prune(o.Offset)
 				ps.Mu.Unlock()
@@ -850,7 +852,7 @@ func (m *Mirror) refreshEndsOf(ctx context.Context, srcAdm *kadm.Client, cp data
 			m.adminFailed(adminListCommittedOffsets, o.Topic, o.Err)
 			return
 		}
-		if ps := cp.Partition(TopicPartition{o.Topic, o.Partition}); ps != nil {
+		if ps := cp.Partition(data.TopicPartition{Topic: o.Topic, Partition: o.Partition}); ps != nil {
 			ps.Mu.Lock()
 			ps.End = max(ps.End, o.Offset)
 			ps.Mu.Unlock()

@@ -1,21 +1,31 @@
 // Package connector is the mirror itself: one Mirror copies the selected
 // topics of a source cluster to a target cluster.
 //
-// It is split the way MirrorMaker 2 splits its source connector:
+// It is split the way MirrorMaker 2 splits its source connector, into
+// planes, each in its own package or files, with the Mirror as the wiring:
 //
 //   - the control plane (control.go) runs a pass every refresh interval:
 //     discover source topics with their partition counts, select them
 //     (filters, then the final rules nothing overrides), name them with the
 //     replication policy, create what is missing on the target in one batched
-//     CreateTopics request, grow partitions, and hand the result to the copier;
-//   - the data plane (copier.go) reads the assigned source partitions
-//     (read_committed, never as a consumer group: the source is only read) and
-//     produces every record to the same partition of the target topic,
-//     tracking which source offsets the target has acknowledged;
-//   - progress (progress.go) persists the next source offset per partition in
-//     a compacted topic on the target, only once the data before it was
-//     acknowledged, so a restart resumes exactly there (at-least-once: a
-//     crash can repeat records, never lose them).
+//     CreateTopics request, grow partitions, and hand the result to the data
+//     plane (the dataPlane interface, plane.go);
+//   - the data plane (package data) reads the assigned source partitions
+//     (read_committed, never as a consumer group: the source is only read),
+//     forwards their batches to the same partition of the target topic, and
+//     persists how far the target acknowledged them in the progress topic
+//     with the offset index (package index);
+//   - membership (cluster.go, package slots) makes every worker a member of
+//     its mirror's group on the target, which hands out the slots that
+//     partitions hash to; each slot owned here is copied here;
+//   - groups (groups.go, mm2syncs.go) translate the source's committed
+//     group offsets through the offset index and commit them on the target.
+//
+// Leaf packages hold what the planes share: recordbatch (v2 record batches,
+// read and rewritten without decompressing), state (kmirror's compacted
+// state topics), offsets (the envelope of kmirror's own records), policy
+// (target topic names), uncached (metadata requests without franz-go's
+// cache) and loglimit.
 //
 // The package never imports plugins: it sees filters only through the
 // filters package's interfaces.

@@ -18,7 +18,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/connector/data"
 	"github.com/kmirror/kmirror/filters"
+	"github.com/kmirror/kmirror/internal/kfaketest"
 )
 
 // Faults that must never cost a duplicate, a re-copy or a rewind: each test
@@ -65,13 +67,13 @@ func listingFault(t *testing.T, c *kfake.Cluster, adm *kadm.Client, topic string
 		}
 		return true, -1
 	}
-	waitFor(t, func() bool {
+	kfaketest.WaitFor(t, func() bool {
 		ok, got := listed()
 		return (code == 0 && !ok) || (code != 0 && got == code)
 	}, "the faulty listing of "+topic)
 	return func() {
 		stopAnswers()
-		waitFor(t, func() bool {
+		kfaketest.WaitFor(t, func() bool {
 			ok, got := listed()
 			return ok && got == 0
 		}, "a clean listing of "+topic)
@@ -128,7 +130,7 @@ func (h *passHarness) createWithProgress(t *testing.T, topic string, partitions 
 	}
 	id := tds[topic].ID.String()
 	for p := range partitions {
-		h.store(TopicPartition{topic, p}, Position{Next: next, TopicID: id})
+		h.store(data.TopicPartition{Topic: topic, Partition: p}, data.Position{Next: next, TopicID: id})
 	}
 }
 
@@ -145,11 +147,11 @@ func (h *passHarness) mustPass(t *testing.T) {
 // forgotten, and it is not "re-created".
 func TestPassTargetListedWithErrorKeepsState(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	h := newPassHarness(t, src, dst)
 	h.createWithProgress(t, "orders", 2, 40)
 	h.mustPass(t)
-	ps := h.cp.Partition(TopicPartition{"orders", 0})
+	ps := h.cp.Partition(data.TopicPartition{Topic: "orders", Partition: 0})
 	if ps == nil || ps.Acked != 40 {
 		t.Fatalf("partition 0 = %+v, want resumed at 40", ps)
 	}
@@ -160,7 +162,7 @@ func TestPassTargetListedWithErrorKeepsState(t *testing.T) {
 	}
 	stop()
 	h.mustPass(t)
-	if got := h.cp.Partition(TopicPartition{"orders", 0}); got != ps {
+	if got := h.cp.Partition(data.TopicPartition{Topic: "orders", Partition: 0}); got != ps {
 		t.Fatalf("partition 0 was reassigned (%+v), want the same copy going on", got)
 	}
 	if ps.Acked != 40 {
@@ -171,7 +173,7 @@ func TestPassTargetListedWithErrorKeepsState(t *testing.T) {
 	}
 	// The loaded progress is the copier's once assigned: partition 1
 	// goes on from it too.
-	if ps1 := h.cp.Partition(TopicPartition{"orders", 1}); ps1 == nil || ps1.Acked != 40 {
+	if ps1 := h.cp.Partition(data.TopicPartition{Topic: "orders", Partition: 1}); ps1 == nil || ps1.Acked != 40 {
 		t.Fatalf("partition 1 = %+v, want its copy going on from 40", ps1)
 	}
 	if st := h.topicStates()["orders"]; st != StateMirroring {
@@ -184,18 +186,18 @@ func TestPassTargetListedWithErrorKeepsState(t *testing.T) {
 // a target topic really deleted is recreated and copied from the start.
 func TestPassSecondLookBeforeDeletion(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	h := newPassHarness(t, src, dst)
 	h.createWithProgress(t, "orders", 1, 25)
 	h.mustPass(t)
-	ps := h.cp.Partition(TopicPartition{"orders", 0})
+	ps := h.cp.Partition(data.TopicPartition{Topic: "orders", Partition: 0})
 	if ps == nil || ps.Acked != 25 {
 		t.Fatalf("partition 0 = %+v, want resumed at 25", ps)
 	}
 	stop := listingFault(t, dst, h.dstAdm, "src.orders", 0)
 	h.mustPass(t)
 	stop()
-	if got := h.cp.Partition(TopicPartition{"orders", 0}); got != ps || ps.Acked != 25 {
+	if got := h.cp.Partition(data.TopicPartition{Topic: "orders", Partition: 0}); got != ps || ps.Acked != 25 {
 		t.Fatalf("a stale listing restarted the copy: partition 0 = %+v", got)
 	}
 
@@ -203,9 +205,9 @@ func TestPassSecondLookBeforeDeletion(t *testing.T) {
 	if _, err := h.dstAdm.DeleteTopic(context.Background(), "src.orders"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
+	kfaketest.WaitFor(t, func() bool {
 		h.mustPass(t)
-		got := h.cp.Partition(TopicPartition{"orders", 0})
+		got := h.cp.Partition(data.TopicPartition{Topic: "orders", Partition: 0})
 		return got != nil && got != ps && got.Acked == -1
 	}, "the deleted target topic to be recreated and copied from the start")
 	if _, ok := targetPartitions(t, h.dst)["src.orders"]; !ok {
@@ -218,7 +220,7 @@ func TestPassSecondLookBeforeDeletion(t *testing.T) {
 // looked at again on the next pass and resumes from its progress.
 func TestPassTopicExistsLooksAgain(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	h := newPassHarness(t, src, dst)
 	h.createWithProgress(t, "orders", 1, 12)
 	if _, err := h.dstAdm.CreateTopic(context.Background(), 1, 1, nil, "src.orders"); err != nil {
@@ -227,16 +229,16 @@ func TestPassTopicExistsLooksAgain(t *testing.T) {
 	stop := listingFault(t, dst, h.dstAdm, "src.orders", 0)
 	h.mustPass(t)
 	stop()
-	if ps := h.cp.Partition(TopicPartition{"orders", 0}); ps != nil {
+	if ps := h.cp.Partition(data.TopicPartition{Topic: "orders", Partition: 0}); ps != nil {
 		t.Fatalf("assigned after TOPIC_ALREADY_EXISTS (%+v): want a second look first", ps)
 	}
 	// The next passes (once the client's metadata cache has expired)
 	// see the topic and resume from the stored position.
-	waitFor(t, func() bool {
+	kfaketest.WaitFor(t, func() bool {
 		h.mustPass(t)
-		return h.cp.Partition(TopicPartition{"orders", 0}) != nil
+		return h.cp.Partition(data.TopicPartition{Topic: "orders", Partition: 0}) != nil
 	}, "orders to be assigned")
-	if ps := h.cp.Partition(TopicPartition{"orders", 0}); ps.Acked != 12 {
+	if ps := h.cp.Partition(data.TopicPartition{Topic: "orders", Partition: 0}); ps.Acked != 12 {
 		t.Fatalf("partition 0 acked = %d, want resumed from the stored position 12", ps.Acked)
 	}
 }
@@ -245,16 +247,16 @@ func TestPassTopicExistsLooksAgain(t *testing.T) {
 // side, for an error and for a stale listing that lacks the topic.
 func TestPassSourceListedWithErrorKeepsState(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	h := newPassHarness(t, src, dst)
 	h.createWithProgress(t, "orders", 2, 8)
 	h.mustPass(t)
-	ps := h.cp.Partition(TopicPartition{"orders", 1})
+	ps := h.cp.Partition(data.TopicPartition{Topic: "orders", Partition: 1})
 	for _, code := range []int16{kerr.LeaderNotAvailable.Code, 0} {
 		stop := listingFault(t, src, h.srcAdm, "orders", code)
 		h.mustPass(t)
 		stop()
-		if got := h.cp.Partition(TopicPartition{"orders", 1}); got != ps {
+		if got := h.cp.Partition(data.TopicPartition{Topic: "orders", Partition: 1}); got != ps {
 			t.Fatalf("partition 1 = %+v after a faulty source listing, want the same copy going on", got)
 		}
 		if st := h.topicStates()["orders"]; st != StateMirroring {
@@ -282,12 +284,12 @@ func (f *readsConfigs) FilterTopics(_ context.Context, req filters.TopicRequest)
 // others go on.
 func TestPassConfigErrorKeepsTopicState(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	f := &readsConfigs{}
 	h := newPassHarnessFor(t, src, dst, Config{
 		Name: "m", SourceAlias: "src", TargetAlias: "dst",
 		Filters: []filters.TopicFilter{f},
-		Logger:  discardLogger(),
+		Logger:  kfaketest.Logger(),
 	})
 	h.createWithProgress(t, "kept", 1, 3)
 	h.mustPass(t)
@@ -334,7 +336,7 @@ func TestPassConfigErrorKeepsTopicState(t *testing.T) {
 // produceN produces n records with values "<prefix>-<i>" to partition 0.
 func produceN(t *testing.T, c *kfake.Cluster, topic, prefix string, n int) {
 	t.Helper()
-	cl := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cl := kfaketest.Client(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var recs []*kgo.Record
@@ -352,12 +354,12 @@ func produceN(t *testing.T, c *kfake.Cluster, topic, prefix string, n int) {
 // record exactly once.
 func TestReselectedTopicResumesFromLivePosition(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	h := newPassHarness(t, src, dst)
 	ctx, cancel := context.WithCancel(context.Background())
 	copied := make(chan struct{})
 	h.createWithProgress(t, "orders", 1, 0)
-	h.store(TopicPartition{"orders", 0}, Position{Next: -1}) // nothing stored: from the start
+	h.store(data.TopicPartition{Topic: "orders", Partition: 0}, data.Position{Next: -1}) // nothing stored: from the start
 	produceN(t, src, "orders", "a", 100)
 	h.mustPass(t)
 	go func() {
@@ -367,8 +369,8 @@ func TestReselectedTopicResumesFromLivePosition(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-copied })
 	waitAcked := func(want int64) {
 		t.Helper()
-		waitFor(t, func() bool {
-			ps := h.cp.Partition(TopicPartition{"orders", 0})
+		kfaketest.WaitFor(t, func() bool {
+			ps := h.cp.Partition(data.TopicPartition{Topic: "orders", Partition: 0})
 			if ps == nil {
 				return false
 			}
@@ -381,7 +383,7 @@ func TestReselectedTopicResumesFromLivePosition(t *testing.T) {
 	all := h.m.selection()
 	h.m.Reconfigure(Selection{Filters: []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll("nothing")}}})
 	h.mustPass(t)
-	if ps := h.cp.Partition(TopicPartition{"orders", 0}); ps != nil {
+	if ps := h.cp.Partition(data.TopicPartition{Topic: "orders", Partition: 0}); ps != nil {
 		t.Fatal("orders is still copied after it left the selection")
 	}
 	produceN(t, src, "orders", "b", 50)
@@ -389,7 +391,7 @@ func TestReselectedTopicResumesFromLivePosition(t *testing.T) {
 	h.mustPass(t)
 	waitAcked(150)
 
-	got := consumeFrom(t, dst.ListenAddrs(), "src.orders", 0, 0)
+	got := kfaketest.ConsumeFrom(t, dst.ListenAddrs(), "src.orders", 0, 0)
 	if len(got) != 150 {
 		t.Fatalf("target holds %d records, want 150 (each source record once)", len(got))
 	}
@@ -408,7 +410,7 @@ func TestReselectedTopicResumesFromLivePosition(t *testing.T) {
 // records it abandoned.
 func TestShutdownBoundedWhenTargetRefuses(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	ctx := context.Background()
 	adm := newPassHarness(t, src, dst).srcAdm
 	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "orders"); err != nil {
@@ -420,7 +422,7 @@ func TestShutdownBoundedWhenTargetRefuses(t *testing.T) {
 	for range 256 {
 		recs = append(recs, &kgo.Record{Topic: "orders", Value: big})
 	}
-	prod := newClient(t, src, kgo.ProducerBatchMaxBytes(1<<20))
+	prod := kfaketest.Client(t, src, kgo.ProducerBatchMaxBytes(1<<20))
 	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -437,7 +439,7 @@ func TestShutdownBoundedWhenTargetRefuses(t *testing.T) {
 		TargetOpts:      []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)},
 		Filters:         []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll("orders")}},
 		ShutdownTimeout: 2 * time.Second,
-		Logger:          discardLogger(),
+		Logger:          kfaketest.Logger(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -446,8 +448,8 @@ func TestShutdownBoundedWhenTargetRefuses(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- m.Run(runCtx) }()
-	waitFor(t, func() bool { return refused.Load() > 3 }, "the target to refuse writes")
-	waitFor(t, func() bool { return m.copierInFlight() > 0 }, "records in flight")
+	kfaketest.WaitFor(t, func() bool { return refused.Load() > 3 }, "the target to refuse writes")
+	kfaketest.WaitFor(t, func() bool { return m.copierInFlight() > 0 }, "records in flight")
 	begin := time.Now()
 	stop()
 	select {
@@ -470,12 +472,13 @@ func TestShutdownBoundedWhenTargetRefuses(t *testing.T) {
 // batches over 10 KB; it starts the copier and returns the harness.
 func poisonSetup(t *testing.T, deadLetter string) (*passHarness, *kfake.Cluster) {
 	t.Helper()
-	src, dst := testClusters(t)
-	h := newPassHarness(t, src, dst)
-	h.cp.deadLetter = deadLetter
+	src, dst := kfaketest.Clusters(t)
+	cfg := passHarnessConfig()
+	cfg.DeadLetterTopic = deadLetter
+	h := newPassHarnessFor(t, src, dst, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	h.createWithProgress(t, "orders", 1, 0)
-	h.store(TopicPartition{"orders", 0}, Position{Next: -1})
+	h.store(data.TopicPartition{Topic: "orders", Partition: 0}, data.Position{Next: -1})
 	producePoison(t, h, src, deadLetter)
 	h.mustPass(t)
 	copied := make(chan struct{})
@@ -502,7 +505,7 @@ func producePoison(t *testing.T, h *passHarness, src *kfake.Cluster, deadLetter 
 			t.Fatal(err)
 		}
 	}
-	cl := newClient(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cl := kfaketest.Client(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	var recs []*kgo.Record
 	for i := range 41 {
 		v := fmt.Appendf(nil, "r-%d", i)
@@ -521,7 +524,7 @@ func producePoison(t *testing.T, h *passHarness, src *kfake.Cluster, deadLetter 
 	return want
 }
 
-func (h *passHarness) acked(tp TopicPartition) (int64, error) {
+func (h *passHarness) acked(tp data.TopicPartition) (int64, error) {
 	ps := h.cp.Partition(tp)
 	if ps == nil {
 		return -1, nil
@@ -537,9 +540,9 @@ func (h *passHarness) acked(tp TopicPartition) (int64, error) {
 func TestPoisonRecordDeadLettered(t *testing.T) {
 	t.Parallel()
 	h, dst := poisonSetup(t, "dlq")
-	tp := TopicPartition{"orders", 0}
-	waitFor(t, func() bool { a, _ := h.acked(tp); return a == 41 }, "orders/0 acked past the poison record")
-	got := consumeFrom(t, dst.ListenAddrs(), "src.orders", 0, 0)
+	tp := data.TopicPartition{Topic: "orders", Partition: 0}
+	kfaketest.WaitFor(t, func() bool { a, _ := h.acked(tp); return a == 41 }, "orders/0 acked past the poison record")
+	got := kfaketest.ConsumeFrom(t, dst.ListenAddrs(), "src.orders", 0, 0)
 	if len(got) != 40 {
 		t.Fatalf("target holds %d records, want the 40 accepted ones", len(got))
 	}
@@ -560,8 +563,8 @@ func TestPoisonRecordDeadLettered(t *testing.T) {
 	for _, hd := range recs[0].Headers {
 		hs[hd.Key] = string(hd.Value)
 	}
-	if hs[headerSourceTopic] != "orders" || hs[headerSourcePartition] != "0" || hs[headerSourceOffset] != "20" ||
-		!strings.Contains(hs[headerError], "MESSAGE_TOO_LARGE") || hs[headerTruncated] != "true" || hs["h"] != "x" {
+	if hs[data.HeaderSourceTopic] != "orders" || hs[data.HeaderSourcePartition] != "0" || hs[data.HeaderSourceOffset] != "20" ||
+		!strings.Contains(hs[data.HeaderError], "MESSAGE_TOO_LARGE") || hs[data.HeaderTruncated] != "true" || hs["h"] != "x" {
 		t.Fatalf("dead-letter headers = %v", hs)
 	}
 	// The index skips the poison: a group committed at 20 resumes at the
@@ -581,9 +584,9 @@ func TestPoisonRecordDeadLettered(t *testing.T) {
 func TestPoisonRecordStopsPartition(t *testing.T) {
 	t.Parallel()
 	h, dst := poisonSetup(t, "")
-	tp := TopicPartition{"orders", 0}
+	tp := data.TopicPartition{Topic: "orders", Partition: 0}
 	var reason error
-	waitFor(t, func() bool {
+	kfaketest.WaitFor(t, func() bool {
 		a, err := h.acked(tp)
 		reason = err
 		return a == 20 && err != nil && strings.Contains(err.Error(), "offset 20")
@@ -601,8 +604,8 @@ func TestPoisonRecordStopsPartition(t *testing.T) {
 		t.Fatalf("status error = %q, want the partition failed with the record's offset", failed)
 	}
 	alterOn(t, h.dst, "src.orders", map[string]string{"max.message.bytes": "1048576"})
-	waitFor(t, func() bool { a, err := h.acked(tp); return a == 41 && err == nil }, "orders/0 to go on once the target accepts the record")
-	if got := consumeFrom(t, dst.ListenAddrs(), "src.orders", 0, 0); len(got) != 41 {
+	kfaketest.WaitFor(t, func() bool { a, err := h.acked(tp); return a == 41 && err == nil }, "orders/0 to go on once the target accepts the record")
+	if got := kfaketest.ConsumeFrom(t, dst.ListenAddrs(), "src.orders", 0, 0); len(got) != 41 {
 		t.Fatalf("target holds %d records, want 41", len(got))
 	}
 }
@@ -642,13 +645,13 @@ func consumeRecords(t *testing.T, addrs []string, topic string) []*kgo.Record {
 // selection keeps its parked state.
 func TestDeletedTopicStateFreed(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	h := newPassHarness(t, src, dst)
 	h.createWithProgress(t, "gone", 2, 5)
 	h.createWithProgress(t, "kept", 1, 5)
 	h.mustPass(t)
-	w := &ProgressWriter{topic: h.m.progressTopic, dst: h.dst, c: h.cp, sealer: h.m.sealer}
-	for _, tp := range []TopicPartition{{"gone", 0}, {"gone", 1}, {"kept", 0}} {
+	w := h.m.newProgressWriter(h.dst, h.cp)
+	for _, tp := range []data.TopicPartition{{Topic: "gone", Partition: 0}, {Topic: "gone", Partition: 1}, {Topic: "kept", Partition: 0}} {
 		ps := h.cp.Partition(tp)
 		ps.Mu.Lock()
 		ps.Acked = 9 // as if records were copied since
@@ -663,15 +666,13 @@ func TestDeletedTopicStateFreed(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.m.Reconfigure(Selection{Filters: []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll("gone")}}})
-	waitFor(t, func() bool {
+	kfaketest.WaitFor(t, func() bool {
 		h.mustPass(t)
 		return len(h.m.Status().Topics) == 0
 	}, "both topics to leave the mirror")
-	h.cp.mu.Lock()
-	_, gone0 := h.cp.parked[TopicPartition{"gone", 0}]
-	_, kept := h.cp.parked[TopicPartition{"kept", 0}]
-	h.cp.mu.Unlock()
-	if gone0 || !kept {
+	gone0, _ := h.cp.ParkedState(data.TopicPartition{Topic: "gone", Partition: 0})
+	kept, _ := h.cp.ParkedState(data.TopicPartition{Topic: "kept", Partition: 0})
+	if gone0 != nil || kept == nil {
 		t.Fatalf("parked: gone/0 %v (want false), kept/0 %v (want true)", gone0, kept)
 	}
 	h.m.mu.Lock()
@@ -684,7 +685,7 @@ func TestDeletedTopicStateFreed(t *testing.T) {
 	if err := h.dst.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ld, err := LoadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, h.dstAdm, h.m.progressTopic)
+	ld, err := data.LoadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, h.dstAdm, h.m.progressTopic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -698,7 +699,7 @@ func TestDeletedTopicStateFreed(t *testing.T) {
 			t.Errorf("stored index of %v not deleted", tp)
 		}
 	}
-	if pos := ld.Positions[TopicPartition{"kept", 0}]; pos.Next != 9 {
+	if pos := ld.Positions[data.TopicPartition{Topic: "kept", Partition: 0}]; pos.Next != 9 {
 		t.Errorf("stored progress of kept/0 = %+v, want 9", pos)
 	}
 }
@@ -710,18 +711,18 @@ func TestDeletedTopicStateFreed(t *testing.T) {
 // it was, not from the start (which copied records twice). Once it was
 // listed, or after targetPropagation, absence is deletion again.
 func TestPassJustCreatedTopicNotGone(t *testing.T) {
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	h := newPassHarness(t, src, dst)
 	h.createWithProgress(t, "orders", 1, 25)
 	h.mustPass(t) // creates src.orders and resumes at 25
-	ps := h.cp.Partition(TopicPartition{"orders", 0})
+	ps := h.cp.Partition(data.TopicPartition{Topic: "orders", Partition: 0})
 	if ps == nil || ps.Acked != 25 {
 		t.Fatalf("partition 0 = %+v, want resumed at 25", ps)
 	}
 	creates := countCreates(dst)
 	stop := notYetKnownFault(t, dst, "src.orders")
 	h.mustPass(t)
-	if got := h.cp.Partition(TopicPartition{"orders", 0}); got != ps || ps.Acked != 25 {
+	if got := h.cp.Partition(data.TopicPartition{Topic: "orders", Partition: 0}); got != ps || ps.Acked != 25 {
 		t.Fatalf("a topic not yet in the metadata was taken as deleted: partition 0 = %+v", got)
 	}
 	if n := creates("src.orders"); n != 0 {
@@ -729,14 +730,14 @@ func TestPassJustCreatedTopicNotGone(t *testing.T) {
 	}
 	stop()
 	h.mustPass(t)
-	if got := h.cp.Partition(TopicPartition{"orders", 0}); got != ps || ps.Acked != 25 {
+	if got := h.cp.Partition(data.TopicPartition{Topic: "orders", Partition: 0}); got != ps || ps.Acked != 25 {
 		t.Fatalf("after the metadata caught up: partition 0 = %+v, want the same copy at 25", got)
 	}
 	// Listed once: missing again, it is gone (TestPassSecondLookBeforeDeletion).
 	stop = notYetKnownFault(t, dst, "src.orders")
 	h.mustPass(t)
 	stop()
-	if got := h.cp.Partition(TopicPartition{"orders", 0}); got == ps {
+	if got := h.cp.Partition(data.TopicPartition{Topic: "orders", Partition: 0}); got == ps {
 		t.Fatal("a listed topic missing from the metadata was kept as not known yet")
 	}
 
@@ -744,14 +745,14 @@ func TestPassJustCreatedTopicNotGone(t *testing.T) {
 	h2 := newPassHarness(t, src, dst)
 	h2.createWithProgress(t, "items", 1, 7)
 	h2.mustPass(t)
-	ps = h2.cp.Partition(TopicPartition{"items", 0})
+	ps = h2.cp.Partition(data.TopicPartition{Topic: "items", Partition: 0})
 	old := targetPropagation
 	targetPropagation = 0
 	t.Cleanup(func() { targetPropagation = old })
 	stop = notYetKnownFault(t, dst, "src.items")
 	h2.mustPass(t)
 	stop()
-	if got := h2.cp.Partition(TopicPartition{"items", 0}); got == ps {
+	if got := h2.cp.Partition(data.TopicPartition{Topic: "items", Partition: 0}); got == ps {
 		t.Fatal("a topic missing past targetPropagation was kept")
 	}
 }
@@ -783,7 +784,7 @@ func notYetKnownFault(t *testing.T, c *kfake.Cluster, topic string) (stop func()
 // through to the cluster untouched.
 func metadataFromSnapshot(t *testing.T, c *kfake.Cluster, edit func(*kmsg.MetadataRequest, *kmsg.MetadataResponse) bool) (stop func()) {
 	t.Helper()
-	cl := newClient(t, c)
+	cl := kfaketest.Client(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	snap, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/kmirror/kmirror/filters"
+	"github.com/kmirror/kmirror/internal/kfaketest"
 	"github.com/kmirror/kmirror/listeners"
 )
 
@@ -96,7 +97,7 @@ func groupNames(gs []GroupStatus) []string {
 // is the group set.
 func TestGroupFilterErrorKeepsGroupSet(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	reg := prometheus.NewRegistry()
 	n := &groupNotifier{}
 	plugin := &switchGroupFilter{}
@@ -109,7 +110,7 @@ func TestGroupFilterErrorKeepsGroupSet(t *testing.T) {
 		},
 		Notifier: n,
 		Metrics:  NewMetrics(reg),
-		Logger:   discardLogger(),
+		Logger:   kfaketest.Logger(),
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

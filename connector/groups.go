@@ -5,14 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/kmirror/kmirror/connector/index"
-	"github.com/kmirror/kmirror/connector/state"
 	"log/slog"
 	"maps"
 	"slices"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/kmirror/kmirror/connector/data"
+	"github.com/kmirror/kmirror/connector/index"
+	"github.com/kmirror/kmirror/connector/state"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -106,14 +108,14 @@ type groupState struct {
 	hidden bool
 	// lastSource is the source offset last synced per source partition,
 	// to tell a source group that moved back from a stale translation.
-	lastSource map[TopicPartition]int64
+	lastSource map[data.TopicPartition]int64
 
 	// Guarded by Mirror.mu. checkpointed is the checkpoint the target
 	// acknowledged per source partition, checkpointing the one produced
 	// and not acknowledged yet; a write that fails is counted in
 	// checkpointErr and written again on the next sync.
-	checkpointed  map[TopicPartition]checkpointValue
-	checkpointing map[TopicPartition]checkpointValue
+	checkpointed  map[data.TopicPartition]checkpointValue
+	checkpointing map[data.TopicPartition]checkpointValue
 	checkpointErr error
 
 	// logged is when each problem of the group (by problemLog key) was
@@ -123,9 +125,9 @@ type groupState struct {
 
 func newGroupState() *groupState {
 	return &groupState{
-		lastSource:    make(map[TopicPartition]int64),
-		checkpointed:  make(map[TopicPartition]checkpointValue),
-		checkpointing: make(map[TopicPartition]checkpointValue),
+		lastSource:    make(map[data.TopicPartition]int64),
+		checkpointed:  make(map[data.TopicPartition]checkpointValue),
+		checkpointing: make(map[data.TopicPartition]checkpointValue),
 	}
 }
 
@@ -500,10 +502,10 @@ func targetFetchErr(fetched kadm.FetchOffsetsResponses, group string) error {
 // itself moved back and FollowSourceRewinds is set) with the source offset
 // each comes from, and the checkpoints that changed. Partitions that cannot be translated exactly are in the
 // status, and neither committed nor checkpointed.
-func (m *Mirror) translateGroup(ctx context.Context, c *clients, group string, gs *groupState, offs kadm.OffsetResponses, mirrored map[string]string, cp dataPlane, target kadm.FetchOffsetsResponse, problems *problemLog) (GroupStatus, kadm.Offsets, map[TopicPartition]int64, []pendingCheckpoint) {
+func (m *Mirror) translateGroup(ctx context.Context, c *clients, group string, gs *groupState, offs kadm.OffsetResponses, mirrored map[string]string, cp dataPlane, target kadm.FetchOffsetsResponse, problems *problemLog) (GroupStatus, kadm.Offsets, map[data.TopicPartition]int64, []pendingCheckpoint) {
 	st := GroupStatus{Mirror: m.cfg.Name, Group: group, State: GroupSynced}
 	commit := make(kadm.Offsets)
-	sources := make(map[TopicPartition]int64)
+	sources := make(map[data.TopicPartition]int64)
 	var checkpoints []pendingCheckpoint
 	var unreadable []string // target partitions whose current offset could not be read
 	var firstErr error
@@ -513,7 +515,7 @@ func (m *Mirror) translateGroup(ctx context.Context, c *clients, group string, g
 		if !ok || o.At < 0 {
 			return
 		}
-		tp := TopicPartition{o.Topic, o.Partition}
+		tp := data.TopicPartition{Topic: o.Topic, Partition: o.Partition}
 		if o.Err != nil {
 			// This partition's offset is unknown this time.
 			srcErrs = true
@@ -590,7 +592,7 @@ func (m *Mirror) translateGroup(ctx context.Context, c *clients, group string, g
 type pendingCheckpoint struct {
 	gs    *groupState
 	key   checkpointKey
-	tp    TopicPartition
+	tp    data.TopicPartition
 	value checkpointValue
 }
 
@@ -759,7 +761,7 @@ func (m *Mirror) Translate(ctx context.Context, group string, opts TranslateOpti
 	}
 	defer c.close()
 	defer m.cancelProduce()
-	ld, err := LoadProgress(ctx, m.log, m.cfg.TargetOpts, c.dstAdm, m.progressTopic)
+	ld, err := data.LoadProgress(ctx, m.log, m.cfg.TargetOpts, c.dstAdm, m.progressTopic)
 	if err != nil {
 		return st, fmt.Errorf("read %s on the target: %w", m.progressTopic, m.dstErr(err))
 	}
@@ -781,7 +783,7 @@ func (m *Mirror) Translate(ctx context.Context, group string, opts TranslateOpti
 		if !mirrored[o.Topic] {
 			return
 		}
-		tp := TopicPartition{o.Topic, o.Partition}
+		tp := data.TopicPartition{Topic: o.Topic, Partition: o.Partition}
 		ix, pos := ld.Indexes[tp], ld.Positions[tp]
 		target := m.cfg.Policy.FormatRemoteTopic(m.cfg.SourceAlias, o.Topic)
 		gp := GroupPartition{SourceTopic: o.Topic, TargetTopic: target, Partition: o.Partition, SourceOffset: o.At, TargetOffset: -1}

@@ -3,10 +3,12 @@ package connector
 import (
 	"context"
 	"fmt"
-	"github.com/kmirror/kmirror/connector/index"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/kmirror/kmirror/connector/index"
+	"github.com/kmirror/kmirror/internal/kfaketest"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -43,52 +45,7 @@ func TestTranslateOffset(t *testing.T) {
 // and returns offset -> value.
 func sourceRecords(t *testing.T, addrs []string, topic string, partition int32) map[int64]string {
 	t.Helper()
-	return consumeFrom(t, addrs, topic, partition, 0)
-}
-
-// consumeFrom reads a partition read_committed from offset from up to its
-// last stable offset.
-func consumeFrom(t *testing.T, addrs []string, topic string, partition int32, from int64) map[int64]string {
-	t.Helper()
-	// Control records (transaction markers) are kept, so that the reader
-	// reaches the end even when the partition ends with a marker; they are
-	// not returned.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(from)}}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	ends, err := adm.ListCommittedOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	end, _ := ends.Lookup(topic, partition)
-	out := map[int64]string{}
-	for next := from; next < end.Offset; {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			t.Fatalf("reading %s/%d from %d: only up to %d of %d within 60s", topic, partition, from, next, end.Offset)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			next = max(next, r.Offset+1)
-			if !r.Attrs.IsControl() {
-				out[r.Offset] = string(r.Value)
-			}
-		})
-	}
-	return out
-}
-
-func lastPos(m map[int64]string) int64 {
-	last := int64(-1)
-	for o := range m {
-		last = max(last, o)
-	}
-	return last
+	return kfaketest.ConsumeFrom(t, addrs, topic, partition, 0)
 }
 
 // TestFailoverExact: a consumer group commits at arbitrary points on the
@@ -97,7 +54,7 @@ func lastPos(m map[int64]string) int64 {
 // resumes with exactly the records after its last source commit.
 func TestFailoverExact(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	ctx := context.Background()
 	srcCl, err := kgo.NewClient(kgo.SeedBrokers(src.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
@@ -157,7 +114,7 @@ func TestFailoverExact(t *testing.T) {
 		RefreshInterval:   200 * time.Millisecond,
 		ProgressInterval:  100 * time.Millisecond,
 		GroupSyncInterval: 100 * time.Millisecond,
-		Logger:            discardLogger(),
+		Logger:            kfaketest.Logger(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +130,7 @@ func TestFailoverExact(t *testing.T) {
 	}
 	defer dstCl.Close()
 	dstAdm := kadm.NewClient(dstCl)
-	waitFor(t, func() bool {
+	kfaketest.WaitFor(t, func() bool {
 		for g := range commits {
 			synced := false
 			for _, gs := range m.Groups() {
@@ -195,7 +152,7 @@ func TestFailoverExact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
+	kfaketest.WaitFor(t, func() bool {
 		st, err := offline.Translate(ctx, "g-aborted", TranslateOptions{})
 		return err == nil && len(st.Partitions) == 1 && st.Partitions[0].TargetOffset == 3 && !st.Partitions[0].Behind
 	}, "translate to read the persisted index (c4 is at target offset 3)")
@@ -224,7 +181,7 @@ func TestFailoverExact(t *testing.T) {
 				t.Fatalf("group %s has no offset for %s/%d on the target", g, target, o.Partition)
 			}
 			want := valuesFrom(sourceRecords(t, src.ListenAddrs(), o.Topic, o.Partition), o.At)
-			gotVals := valuesFrom(consumeFrom(t, dst.ListenAddrs(), target, o.Partition, got.At), got.At)
+			gotVals := valuesFrom(kfaketest.ConsumeFrom(t, dst.ListenAddrs(), target, o.Partition, got.At), got.At)
 			if !reflect.DeepEqual(gotVals, want) {
 				t.Errorf("group %s %s/%d: committed %d at the source, %d at the target: target reads %v, source had %v after the commit",
 					g, o.Topic, o.Partition, o.At, got.At, gotVals, want)
@@ -236,7 +193,7 @@ func TestFailoverExact(t *testing.T) {
 // valuesFrom returns the values at offsets >= from, in offset order.
 func valuesFrom(recs map[int64]string, from int64) []string {
 	out := []string{}
-	for o := from; o <= lastPos(recs); o++ {
+	for o := from; o <= kfaketest.LastOffset(recs); o++ {
 		if v, ok := recs[o]; ok {
 			out = append(out, v)
 		}

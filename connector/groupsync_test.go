@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/kmirror/kmirror/connector/index"
-	"github.com/kmirror/kmirror/connector/state"
 	"log/slog"
 	"maps"
 	"strings"
@@ -15,6 +13,11 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kmirror/kmirror/connector/data"
+	"github.com/kmirror/kmirror/connector/index"
+	"github.com/kmirror/kmirror/connector/state"
+	"github.com/kmirror/kmirror/internal/kfaketest"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -83,7 +86,7 @@ const (
 
 func newGroupHarness(t *testing.T, partitions int32) *groupHarness {
 	t.Helper()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	return newGroupHarnessOn(t, src, dst, partitions)
 }
 
@@ -118,10 +121,10 @@ func newGroupHarnessOn(t *testing.T, src, dst *kfake.Cluster, partitions int32) 
 
 // copied makes partition p of "orders" copied with index ix up to acked.
 func (h *groupHarness) copied(p int32, ix *index.Partition, acked int64) {
-	tp := TopicPartition{hTopic, p}
-	h.cp.mu.Lock()
-	h.cp.parts[tp] = &PartitionState{TP: tp, Target: hTarget, Index: ix, Acked: acked, Persisted: acked, End: -1}
-	h.cp.mu.Unlock()
+	tp := data.TopicPartition{Topic: hTopic, Partition: p}
+	h.plane.mu.Lock()
+	h.plane.copied[tp] = &data.PartitionState{TP: tp, Target: hTarget, Index: ix, Acked: acked, Persisted: acked, End: -1}
+	h.plane.mu.Unlock()
 }
 
 // copiedShifted makes partition p copied up to acked, source offset s at
@@ -173,7 +176,7 @@ func (h *groupHarness) sync(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := h.m.syncGroups(ctx, h.c, h.cp); err != nil {
+	if err := h.m.syncGroups(ctx, h.c, h.plane); err != nil {
 		t.Fatalf("syncGroups: %v", err)
 	}
 }
@@ -424,7 +427,7 @@ func TestGroupSyncCheckpointWriteRetried(t *testing.T) {
 	fault := h.dst.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: h.m.checkpointTopic, Err: kerr.InvalidRecord, Count: -1})
 	for i := range 3 {
 		h.sync(t)
-		waitFor(t, func() bool { return h.checkpointWriteErrors() >= float64(i+1) }, "the checkpoint write to fail")
+		kfaketest.WaitFor(t, func() bool { return h.checkpointWriteErrors() >= float64(i+1) }, "the checkpoint write to fail")
 	}
 	h.m.mu.Lock()
 	gs := h.m.groups[hGroup]
@@ -443,11 +446,11 @@ func TestGroupSyncCheckpointWriteRetried(t *testing.T) {
 	// goroutine may be descheduled): the next syncs, as the mirror's sync
 	// ticker would run them, write it again until it lands.
 	want := checkpointValue{SourceOffset: 50, TargetTopic: hTarget, TargetOffset: hShift + 50}
-	waitFor(t, func() bool {
+	kfaketest.WaitFor(t, func() bool {
 		h.sync(t)
 		h.m.mu.Lock()
 		defer h.m.mu.Unlock()
-		return h.m.groups[hGroup].checkpointed[TopicPartition{hTopic, 0}] == want
+		return h.m.groups[hGroup].checkpointed[data.TopicPartition{Topic: hTopic, Partition: 0}] == want
 	}, "the checkpoint to be acknowledged")
 	got := readCheckpoints(t, h)
 	key := `{"group":"billing","topic":"orders","partition":0}`
@@ -459,7 +462,7 @@ func TestGroupSyncCheckpointWriteRetried(t *testing.T) {
 // readCheckpoints reads the checkpoint topic to its end.
 func readCheckpoints(t *testing.T, h *groupHarness) map[string]checkpointValue {
 	t.Helper()
-	cl := newClient(t, h.dst, kgo.ConsumeTopics(h.m.checkpointTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl := kfaketest.Client(t, h.dst, kgo.ConsumeTopics(h.m.checkpointTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ends, err := h.dstAdm.ListEndOffsets(ctx, h.m.checkpointTopic)
@@ -497,12 +500,12 @@ func readCheckpoints(t *testing.T, h *groupHarness) map[string]checkpointValue {
 // cannot be translated exactly.
 func TestTranslateApplyNeverRewinds(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	srcCl := newClient(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	srcCl := kfaketest.Client(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	srcAdm := kadm.NewClient(srcCl)
-	dstAdm := kadm.NewClient(newClient(t, dst))
+	dstAdm := kadm.NewClient(kfaketest.Client(t, dst))
 	if _, err := srcAdm.CreateTopic(ctx, 2, 1, nil, "ledger"); err != nil {
 		t.Fatal(err)
 	}
@@ -520,7 +523,7 @@ func TestTranslateApplyNeverRewinds(t *testing.T) {
 		Filters:          []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll(".*")}},
 		RefreshInterval:  200 * time.Millisecond,
 		ProgressInterval: 100 * time.Millisecond,
-		Logger:           discardLogger(),
+		Logger:           kfaketest.Logger(),
 	}
 	worker, err := New(cfg)
 	if err != nil {

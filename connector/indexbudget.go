@@ -4,10 +4,12 @@ import (
 	"container/list"
 	"context"
 	"fmt"
-	"github.com/kmirror/kmirror/connector/index"
-	"github.com/kmirror/kmirror/connector/state"
 	"slices"
 	"sync"
+
+	"github.com/kmirror/kmirror/connector/data"
+	"github.com/kmirror/kmirror/connector/index"
+	"github.com/kmirror/kmirror/connector/state"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
@@ -36,7 +38,7 @@ const indexChunkBytes = index.ChunkRuns * indexRunBytes
 
 // indexMemory is the memory the indexes of states hold (the runs in
 // memory, by length).
-func indexMemory(states []*PartitionState) int64 {
+func indexMemory(states []*data.PartitionState) int64 {
 	var total int64
 	for _, ps := range states {
 		ps.Mu.Lock()
@@ -51,13 +53,13 @@ func indexMemory(states []*PartitionState) int64 {
 // enforceIndexBudget evicts stored chunks from the indexes of states until
 // they hold at most 90% of limit bytes, or nothing more can go. It returns
 // the memory they hold afterwards and the chunks evicted.
-func enforceIndexBudget(states []*PartitionState, limit int64) (held int64, evicted int) {
+func enforceIndexBudget(states []*data.PartitionState, limit int64) (held int64, evicted int) {
 	held = indexMemory(states)
 	if limit <= 0 || held <= limit {
 		return held, 0
 	}
 	type candidate struct {
-		ps   *PartitionState
+		ps   *data.PartitionState
 		runs int
 	}
 	var cands []candidate
@@ -152,8 +154,8 @@ func (c *chunkCache) put(key chunkCacheKey, runs []index.Run) {
 // readIndexChunk reads stored chunk k of tp's index back from the progress
 // topic: the partition that holds tp's records, its committed records to
 // the end; the last record of the chunk's key wins.
-func (m *Mirror) readIndexChunk(ctx context.Context, dstAdm *kadm.Client, tp TopicPartition, k int64) ([]index.Run, error) {
-	key := string(IndexChunkKey(tp, k))
+func (m *Mirror) readIndexChunk(ctx context.Context, dstAdm *kadm.Client, tp data.TopicPartition, k int64) ([]index.Run, error) {
+	key := string(data.IndexChunkKey(tp, k))
 	var value []byte
 	found := false
 	part := state.PartitionFor(m.statePartitions(m.progressTopic), tp.Topic, tp.Partition)
@@ -179,7 +181,7 @@ func (m *Mirror) readIndexChunk(ctx context.Context, dstAdm *kadm.Client, tp Top
 // translatePartition translates committed source offset s of ps for a
 // group: through the index in memory, or through a chunk the budget
 // evicted, read back (or from the cache).
-func (m *Mirror) translatePartition(ctx context.Context, dstAdm *kadm.Client, ps *PartitionState, s int64) (target int64, behind bool, err error) {
+func (m *Mirror) translatePartition(ctx context.Context, dstAdm *kadm.Client, ps *data.PartitionState, s int64) (target int64, behind bool, err error) {
 	ps.Mu.Lock()
 	ix, acked := ps.Index, ps.Acked
 	target, behind, err = translateOffset(ix, acked, s)

@@ -2,8 +2,11 @@ package connector
 
 import (
 	"context"
-	"github.com/kmirror/kmirror/connector/index"
 	"testing"
+
+	"github.com/kmirror/kmirror/connector/data"
+	"github.com/kmirror/kmirror/connector/index"
+	"github.com/kmirror/kmirror/internal/kfaketest"
 )
 
 // TestIndexBudgetEvictsStoredChunksAndTranslatesExactly: over the index
@@ -12,11 +15,11 @@ import (
 // reads it back from the progress topic: still exact.
 func TestIndexBudgetEvictsStoredChunksAndTranslatesExactly(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	h := newPassHarness(t, src, dst)
 	h.createWithProgress(t, "orders", 1, 0)
 	h.mustPass(t)
-	tp := TopicPartition{"orders", 0}
+	tp := data.TopicPartition{Topic: "orders", Partition: 0}
 	ps := h.cp.Partition(tp)
 	if ps == nil {
 		t.Fatal("orders/0 is not copied")

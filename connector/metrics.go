@@ -1,6 +1,7 @@
 package connector
 
 import (
+	"github.com/kmirror/kmirror/connector/data"
 	"github.com/kmirror/kmirror/connector/recordbatch"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -56,12 +57,10 @@ type Metrics struct {
 
 // Kinds of kmirror's own records on the target, for
 // kmirror_internal_write_errors_total.
+// The data plane's are in package data (data.WriteProgress, ...).
 const (
-	WriteProgress   = "progress"
-	WriteIndex      = "index"
 	writeCheckpoint = "checkpoint"
 	writeMetadata   = "metadata"
-	WriteDeadLetter = "dead_letter"
 	// MM2's heartbeats and checkpoints (mm2.go).
 	writeMM2Heartbeat  = "mm2_heartbeat"
 	writeMM2Checkpoint = "mm2_checkpoint"
@@ -251,9 +250,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // mirrorMetrics are one mirror's resolved series, looked up once so the data
 // path does no label hashing per record. Every method is a no-op on nil.
 type mirrorMetrics struct {
-	// *DataMetrics are the data plane's (the copier's): nil counts
+	// *data.Metrics are the data plane's (the copier's): nil counts
 	// nothing, like a nil mirrorMetrics.
-	*DataMetrics
+	*data.Metrics
 	createErrors, recreations, passes, passErrors                               prometheus.Counter
 	configChanges, configSyncErrors, aclsCreated, groupOffsets, groupSyncErrors prometheus.Counter
 	mm2Adopted, mm2AdoptErrors, mm2Heartbeats, mm2Checkpoints                   prometheus.Counter
@@ -270,11 +269,11 @@ type mirrorMetrics struct {
 }
 
 // data is the data plane's metrics (nil when mm is).
-func (mm *mirrorMetrics) data() *DataMetrics {
+func (mm *mirrorMetrics) data() *data.Metrics {
 	if mm == nil {
 		return nil
 	}
-	return mm.DataMetrics
+	return mm.Metrics
 }
 
 func (m *Metrics) forMirror(name string) *mirrorMetrics {
@@ -284,7 +283,7 @@ func (m *Metrics) forMirror(name string) *mirrorMetrics {
 	for _, kind := range []string{"added", "removed", "changed", "group_added", "group_removed"} {
 		m.setChanges.WithLabelValues(name, kind) // pre-initialised: alerts see 0, not absence
 	}
-	for _, kind := range []string{WriteProgress, WriteIndex, writeCheckpoint, writeMetadata, WriteDeadLetter, writeMM2Heartbeat, writeMM2Checkpoint} {
+	for _, kind := range []string{data.WriteProgress, data.WriteIndex, writeCheckpoint, writeMetadata, data.WriteDeadLetter, writeMM2Heartbeat, writeMM2Checkpoint} {
 		m.internalWrites.WithLabelValues(name, kind)
 	}
 	for _, req := range []string{adminListStartOffsets, adminListCommittedOffsets, adminDescribeGroups, adminFetchOffsets, adminDescribeConfigs} {
@@ -294,7 +293,7 @@ func (m *Metrics) forMirror(name string) *mirrorMetrics {
 		m.fallbacks.WithLabelValues(name, reason)
 	}
 	return &mirrorMetrics{
-		DataMetrics: &DataMetrics{
+		Metrics: &data.Metrics{
 			BatchesPassthrough: m.batches.WithLabelValues(name, pathPassthrough),
 			BatchesRecords:     m.batches.WithLabelValues(name, pathRecords),
 			Fallbacks:          m.fallbacks.MustCurryWith(prometheus.Labels{"mirror": name}),

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kmirror/kmirror/connector/data"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -27,10 +28,10 @@ func TestMirrorMetricsComplete(t *testing.T) {
 // partitions' state at the scrape.
 func TestDetailSeries(t *testing.T) {
 	t.Parallel()
-	parts := []*PartitionState{
-		{TP: TopicPartition{"orders", 0}, Acked: 10, End: 15, Copied: 10},
-		{TP: TopicPartition{"orders", 1}, Acked: 4, End: 4, Copied: 3},
-		{TP: TopicPartition{"users", 0}, Acked: -1, End: 7},
+	parts := []*data.PartitionState{
+		{TP: data.TopicPartition{Topic: "orders", Partition: 0}, Acked: 10, End: 15, Copied: 10},
+		{TP: data.TopicPartition{Topic: "orders", Partition: 1}, Acked: 4, End: 4, Copied: 3},
+		{TP: data.TopicPartition{Topic: "users", Partition: 0}, Acked: -1, End: 7},
 	}
 	for _, tc := range []struct {
 		detail string
@@ -59,7 +60,7 @@ func TestDetailSeries(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		m := NewMetrics(reg)
 		m.SetDetail(tc.detail)
-		unwatch := m.watch("m", func() []*PartitionState { return parts })
+		unwatch := m.watch("m", func() []*data.PartitionState { return parts })
 		got := detailSeries(t, reg)
 		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("detail %s: series %v, want %v", tc.detail, got, tc.want)
@@ -99,16 +100,16 @@ func detailSeries(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 // partitions (10,000 topics of 10) at the default detail: the per-topic
 // series are computed at the scrape, so this is what each scrape costs.
 func BenchmarkScrape100k(b *testing.B) {
-	var parts []*PartitionState
+	var parts []*data.PartitionState
 	for i := range 10_000 {
 		for p := range int32(10) {
-			parts = append(parts, &PartitionState{TP: TopicPartition{fmt.Sprintf("topic-%05d", i), p}, Acked: 100, End: 120, Copied: 100})
+			parts = append(parts, &data.PartitionState{TP: data.TopicPartition{Topic: fmt.Sprintf("topic-%05d", i), Partition: p}, Acked: 100, End: 120, Copied: 100})
 		}
 	}
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
 	m.forMirror("m")
-	defer m.watch("m", func() []*PartitionState { return parts })()
+	defer m.watch("m", func() []*data.PartitionState { return parts })()
 	var series int
 	for b.Loop() {
 		mfs, err := reg.Gather()

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/kmirror/kmirror/connector/data"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -26,7 +27,7 @@ const (
 type detailCollector struct {
 	mu      sync.Mutex
 	detail  string
-	sources map[string]func() []*PartitionState // by mirror
+	sources map[string]func() []*data.PartitionState // by mirror
 
 	topicRecords, topicLag *prometheus.Desc
 	partRecords, partLag   *prometheus.Desc
@@ -35,7 +36,7 @@ type detailCollector struct {
 func newDetailCollector() *detailCollector {
 	return &detailCollector{
 		detail:  DetailTopic,
-		sources: make(map[string]func() []*PartitionState),
+		sources: make(map[string]func() []*data.PartitionState),
 		topicRecords: prometheus.NewDesc("kmirror_topic_records_total",
 			"Records of a source topic copied to the target and acknowledged by it since the worker started (http.metrics_detail: topic or partition).",
 			[]string{"mirror", "topic"}, nil),
@@ -64,7 +65,7 @@ func (m *Metrics) SetDetail(detail string) {
 
 // watch adds a running mirror's partitions to the detailed series, until
 // the returned function is called.
-func (m *Metrics) watch(mirror string, partitions func() []*PartitionState) (unwatch func()) {
+func (m *Metrics) watch(mirror string, partitions func() []*data.PartitionState) (unwatch func()) {
 	if m == nil {
 		return func() {}
 	}
@@ -89,7 +90,7 @@ func (d *detailCollector) Describe(ch chan<- *prometheus.Desc) {
 func (d *detailCollector) Collect(ch chan<- prometheus.Metric) {
 	d.mu.Lock()
 	detail := d.detail
-	sources := make(map[string]func() []*PartitionState, len(d.sources))
+	sources := make(map[string]func() []*data.PartitionState, len(d.sources))
 	for k, v := range d.sources {
 		sources[k] = v
 	}

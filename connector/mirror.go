@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/kmirror/kmirror/connector/index"
-	"github.com/kmirror/kmirror/connector/state"
 	"log/slog"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kmirror/kmirror/connector/data"
+	"github.com/kmirror/kmirror/connector/index"
+	"github.com/kmirror/kmirror/connector/loglimit"
+	"github.com/kmirror/kmirror/connector/state"
+	"github.com/kmirror/kmirror/connector/uncached"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -174,14 +178,14 @@ type Mirror struct {
 	// chunks caches offset index chunks read back for translations
 	// (indexbudget.go).
 	chunks   *chunkCache
-	sealer   Sealer // wraps offset records (progress, index, checkpoints)
-	logEvery *Limiter
+	sealer   data.Sealer // wraps offset records (progress, index, checkpoints)
+	logEvery *loglimit.Limiter
 	// logOnce: conditions only the operator ends (untrusted metadata).
-	logOnce *Limiter
+	logOnce *loglimit.Limiter
 	// The failures of each periodic job, logged with backoff.
 	startFailures, passFailures, groupFailures, configFailures, aclFailures *failureLog
 	// producerBufferBytes bounds the target producer's buffer
-	// (ProducerMaxBufferedBytes; tests lower it).
+	// (data.ProducerMaxBufferedBytes; tests lower it).
 	producerBufferBytes int
 
 	// produceCtx outlives Run's context: records in flight must still be
@@ -194,9 +198,9 @@ type Mirror struct {
 	sel atomic.Pointer[Selection]
 
 	mu            sync.Mutex
-	topics        map[string]*topicState              // by source topic
-	indexes       map[TopicPartition]*index.Partition // loaded at start, handed to the copier
-	metaPersisted map[string]map[string]string        // by target topic, as last acknowledged
+	topics        map[string]*topicState                   // by source topic
+	indexes       map[data.TopicPartition]*index.Partition // loaded at start, handed to the copier
+	metaPersisted map[string]map[string]string             // by target topic, as last acknowledged
 	lastPassAt    time.Time
 	lastPassErr   error
 	endsAt        time.Time // the last refreshEnds (endsDue)
@@ -238,21 +242,21 @@ func New(cfg Config) (*Mirror, error) {
 		progressTopic:       policy.InternalTopic(cfg.Name, "progress"),
 		metadataTopic:       metadataTopicName(cfg.Name),
 		checkpointTopic:     policy.InternalTopic(cfg.Name, "checkpoints"),
-		sealer:              Sealer{cfg.OffsetCodec},
-		logEvery:            NewLimiter(time.Minute),
-		logOnce:             Once(),
+		sealer:              data.NewSealer(cfg.OffsetCodec),
+		logEvery:            loglimit.New(time.Minute),
+		logOnce:             loglimit.Once(),
 		startFailures:       newFailureLog(),
 		passFailures:        newFailureLog(),
 		groupFailures:       newFailureLog(),
 		configFailures:      newFailureLog(),
 		aclFailures:         newFailureLog(),
 		chunks:              newChunkCache(64),
-		producerBufferBytes: ProducerMaxBufferedBytes,
+		producerBufferBytes: data.ProducerMaxBufferedBytes,
 		groups:              make(map[string]*groupState),
 		produceCtx:          produceCtx,
 		cancelProduce:       cancel,
 		topics:              make(map[string]*topicState),
-		indexes:             make(map[TopicPartition]*index.Partition),
+		indexes:             make(map[data.TopicPartition]*index.Partition),
 		metaPersisted:       make(map[string]map[string]string),
 	}
 	m.sel.Store(&Selection{Filters: cfg.Filters, ConfigFilters: cfg.ConfigFilters, GroupFilters: cfg.GroupFilters, Labels: cfg.Labels, TrustedUpstreams: cfg.TrustedUpstreams})
@@ -261,7 +265,7 @@ func New(cfg Config) (*Mirror, error) {
 	}
 	m.slots = newSlotPlane(m)
 	if cfg.MM2 != nil && cfg.MM2.Adopt {
-		m.adopt = &adoption{decided: make(map[TopicPartition]*index.Run)}
+		m.adopt = &adoption{decided: make(map[data.TopicPartition]*index.Run)}
 	}
 	if cfg.MM2 != nil {
 		m.mm2Syncs = newMM2SyncStore()
@@ -304,7 +308,7 @@ func (m *Mirror) MetadataTopic() string { return m.metadataTopic }
 // The admin clients are of their own so that what franz-go caches for
 // them can be dropped after each pass (forgetMetadata): it keeps every
 // topic a sharded request (ListOffsets) resolved until a later request
-// prunes it (see listing.go). Purging a producer's topics would drop its
+// prunes it (see package uncached). Purging a producer's topics would drop its
 // partitions' buffers, hence the separate dstAdminCl.
 type clients struct {
 	srcAdminCl, dstAdminCl, dst *kgo.Client
@@ -322,13 +326,13 @@ func (c *clients) close() {
 // listSource and listTarget list every topic of a cluster, uncached
 // (listTopics), and keep the names for forgetMetadata.
 func (c *clients) listSource(ctx context.Context) (kadm.TopicDetails, error) {
-	tds, err := listTopics(ctx, c.srcAdminCl)
+	tds, err := uncached.ListTopics(ctx, c.srcAdminCl)
 	c.srcListed = tds.Names()
 	return tds, err
 }
 
 func (c *clients) listTarget(ctx context.Context) (kadm.TopicDetails, error) {
-	tds, err := listTopics(ctx, c.dstAdminCl)
+	tds, err := uncached.ListTopics(ctx, c.dstAdminCl)
 	c.dstListed = tds.Names()
 	return tds, err
 }
@@ -457,7 +461,7 @@ func (m *Mirror) Run(ctx context.Context) error {
 	// Metrics on a ticker of their own: the writer can block on a full
 	// producer buffer, and that is when the lag matters most.
 	bg.Go(func() {
-		every(copyCtx, ProgressTick(m.cfg.ProgressInterval), func() {
+		every(copyCtx, data.ProgressTick(m.cfg.ProgressInterval), func() {
 			m.enforceIndexBudget()
 			m.updateMetrics()
 		})
@@ -603,7 +607,7 @@ func (m *Mirror) ownsControl() bool {
 // last progress write). Records the target has not acknowledged by then
 // are abandoned: progress never moved past them, so the next owner copies
 // them again. It returns an error naming how many were abandoned.
-func (m *Mirror) drain(ctx context.Context, dst *kgo.Client, cp *Copier, writer *ProgressWriter, cancelProduce func(), log *slog.Logger) error {
+func (m *Mirror) drain(ctx context.Context, dst *kgo.Client, cp *data.Copier, writer *data.ProgressWriter, cancelProduce func(), log *slog.Logger) error {
 	// Flush can return nil after the deadline too, when franz-go failed
 	// the records the cancelled context covered before it looked: the
 	// count of records produced and not acknowledged decides.
@@ -638,7 +642,7 @@ const finalProgressTimeout = 2 * time.Second
 
 // internalWriteFailed counts and logs (at most once a minute per kind) a
 // write of kmirror's own records that the target did not acknowledge.
-func (m *Mirror) internalWriteFailed(kind string, tp TopicPartition, err error) {
+func (m *Mirror) internalWriteFailed(kind string, tp data.TopicPartition, err error) {
 	m.metrics.data().IncInternalWriteErrors(kind)
 	m.logEvery.Warn(m.log, "write:"+kind, "the target did not acknowledge a write to "+m.progressTopic+"; retrying", "kind", kind, "topic", tp.Topic, "partition", tp.Partition, "err", err)
 }
@@ -731,7 +735,7 @@ func (m *Mirror) load(ctx context.Context, dstAdm *kadm.Client) error {
 	// joins, so that a takeover reads only what was written since and
 	// the slots a joining worker is given do not wait for the whole
 	// topic.
-	none := func(TopicPartition) bool { return false }
+	none := func(data.TopicPartition) bool { return false }
 	ld, err := m.slots.progress.Current(ctx, dstAdm, none)
 	if err != nil {
 		return err
@@ -791,7 +795,7 @@ func (m *Mirror) Status() Status {
 		t := &st.Topics[i]
 		if cp != nil {
 			for p := range t.Partitions {
-				ps := cp.Partition(TopicPartition{t.SourceTopic, p})
+				ps := cp.Partition(data.TopicPartition{Topic: t.SourceTopic, Partition: p})
 				if ps == nil {
 					continue
 				}
@@ -834,7 +838,7 @@ func lag(acked, end int64) int64 {
 
 // partitionStates are the partitions the mirror copies here (none before
 // its data plane starts).
-func (m *Mirror) partitionStates() []*PartitionState {
+func (m *Mirror) partitionStates() []*data.PartitionState {
 	m.mu.Lock()
 	cp := m.copier
 	m.mu.Unlock()

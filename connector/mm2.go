@@ -6,14 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/kmirror/kmirror/connector/index"
-	"github.com/kmirror/kmirror/connector/state"
 	"log/slog"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kmirror/kmirror/connector/data"
+	"github.com/kmirror/kmirror/connector/index"
+	"github.com/kmirror/kmirror/connector/state"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -47,27 +49,27 @@ type mm2OffsetsPartition struct {
 // the source cluster and partition. ok is false for a key of another kind
 // (MM2's checkpoint and heartbeat connectors commit into the same topic);
 // a key that is no Connect key at all is an error.
-func parseMM2OffsetKey(key []byte) (connector, cluster string, tp TopicPartition, ok bool, err error) {
+func parseMM2OffsetKey(key []byte) (connector, cluster string, tp data.TopicPartition, ok bool, err error) {
 	var parts []json.RawMessage
 	if err := json.Unmarshal(key, &parts); err != nil || len(parts) != 2 {
-		return "", "", TopicPartition{}, false, fmt.Errorf("key %q is not a Connect offset key [connector, partition]", key)
+		return "", "", data.TopicPartition{}, false, fmt.Errorf("key %q is not a Connect offset key [connector, partition]", key)
 	}
 	if err := json.Unmarshal(parts[0], &connector); err != nil {
-		return "", "", TopicPartition{}, false, fmt.Errorf("key %q: the connector name is not a string", key)
+		return "", "", data.TopicPartition{}, false, fmt.Errorf("key %q: the connector name is not a string", key)
 	}
 	var p mm2OffsetsPartition
 	if err := json.Unmarshal(parts[1], &p); err != nil || p.Cluster == nil {
-		return connector, "", TopicPartition{}, false, nil
+		return connector, "", data.TopicPartition{}, false, nil
 	}
 	if p.Topic == "" || p.Partition == nil {
-		return "", "", TopicPartition{}, false, fmt.Errorf("key %q: want {\"cluster\",\"topic\",\"partition\"}", key)
+		return "", "", data.TopicPartition{}, false, fmt.Errorf("key %q: want {\"cluster\",\"topic\",\"partition\"}", key)
 	}
-	return connector, *p.Cluster, TopicPartition{p.Topic, *p.Partition}, true, nil
+	return connector, *p.Cluster, data.TopicPartition{Topic: p.Topic, Partition: *p.Partition}, true, nil
 }
 
 // mm2Positions are the positions in MM2's offsets topic of one source
 // cluster alias, by source connector name.
-type mm2Positions map[string]map[TopicPartition]int64
+type mm2Positions map[string]map[data.TopicPartition]int64
 
 // readMM2Positions reads MM2's offsets topic on the target to its end and
 // returns, per source connector and partition of the source cluster
@@ -103,7 +105,7 @@ func readMM2Positions(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm
 			return fmt.Errorf("key %s: value %q is not {\"offset\":N} with N >= 0", key, value)
 		}
 		if out[connector] == nil {
-			out[connector] = make(map[TopicPartition]int64)
+			out[connector] = make(map[data.TopicPartition]int64)
 		}
 		out[connector][tp] = *v.Offset + 1
 		return nil
@@ -116,7 +118,7 @@ func readMM2Positions(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm
 
 // others names the connectors other than connector that hold a position
 // for tp, sorted.
-func (ps mm2Positions) others(connector string, tp TopicPartition) []string {
+func (ps mm2Positions) others(connector string, tp data.TopicPartition) []string {
 	var out []string
 	for name, next := range ps {
 		if _, ok := next[tp]; ok && name != connector {
@@ -148,25 +150,25 @@ type adoption struct {
 	// mm2 is what MM2's offsets topic said (nil until read), mm2Next
 	// the positions of the configured source connector in it.
 	mm2     mm2Positions
-	mm2Next map[TopicPartition]int64
+	mm2Next map[data.TopicPartition]int64
 	// decided: the floor a partition's copy starts from (source offset
 	// src is target offset dst), or nil: from the source's start. A
 	// partition not in it waits for the decision.
-	decided map[TopicPartition]*index.Run
+	decided map[data.TopicPartition]*index.Run
 }
 
 // adoptionCandidates are the partitions assignments() would start without
 // a stored position and whose adoption is not decided yet, by target topic.
 // The caller holds m.mu.
-func (m *Mirror) adoptionCandidates(tl targetListing) map[string][]TopicPartition {
-	out := make(map[string][]TopicPartition)
+func (m *Mirror) adoptionCandidates(tl targetListing) map[string][]data.TopicPartition {
+	out := make(map[string][]data.TopicPartition)
 	for _, ts := range m.topics {
 		have, ok := tl.partitions[ts.target]
 		if !ok || ts.fatal != nil {
 			continue
 		}
 		for p := ts.assigned; p < min(have, ts.partitions); p++ {
-			tp := TopicPartition{ts.source, p}
+			tp := data.TopicPartition{Topic: ts.source, Partition: p}
 			if _, done := m.adopt.decided[tp]; !done {
 				out[ts.target] = append(out[ts.target], tp)
 			}
@@ -233,7 +235,7 @@ func (m *Mirror) decideAdoption(ctx context.Context, c *clients, tl targetListin
 		defer m.mu.Unlock()
 		sort.Strings(targets)
 		foreign := make(map[string]bool) // connectors holding positions of partitions left waiting
-		var waiting []TopicPartition
+		var waiting []data.TopicPartition
 		for _, target := range targets {
 			var adopted, fresh int
 			for _, tp := range cands[target] {
@@ -298,7 +300,7 @@ func (m *Mirror) decideAdoption(ctx context.Context, c *clients, tl targetListin
 // foreignConnectorErr says that partitions wait because MM2's offsets topic
 // holds their positions only under other source connector names than the
 // configured one (an MM2 run under another name), and which key to set.
-func foreignConnectorErr(mc *MM2Config, foreign map[string]bool, waiting []TopicPartition) error {
+func foreignConnectorErr(mc *MM2Config, foreign map[string]bool, waiting []data.TopicPartition) error {
 	names := make([]string, 0, len(foreign))
 	for name := range foreign {
 		names = append(names, strconv.Quote(name))
@@ -311,7 +313,7 @@ func foreignConnectorErr(mc *MM2Config, foreign map[string]bool, waiting []Topic
 // adoptedStart is where tp starts when it has no stored position: wait
 // is true while the adoption is undecided; otherwise floor is MM2's
 // position (nil: from the start). The caller holds m.mu.
-func (m *Mirror) adoptedStart(tp TopicPartition) (floor *index.Run, wait bool) {
+func (m *Mirror) adoptedStart(tp data.TopicPartition) (floor *index.Run, wait bool) {
 	if m.adopt == nil {
 		return nil, false
 	}
@@ -322,7 +324,7 @@ func (m *Mirror) adoptedStart(tp TopicPartition) (floor *index.Run, wait bool) {
 // forgetAdoption makes tp start from the source's start if it starts
 // again without a stored position (its target topic is gone: what MM2
 // copied went with it). The caller holds m.mu.
-func (m *Mirror) forgetAdoption(tp TopicPartition) {
+func (m *Mirror) forgetAdoption(tp data.TopicPartition) {
 	if m.adopt != nil {
 		m.adopt.decided[tp] = nil
 	}

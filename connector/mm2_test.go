@@ -5,13 +5,16 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/kmirror/kmirror/connector/index"
-	"github.com/kmirror/kmirror/connector/state"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kmirror/kmirror/connector/data"
+	"github.com/kmirror/kmirror/connector/index"
+	"github.com/kmirror/kmirror/connector/state"
+	"github.com/kmirror/kmirror/internal/kfaketest"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -48,15 +51,15 @@ func TestParseMM2OffsetKey(t *testing.T) {
 		key       string
 		connector string
 		cluster   string
-		tp        TopicPartition
+		tp        data.TopicPartition
 		ok        bool
 		err       bool
 	}{
-		{key: `["MirrorSourceConnector",{"cluster":"A","partition":3,"topic":"orders"}]`, connector: "MirrorSourceConnector", cluster: "A", tp: TopicPartition{"orders", 3}, ok: true},
+		{key: `["MirrorSourceConnector",{"cluster":"A","partition":3,"topic":"orders"}]`, connector: "MirrorSourceConnector", cluster: "A", tp: data.TopicPartition{Topic: "orders", Partition: 3}, ok: true},
 		// Field order is Connect's JSON converter's business.
-		{key: `["MirrorSourceConnector",{"topic":"orders","cluster":"A","partition":0}]`, connector: "MirrorSourceConnector", cluster: "A", tp: TopicPartition{"orders", 0}, ok: true},
+		{key: `["MirrorSourceConnector",{"topic":"orders","cluster":"A","partition":0}]`, connector: "MirrorSourceConnector", cluster: "A", tp: data.TopicPartition{Topic: "orders", Partition: 0}, ok: true},
 		// A source connector under another name (Connect's name=).
-		{key: `["mm2-a-to-b",{"cluster":"A","partition":1,"topic":"orders"}]`, connector: "mm2-a-to-b", cluster: "A", tp: TopicPartition{"orders", 1}, ok: true},
+		{key: `["mm2-a-to-b",{"cluster":"A","partition":1,"topic":"orders"}]`, connector: "mm2-a-to-b", cluster: "A", tp: data.TopicPartition{Topic: "orders", Partition: 1}, ok: true},
 		{key: `["MirrorCheckpointConnector",{"group":"g","topic":"t","partition":0}]`, connector: "MirrorCheckpointConnector"},
 		{key: `["MirrorHeartbeatConnector",{"sourceClusterAlias":"A","targetClusterAlias":"B"}]`, connector: "MirrorHeartbeatConnector"},
 		{key: `not json`, err: true},
@@ -87,7 +90,7 @@ func writeMM2Offsets(t *testing.T, c *kfake.Cluster, topic string, recs ...*kgo.
 // writes recs to it.
 func writeCompacted(t *testing.T, c *kfake.Cluster, topic string, partitions int32, recs ...*kgo.Record) {
 	t.Helper()
-	cl := newClient(t, c)
+	cl := kfaketest.Client(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := state.EnsureCompacted(ctx, kadm.NewClient(cl), topic, partitions, -1); err != nil {
@@ -104,7 +107,7 @@ func writeCompacted(t *testing.T, c *kfake.Cluster, topic string, partitions int
 func offsetValue(n int64) []byte { return fmt.Appendf(nil, `{"offset":%d}`, n) }
 
 func TestReadMM2Positions(t *testing.T) {
-	_, dst := testClusters(t)
+	_, dst := kfaketest.Clusters(t)
 	const topic = "mm2-offsets.A.internal"
 	writeMM2Offsets(t, dst, topic,
 		&kgo.Record{Key: mm2Key("A", "orders", 0), Value: offsetValue(99)},
@@ -115,20 +118,20 @@ func TestReadMM2Positions(t *testing.T) {
 		&kgo.Record{Key: mm2Key("A", "orders", 0), Value: offsetValue(149)}, // the last wins
 		&kgo.Record{Key: []byte(`["mm2-a-to-b",{"cluster":"A","partition":2,"topic":"orders"}]`), Value: offsetValue(3)},
 	)
-	adm := kadm.NewClient(newClient(t, dst))
+	adm := kadm.NewClient(kfaketest.Client(t, dst))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	got, err := readMM2Positions(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, topic, "A")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || len(got[mm2SourceConnector]) != 1 || got[mm2SourceConnector][TopicPartition{"orders", 0}] != 150 {
+	if len(got) != 2 || len(got[mm2SourceConnector]) != 1 || got[mm2SourceConnector][data.TopicPartition{Topic: "orders", Partition: 0}] != 150 {
 		t.Fatalf("positions %v, want orders/0 at 150 (MM2's last copied offset 149, plus one)", got)
 	}
-	if len(got["mm2-a-to-b"]) != 1 || got["mm2-a-to-b"][TopicPartition{"orders", 2}] != 4 {
+	if len(got["mm2-a-to-b"]) != 1 || got["mm2-a-to-b"][data.TopicPartition{Topic: "orders", Partition: 2}] != 4 {
 		t.Fatalf("positions %v, want mm2-a-to-b's orders/2 at 4 (a source connector under another name)", got)
 	}
-	if others := got.others(mm2SourceConnector, TopicPartition{"orders", 2}); fmt.Sprint(others) != "[mm2-a-to-b]" {
+	if others := got.others(mm2SourceConnector, data.TopicPartition{Topic: "orders", Partition: 2}); fmt.Sprint(others) != "[mm2-a-to-b]" {
 		t.Fatalf("connectors other than %s holding orders/2: %v", mm2SourceConnector, others)
 	}
 
@@ -169,11 +172,11 @@ func mm2Setup(t *testing.T, src, dst *kfake.Cluster) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := kadm.NewClient(newClient(t, src)).CreateTopic(ctx, 2, 1, nil, "orders"); err != nil {
+	if _, err := kadm.NewClient(kfaketest.Client(t, src)).CreateTopic(ctx, 2, 1, nil, "orders"); err != nil {
 		t.Fatal(err)
 	}
 	produceOrders(t, src, 2, 10, "x")
-	dcl := newClient(t, dst, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	dcl := kfaketest.Client(t, dst, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if _, err := kadm.NewClient(dcl).CreateTopic(ctx, 2, 1, nil, "src.orders"); err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +196,7 @@ func adoptConfig() Config {
 		RefreshInterval:  100 * time.Millisecond,
 		ProgressInterval: 50 * time.Millisecond,
 		MM2:              &MM2Config{Adopt: true},
-		Logger:           discardLogger(),
+		Logger:           kfaketest.Logger(),
 	}
 }
 
@@ -203,7 +206,7 @@ func adoptConfig() Config {
 // index starts at the adopted position: below it is untranslatable (with
 // the reason), at and above it exact, also after a restart.
 func TestAdoptionContinuesWhereMM2Stopped(t *testing.T) {
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	mm2Setup(t, src, dst)
 	writeMM2Offsets(t, dst, "mm2-offsets.src.internal", &kgo.Record{Key: mm2Key("src", "orders", 0), Value: offsetValue(6)})
 
@@ -217,8 +220,8 @@ func TestAdoptionContinuesWhereMM2Stopped(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
-	adm := kadm.NewClient(newClient(t, dst))
-	waitFor(t, func() bool { return targetRecords(adm, "src.orders") >= 20 }, "20 records on the target")
+	adm := kadm.NewClient(kfaketest.Client(t, dst))
+	kfaketest.WaitFor(t, func() bool { return targetRecords(adm, "src.orders") >= 20 }, "20 records on the target")
 	stop()
 	select {
 	case err := <-done:
@@ -243,11 +246,11 @@ func TestAdoptionContinuesWhereMM2Stopped(t *testing.T) {
 	// why it cannot be done.
 	lctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ld, err := LoadProgress(lctx, nil, cfg.TargetOpts, adm, m.progressTopic)
+	ld, err := data.LoadProgress(lctx, nil, cfg.TargetOpts, adm, m.progressTopic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p0, p1 := TopicPartition{"orders", 0}, TopicPartition{"orders", 1}
+	p0, p1 := data.TopicPartition{Topic: "orders", Partition: 0}, data.TopicPartition{Topic: "orders", Partition: 1}
 	if f := ld.Positions[p0].Floor; f == nil || *f != (index.Run{Src: 7, Dst: 7}) {
 		t.Fatalf("partition 0 floor %v, want source 7 = target 7", f)
 	}
@@ -284,11 +287,11 @@ func byPartition(recs []*kgo.Record) map[int32][]*kgo.Record {
 // beginning): the pass fails naming the cause, the topic's status shows it
 // and the metric counts it; once readable, they start at MM2's position.
 func TestAdoptionFaults(t *testing.T) {
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	mm2Setup(t, src, dst)
 	h := newPassHarnessFor(t, src, dst, adoptConfig())
 	const offsets = "mm2-offsets.src.internal"
-	p0 := TopicPartition{"orders", 0}
+	p0 := data.TopicPartition{Topic: "orders", Partition: 0}
 
 	err := h.pass(t)
 	if err == nil || !strings.Contains(err.Error(), offsets) || !strings.Contains(err.Error(), "adopt: false") {
@@ -306,7 +309,7 @@ func TestAdoptionFaults(t *testing.T) {
 	writeMM2Offsets(t, dst, offsets, &kgo.Record{Key: mm2Key("src", "orders", 0), Value: offsetValue(6)})
 	// The mirror's own admin client, whose metadata cache (franz-go's, up
 	// to a second) still holds the topic as unknown, is the one to wait on.
-	waitFor(t, func() bool {
+	kfaketest.WaitFor(t, func() bool {
 		tds, err := h.c.dstAdm.ListTopics(context.Background(), offsets)
 		return err == nil && tds.Has(offsets)
 	}, "the mirror to see "+offsets)
@@ -334,7 +337,7 @@ func TestAdoptionFaults(t *testing.T) {
 	if acked != 7 || !adopted || floor != (index.Run{Src: 7, Dst: 7}) {
 		t.Fatalf("partition 0 starts at %d with floor %v, want 7 with floor 7->7", acked, floor)
 	}
-	if ps := h.cp.Partition(TopicPartition{"orders", 1}); ps == nil || ps.Acked != -1 {
+	if ps := h.cp.Partition(data.TopicPartition{Topic: "orders", Partition: 1}); ps == nil || ps.Acked != -1 {
 		t.Fatalf("partition 1 (never copied by MM2) should start from the beginning: %+v", ps)
 	}
 	if st := h.m.Status(); st.Topics[0].Error != "" {
@@ -350,14 +353,14 @@ func TestAdoptionFaults(t *testing.T) {
 // mirrors[].mm2.source_connector set to that name they start at its
 // positions.
 func TestAdoptionForeignConnector(t *testing.T) {
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	mm2Setup(t, src, dst)
 	const offsets = "mm2-offsets.src.internal"
 	writeMM2Offsets(t, dst, offsets,
 		&kgo.Record{Key: []byte(`["mm2-src-to-dst",{"cluster":"src","partition":0,"topic":"orders"}]`), Value: offsetValue(6)},
 		&kgo.Record{Key: []byte(`["MirrorCheckpointConnector",{"group":"g","partition":0,"topic":"orders"}]`), Value: offsetValue(5)},
 	)
-	p0, p1 := TopicPartition{"orders", 0}, TopicPartition{"orders", 1}
+	p0, p1 := data.TopicPartition{Topic: "orders", Partition: 0}, data.TopicPartition{Topic: "orders", Partition: 1}
 
 	h := newPassHarnessFor(t, src, dst, adoptConfig())
 	err := h.pass(t)
@@ -438,16 +441,16 @@ func TestAdoptedIndexBeforeAnyCopy(t *testing.T) {
 // partition (the control plane did not see the positions the slots load),
 // and a missing offsets topic made every topic wait.
 func TestRestartWithoutMM2Offsets(t *testing.T) {
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	mm2Setup(t, src, dst)
 	const offsetsTopic = "mm2-offsets.src.internal"
 	writeMM2Offsets(t, dst, offsetsTopic, &kgo.Record{Key: mm2Key("src", "orders", 0), Value: offsetValue(6)})
-	adm := kadm.NewClient(newClient(t, dst))
+	adm := kadm.NewClient(kfaketest.Client(t, dst))
 	run := func(records int64) {
 		t.Helper()
 		m, stop := runOrdersMirror(t, src, dst, func(c *Config) { c.MM2 = &MM2Config{Adopt: true} })
 		defer stop()
-		waitFor(t, func() bool {
+		kfaketest.WaitFor(t, func() bool {
 			st := m.Status()
 			return targetRecords(adm, "src.orders") >= records && len(st.Topics) == 1 && st.Topics[0].Error == "" && st.Topics[0].Lag == 0
 		}, fmt.Sprintf("%d records on the target, the topic without error", records))

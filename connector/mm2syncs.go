@@ -5,12 +5,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/kmirror/kmirror/connector/index"
-	"github.com/kmirror/kmirror/connector/state"
 	"log/slog"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/kmirror/kmirror/connector/data"
+	"github.com/kmirror/kmirror/connector/index"
+	"github.com/kmirror/kmirror/connector/state"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -39,21 +41,21 @@ type mm2Sync struct {
 // {upstreamOffset INT64, offset INT64}, Kafka protocol types, big-endian,
 // with no version header (unlike heartbeats and checkpoints). The topic is
 // the SOURCE topic.
-func decodeMM2OffsetSync(key, value []byte) (TopicPartition, mm2Sync, error) {
+func decodeMM2OffsetSync(key, value []byte) (data.TopicPartition, mm2Sync, error) {
 	if len(key) < 2 {
-		return TopicPartition{}, mm2Sync{}, fmt.Errorf("offset sync key %x: shorter than a topic name's length", key)
+		return data.TopicPartition{}, mm2Sync{}, fmt.Errorf("offset sync key %x: shorter than a topic name's length", key)
 	}
 	n := int(binary.BigEndian.Uint16(key))
 	if n == 0 || n > 249 || len(key) != 2+n+4 {
-		return TopicPartition{}, mm2Sync{}, fmt.Errorf("offset sync key %x: want {topic (int16 length, 1-249 bytes), partition int32}", key)
+		return data.TopicPartition{}, mm2Sync{}, fmt.Errorf("offset sync key %x: want {topic (int16 length, 1-249 bytes), partition int32}", key)
 	}
-	tp := TopicPartition{Topic: string(key[2 : 2+n]), Partition: int32(binary.BigEndian.Uint32(key[2+n:]))}
+	tp := data.TopicPartition{Topic: string(key[2 : 2+n]), Partition: int32(binary.BigEndian.Uint32(key[2+n:]))}
 	if len(value) != 16 {
-		return TopicPartition{}, mm2Sync{}, fmt.Errorf("offset sync of %s/%d: value %x is not {upstreamOffset int64, offset int64}", tp.Topic, tp.Partition, value)
+		return data.TopicPartition{}, mm2Sync{}, fmt.Errorf("offset sync of %s/%d: value %x is not {upstreamOffset int64, offset int64}", tp.Topic, tp.Partition, value)
 	}
 	s := mm2Sync{upstream: int64(binary.BigEndian.Uint64(value)), downstream: int64(binary.BigEndian.Uint64(value[8:]))}
 	if tp.Partition < 0 || s.upstream < 0 || s.downstream < 0 {
-		return TopicPartition{}, mm2Sync{}, fmt.Errorf("offset sync of %s/%d: negative partition or offset (upstream %d, downstream %d)", tp.Topic, tp.Partition, s.upstream, s.downstream)
+		return data.TopicPartition{}, mm2Sync{}, fmt.Errorf("offset sync of %s/%d: negative partition or offset (upstream %d, downstream %d)", tp.Topic, tp.Partition, s.upstream, s.downstream)
 	}
 	return tp, s, nil
 }
@@ -134,7 +136,7 @@ func (e *MM2SyncsMissingError) Error() string {
 // others are skipped. A missing topic is a *MM2SyncsMissingError; a
 // topic listed with an error, or a record that is no offset sync, is
 // that error: never "no syncs".
-func readMM2OffsetSyncs(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm *kadm.Client, topic, cluster string, floors map[TopicPartition]int64) (map[TopicPartition][]mm2Sync, error) {
+func readMM2OffsetSyncs(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm *kadm.Client, topic, cluster string, floors map[data.TopicPartition]int64) (map[data.TopicPartition][]mm2Sync, error) {
 	exists, err := mm2TopicExists(ctx, adm, topic, "offset-syncs topic")
 	if err != nil {
 		return nil, err
@@ -142,7 +144,7 @@ func readMM2OffsetSyncs(ctx context.Context, log *slog.Logger, opts []kgo.Opt, a
 	if !exists {
 		return nil, &MM2SyncsMissingError{Topic: topic, Cluster: cluster}
 	}
-	out := make(map[TopicPartition][]mm2Sync)
+	out := make(map[data.TopicPartition][]mm2Sync)
 	err = state.Read(ctx, log, opts, adm, topic, 0, func(key, value []byte) error {
 		if value == nil {
 			return nil // a tombstone: MM2 writes none, compaction may keep one
@@ -170,10 +172,10 @@ const mm2SyncsReadTimeout = 2 * time.Minute
 type mm2SyncStore struct {
 	mu sync.Mutex
 	// syncs by partition, below the floor in covered.
-	syncs map[TopicPartition][]mm2Sync
+	syncs map[data.TopicPartition][]mm2Sync
 	// covered are the partitions (with their floor's source offset) the
 	// last successful read kept syncs for.
-	covered map[TopicPartition]int64
+	covered map[data.TopicPartition]int64
 	// pass counts group syncs; a read that failed (err) in pass errPass
 	// is tried again in a later one, not for every partition.
 	pass, errPass int64
@@ -193,7 +195,7 @@ func (st *mm2SyncStore) nextPass() {
 // from MM2's offset syncs. floors lists every adopted partition's floor
 // (source offset), for a read to cover them all at once; the syncs are
 // read when tp is not covered yet, at most once per pass after a failure.
-func (m *Mirror) translateBelowFloor(ctx context.Context, c *clients, tp TopicPartition, floor index.Run, s int64, floors func() map[TopicPartition]int64) (int64, error) {
+func (m *Mirror) translateBelowFloor(ctx context.Context, c *clients, tp data.TopicPartition, floor index.Run, s int64, floors func() map[data.TopicPartition]int64) (int64, error) {
 	st := m.mm2Syncs
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -245,7 +247,7 @@ const mm2SyncsNote = "translated from MirrorMaker 2's offset syncs (MM2-accurate
 // translateFromMM2 sets gp, whose source offset is below tp's floor, from
 // MM2's offset syncs: Approximate with the translation, or untranslatable
 // with why not.
-func (m *Mirror) translateFromMM2(ctx context.Context, c *clients, gp *GroupPartition, tp TopicPartition, floor index.Run, floors func() map[TopicPartition]int64) {
+func (m *Mirror) translateFromMM2(ctx context.Context, c *clients, gp *GroupPartition, tp data.TopicPartition, floor index.Run, floors func() map[data.TopicPartition]int64) {
 	to, err := m.translateBelowFloor(ctx, c, tp, floor, gp.SourceOffset, floors)
 	if err != nil {
 		gp.TargetOffset, gp.Untranslatable, gp.Reason = -1, true, mm2SyncsReason(floor, gp.SourceOffset, err)
@@ -255,9 +257,9 @@ func (m *Mirror) translateFromMM2(ctx context.Context, c *clients, gp *GroupPart
 }
 
 // planeFloors lists the floors of the adopted partitions copied by cp.
-func planeFloors(cp dataPlane) func() map[TopicPartition]int64 {
-	return func() map[TopicPartition]int64 {
-		out := make(map[TopicPartition]int64)
+func planeFloors(cp dataPlane) func() map[data.TopicPartition]int64 {
+	return func() map[data.TopicPartition]int64 {
+		out := make(map[data.TopicPartition]int64)
 		for _, ps := range cp.Snapshot() {
 			ps.Mu.Lock()
 			if ps.Index != nil && ps.Index.Adopted() {
@@ -270,9 +272,9 @@ func planeFloors(cp dataPlane) func() map[TopicPartition]int64 {
 }
 
 // indexFloors lists the floors of the adopted partitions in indexes.
-func indexFloors(indexes map[TopicPartition]*index.Partition) func() map[TopicPartition]int64 {
-	return func() map[TopicPartition]int64 {
-		out := make(map[TopicPartition]int64)
+func indexFloors(indexes map[data.TopicPartition]*index.Partition) func() map[data.TopicPartition]int64 {
+	return func() map[data.TopicPartition]int64 {
+		out := make(map[data.TopicPartition]int64)
 		for tp, ix := range indexes {
 			if ix.Adopted() {
 				out[tp] = floorSource(ix)

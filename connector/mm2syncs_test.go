@@ -5,11 +5,14 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
-	"github.com/kmirror/kmirror/connector/index"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kmirror/kmirror/connector/data"
+	"github.com/kmirror/kmirror/connector/index"
+	"github.com/kmirror/kmirror/internal/kfaketest"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -26,7 +29,7 @@ func TestDecodeMM2OffsetSync(t *testing.T) {
 	key, _ := hex.DecodeString("00066f726465727300000003")
 	value, _ := hex.DecodeString("00000000000004d200000000000004b0")
 	tp, s, err := decodeMM2OffsetSync(key, value)
-	if err != nil || tp != (TopicPartition{"orders", 3}) || s != (mm2Sync{upstream: 1234, downstream: 1200}) {
+	if err != nil || tp != (data.TopicPartition{Topic: "orders", Partition: 3}) || s != (mm2Sync{upstream: 1234, downstream: 1200}) {
 		t.Fatalf("decode: %v %v %v", tp, s, err)
 	}
 	for _, c := range []struct{ key, value, want string }{
@@ -122,7 +125,7 @@ func writeOffsetSyncs(t *testing.T, c *kfake.Cluster, topic string, recs ...*kgo
 // waitSeen waits until adm's metadata (cached by the client) has topic.
 func waitSeen(t *testing.T, adm *kadm.Client, topic string) {
 	t.Helper()
-	waitFor(t, func() bool {
+	kfaketest.WaitFor(t, func() bool {
 		tds, err := adm.ListTopics(context.Background(), topic)
 		return err == nil && tds.Has(topic)
 	}, "the client to see "+topic)
@@ -153,13 +156,13 @@ func refuseListOffsets(c *kfake.Cluster, topic string, on *atomic.Bool) {
 }
 
 func TestReadMM2OffsetSyncs(t *testing.T) {
-	src, _ := testClusters(t)
+	src, _ := kfaketest.Clusters(t)
 	const topic = "mm2-offset-syncs.dst.internal"
-	adm := kadm.NewClient(newClient(t, src))
+	adm := kadm.NewClient(kfaketest.Client(t, src))
 	opts := []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	floors := map[TopicPartition]int64{{"orders", 0}: 50}
+	floors := map[data.TopicPartition]int64{{Topic: "orders", Partition: 0}: 50}
 
 	_, err := readMM2OffsetSyncs(ctx, nil, opts, adm, topic, "source", floors)
 	var missing *MM2SyncsMissingError
@@ -179,7 +182,7 @@ func TestReadMM2OffsetSyncs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || len(got[TopicPartition{"orders", 0}]) != 2 || got[TopicPartition{"orders", 0}][1] != (mm2Sync{20, 18}) {
+	if len(got) != 1 || len(got[data.TopicPartition{Topic: "orders", Partition: 0}]) != 2 || got[data.TopicPartition{Topic: "orders", Partition: 0}][1] != (mm2Sync{20, 18}) {
 		t.Fatalf("syncs %v, want orders/0 at 0->0 and 20->18", got)
 	}
 
@@ -206,7 +209,7 @@ func TestReadMM2OffsetSyncs(t *testing.T) {
 // cannot be read, and, once it can, translated from its syncs, marked
 // approximate and committed; `kmirror translate` (Translate) says the same.
 func TestGroupOffsetsBelowAdoptionFromMM2Syncs(t *testing.T) {
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	mm2Setup(t, src, dst)
 	writeMM2Offsets(t, dst, "mm2-offsets.src.internal", &kgo.Record{Key: mm2Key("src", "orders", 0), Value: offsetValue(6)})
 	cfg := adoptConfig()
@@ -218,7 +221,7 @@ func TestGroupOffsetsBelowAdoptionFromMM2Syncs(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := h.m.syncGroups(ctx, h.c, h.cp); err != nil {
+		if err := h.m.syncGroups(ctx, h.c, h.plane); err != nil {
 			t.Fatalf("syncGroups: %v", err)
 		}
 		for _, g := range h.m.Groups() {
@@ -264,7 +267,7 @@ func TestGroupOffsetsBelowAdoptionFromMM2Syncs(t *testing.T) {
 	cfg.SourceOpts = []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)}
 	cfg.TargetOpts = []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}
 	// The progress the worker stores for the adopted partition.
-	k, v := EncodeProgress(TopicPartition{"orders", 0}, Position{Next: 7, Floor: &index.Run{Src: 7, Dst: 7}})
+	k, v := data.EncodeProgress(data.TopicPartition{Topic: "orders", Partition: 0}, data.Position{Next: 7, Floor: &index.Run{Src: 7, Dst: 7}})
 	if err := h.dst.ProduceSync(ctx, &kgo.Record{Topic: h.m.progressTopic, Key: k, Value: h.m.sealer.Seal(v)}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}

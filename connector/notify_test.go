@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/kmirror/kmirror/filters"
+	"github.com/kmirror/kmirror/internal/kfaketest"
 	"github.com/kmirror/kmirror/listeners"
 )
 
@@ -33,7 +34,7 @@ func (f *fakeNotifier) last() []listeners.Topic {
 
 func TestPassPublishesTopicSet(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	reg := prometheus.NewRegistry()
 	n := &fakeNotifier{}
 	h := newPassHarnessFor(t, src, dst, Config{
@@ -41,7 +42,7 @@ func TestPassPublishesTopicSet(t *testing.T) {
 		Filters:  []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll(".*")}},
 		Notifier: n,
 		Metrics:  NewMetrics(reg),
-		Logger:   discardLogger(),
+		Logger:   kfaketest.Logger(),
 	})
 	ctx := context.Background()
 	for _, topic := range []string{"a", "b", "c"} {
@@ -62,7 +63,7 @@ func TestPassPublishesTopicSet(t *testing.T) {
 	if _, err := h.srcAdm.CreateTopic(ctx, 1, 1, nil, "d"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
+	kfaketest.WaitFor(t, func() bool {
 		if err := h.pass(t); err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +78,7 @@ func TestPassPublishesTopicSet(t *testing.T) {
 // config sees the topics' effective configs.
 func TestPassFillsConfigsForFiltersThatReadThem(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	cond, err := filters.ParseCondition("config.cleanup.policy = compact")
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +90,7 @@ func TestPassFillsConfigsForFiltersThatReadThem(t *testing.T) {
 	h := newPassHarnessFor(t, src, dst, Config{
 		Name: "m", SourceAlias: "src", TargetAlias: "dst",
 		Filters: []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll(".*")}, prop},
-		Logger:  discardLogger(),
+		Logger:  kfaketest.Logger(),
 	})
 	ctx := context.Background()
 	if _, err := h.srcAdm.CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": kadmStr("compact")}, "compacted"); err != nil {

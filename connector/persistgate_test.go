@@ -12,31 +12,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/connector/data"
 	"github.com/kmirror/kmirror/filters"
+	"github.com/kmirror/kmirror/internal/kfaketest"
 )
-
-func TestPersistGate(t *testing.T) {
-	t.Parallel()
-	var g PersistGate
-	now := time.Now()
-	for _, step := range []struct {
-		changes uint64
-		after   time.Duration
-		want    bool
-	}{
-		{0, 0, true},               // the first tick walks
-		{0, time.Second, false},    // nothing new
-		{1, time.Second, true},     // a change
-		{1, time.Second, false},    // nothing new again
-		{1, persistFullWalk, true}, // the safety net
-		{1, persistFullWalk - time.Second, false},
-	} {
-		now = now.Add(step.after)
-		if got := g.Due(step.changes, now); got != step.want {
-			t.Fatalf("due(%d) after %v = %v, want %v", step.changes, step.after, got, step.want)
-		}
-	}
-}
 
 // TestIdleMirrorSkipsProgressWalks: once everything copied is persisted,
 // an idle mirror's change counter stands still (so the writer's ticks skip
@@ -45,12 +24,12 @@ func TestPersistGate(t *testing.T) {
 // redone on the next tick without waiting for new records or for the
 // safety net's full walk (set to an hour here: not parallel).
 func TestIdleMirrorSkipsProgressWalks(t *testing.T) {
-	old := persistFullWalk
-	persistFullWalk = time.Hour
-	t.Cleanup(func() { persistFullWalk = old })
-	src, dst := testClusters(t)
+	old := data.PersistFullWalk
+	data.PersistFullWalk = time.Hour
+	t.Cleanup(func() { data.PersistFullWalk = old })
+	src, dst := kfaketest.Clusters(t)
 	ctx := context.Background()
-	if _, err := kadm.NewClient(newClient(t, src)).CreateTopic(ctx, 2, 1, nil, "orders"); err != nil {
+	if _, err := kadm.NewClient(kfaketest.Client(t, src)).CreateTopic(ctx, 2, 1, nil, "orders"); err != nil {
 		t.Fatal(err)
 	}
 	produceOrders(t, src, 2, 10, "a")
@@ -61,9 +40,9 @@ func TestIdleMirrorSkipsProgressWalks(t *testing.T) {
 		Filters:          []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll("orders")}},
 		RefreshInterval:  100 * time.Millisecond,
 		ProgressInterval: 20 * time.Millisecond,
-		Logger:           discardLogger(),
+		Logger:           kfaketest.Logger(),
 		// One slot: one copier and change counter for both partitions.
-		Cluster: &ClusterConfig{Slots: 1, SessionTimeout: 6 * time.Second, CommitInterval: DefaultCommitInterval},
+		Cluster: &ClusterConfig{Slots: 1, SessionTimeout: 6 * time.Second, CommitInterval: data.DefaultCommitInterval},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +58,7 @@ func TestIdleMirrorSkipsProgressWalks(t *testing.T) {
 			t.Error("Run did not return")
 		}
 	})
-	copierOf := func() *Copier { return slotCopier(m, TopicPartition{"orders", 0}) }
+	copierOf := func() *data.Copier { return slotCopier(m, data.TopicPartition{Topic: "orders", Partition: 0}) }
 	persistedAt := func(want int64) func() bool {
 		return func() bool {
 			cp := copierOf()
@@ -87,7 +66,7 @@ func TestIdleMirrorSkipsProgressWalks(t *testing.T) {
 				return false
 			}
 			for p := range int32(2) {
-				ps := cp.Partition(TopicPartition{"orders", p})
+				ps := cp.Partition(data.TopicPartition{Topic: "orders", Partition: p})
 				if ps == nil {
 					return false
 				}
@@ -101,16 +80,16 @@ func TestIdleMirrorSkipsProgressWalks(t *testing.T) {
 			return true
 		}
 	}
-	waitFor(t, persistedAt(10), "10 records per partition copied and persisted")
+	kfaketest.WaitFor(t, persistedAt(10), "10 records per partition copied and persisted")
 
 	// Idle: a few control passes and many writer ticks, no change.
 	cp := copierOf()
-	before := cp.changes.Load()
+	before := cp.ChangeCount()
 	for range 3 {
 		last := m.Status().LastPassAt
-		waitFor(t, func() bool { return m.Status().LastPassAt.After(last) }, "another control pass")
+		kfaketest.WaitFor(t, func() bool { return m.Status().LastPassAt.After(last) }, "another control pass")
 	}
-	if after := cp.changes.Load(); after != before {
+	if after := cp.ChangeCount(); after != before {
 		t.Fatalf("the change counter moved from %d to %d while the mirror was idle: every writer tick walks every partition", before, after)
 	}
 
@@ -118,10 +97,10 @@ func TestIdleMirrorSkipsProgressWalks(t *testing.T) {
 	// fails them) while more records are copied.
 	fault := dst.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: m.progressTopic, Err: kerr.TopicAuthorizationFailed, Count: -1})
 	produceOrders(t, src, 2, 5, "b")
-	waitFor(t, func() bool {
+	kfaketest.WaitFor(t, func() bool {
 		cp := copierOf()
 		for p := range int32(2) {
-			ps := cp.Partition(TopicPartition{"orders", p})
+			ps := cp.Partition(data.TopicPartition{Topic: "orders", Partition: p})
 			ps.Mu.Lock()
 			acked := ps.Acked
 			ps.Mu.Unlock()
@@ -134,7 +113,7 @@ func TestIdleMirrorSkipsProgressWalks(t *testing.T) {
 	// Let the writes that were in flight when the last records were
 	// acknowledged fail too, then stop refusing: nothing new is copied.
 	n := fault.Hits()
-	waitFor(t, func() bool { return fault.Hits() > n }, "another refused progress write")
+	kfaketest.WaitFor(t, func() bool { return fault.Hits() > n }, "another refused progress write")
 	fault.Remove()
-	waitFor(t, persistedAt(15), fmt.Sprintf("the refused progress written again (persistFullWalk %v)", persistFullWalk))
+	kfaketest.WaitFor(t, persistedAt(15), fmt.Sprintf("the refused progress written again (data.PersistFullWalk %v)", data.PersistFullWalk))
 }

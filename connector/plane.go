@@ -3,6 +3,7 @@ package connector
 import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/connector/data"
 	"github.com/kmirror/kmirror/connector/index"
 )
 
@@ -16,16 +17,16 @@ import (
 type dataPlane interface {
 	// assign starts copying partitions; started reports that a copier's
 	// poll loop may start (a slotPlane runs its copiers' loops itself).
-	Assign(as []Assignment, srcOpts []kgo.Opt) (started bool, err error)
-	Unassign(tps []TopicPartition)
-	ParkedState(tp TopicPartition) (ps *PartitionState, settled bool)
-	DropParked(tps []TopicPartition) map[TopicPartition]*index.Partition
+	Assign(as []data.Assignment, srcOpts []kgo.Opt) (started bool, err error)
+	Unassign(tps []data.TopicPartition)
+	ParkedState(tp data.TopicPartition) (ps *data.PartitionState, settled bool)
+	DropParked(tps []data.TopicPartition) map[data.TopicPartition]*index.Partition
 	// partition is the state of a partition copied here, nil otherwise.
-	Partition(tp TopicPartition) *PartitionState
+	Partition(tp data.TopicPartition) *data.PartitionState
 	// snapshot is every partition copied here.
-	Snapshot() []*PartitionState
+	Snapshot() []*data.PartitionState
 	// inFlight counts records produced and not yet acknowledged.
 	InFlight() int
 }
 
-var _ dataPlane = (*Copier)(nil)
+var _ dataPlane = (*data.Copier)(nil)

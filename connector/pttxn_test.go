@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"github.com/kmirror/kmirror/connector/recordbatch"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/kmirror/kmirror/connector/data"
+	"github.com/kmirror/kmirror/connector/recordbatch"
+	"github.com/kmirror/kmirror/internal/kfaketest"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -19,50 +21,6 @@ import (
 	"github.com/kmirror/kmirror/e2e/kafkatest/faultproxy"
 	"github.com/kmirror/kmirror/filters"
 )
-
-// rawLog reads every batch of a partition as it is stored, control
-// batches and aborted ones too (read_uncommitted).
-func rawLog(t *testing.T, c *kfake.Cluster, topic string, partition int32) [][]byte {
-	t.Helper()
-	cl := newClient(t, c)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	topics, err := kadm.NewClient(cl).ListTopics(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	end := targetEnds(t, c, topic)[partition]
-	var out [][]byte
-	for pos := int64(0); pos < end; {
-		req := kmsg.NewPtrFetchRequest()
-		req.MaxWaitMillis, req.MaxBytes = 100, 64<<20
-		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic, rt.TopicID = topic, topics[topic].ID
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = partition, pos, 64<<20
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, cl)
-		if err != nil {
-			t.Fatalf("fetch %s/%d at %d: %v", topic, partition, pos, err)
-		}
-		batches, hs, err := recordbatch.Split(resp.Topics[0].Partitions[0].RecordBatches)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(batches) == 0 {
-			t.Fatalf("fetch %s/%d at %d of %d: no batch", topic, partition, pos, end)
-		}
-		for i, b := range batches {
-			if hs[i].Base+int64(hs[i].LastDelta) < pos {
-				continue
-			}
-			out = append(out, append([]byte(nil), b...))
-			pos = hs[i].Base + int64(hs[i].LastDelta) + 1
-		}
-	}
-	return out
-}
 
 // markerType is a control batch's marker: 0 abort, 1 commit.
 func markerType(t *testing.T, b []byte) int16 {
@@ -102,13 +60,13 @@ func eosBatchWorker(t *testing.T, src, dst *kfake.Cluster, topics string, tune .
 // franz-go, uncompressed.
 func TestTxnBatchPathForwardsCompressed(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	const partitions, calls, per = 2, 20, 25
 	codecs := map[string]int8{"orders-zstd": 4, "orders-lz4": 3} // batch attribute codecs
 	for topic, codec := range codecs {
 		cc := map[int8]kgo.CompressionCodec{4: kgo.ZstdCompression(), 3: kgo.Lz4Compression()}[codec]
-		createTopic(t, src, topic, partitions)
-		cl := newClient(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(cc))
+		kfaketest.CreateTopic(t, src, topic, partitions)
+		cl := kfaketest.Client(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(cc))
 		for c := range calls {
 			var recs []*kgo.Record
 			for p := range int32(partitions) {
@@ -140,8 +98,8 @@ func TestTxnBatchPathForwardsCompressed(t *testing.T) {
 			for i := range calls * per {
 				want = append(want, fmt.Sprintf("%s-%d-%d-%s", topic, p, i, bytes.Repeat([]byte("x"), 40)))
 			}
-			waitFor(t, func() bool { return len(readCommitted(t, dst, "src."+topic, p)) >= len(want) }, fmt.Sprintf("%s/%d copied", topic, p))
-			if got := readCommitted(t, dst, "src."+topic, p); fmt.Sprint(got) != fmt.Sprint(want) {
+			kfaketest.WaitFor(t, func() bool { return len(kfaketest.ReadCommitted(t, dst, "src."+topic, p)) >= len(want) }, fmt.Sprintf("%s/%d copied", topic, p))
+			if got := kfaketest.ReadCommitted(t, dst, "src."+topic, p); fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("%s/%d: read_committed holds %d records, want the %d source records once each, in order", topic, p, len(got), len(want))
 			}
 		}
@@ -153,10 +111,10 @@ func TestTxnBatchPathForwardsCompressed(t *testing.T) {
 
 	for topic, codec := range codecs {
 		for p := range int32(partitions) {
-			srcBatches := rawLog(t, src, topic, p)
+			srcBatches := kfaketest.RawLog(t, src, topic, p)
 			var data [][]byte
 			var pid int64 = -1
-			for _, b := range rawLog(t, dst, "src."+topic, p) {
+			for _, b := range kfaketest.RawLog(t, dst, "src."+topic, p) {
 				h, err := recordbatch.Parse(b)
 				if err != nil {
 					t.Fatal(err)
@@ -205,9 +163,9 @@ func TestTxnBatchPathForwardsCompressed(t *testing.T) {
 // commit committed the aborted batch with the rest (its records twice).
 func TestTxnBatchPathAbortEnds(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
-	createTopic(t, src, "orders", 1)
-	cl := newClient(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.ZstdCompression()))
+	src, dst := kfaketest.Clusters(t)
+	kfaketest.CreateTopic(t, src, "orders", 1)
+	cl := kfaketest.Client(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.ZstdCompression()))
 	var want []string
 	for _, tag := range []string{"a", "b"} { // two source batches
 		var recs []*kgo.Record
@@ -236,13 +194,13 @@ func TestTxnBatchPathAbortEnds(t *testing.T) {
 		return nil, nil, false
 	})
 	eosBatchWorker(t, src, dst, "orders")
-	waitFor(t, func() bool { return refused.Load() == 1 }, "the refusal")
-	waitFor(t, func() bool { return len(readCommitted(t, dst, "src.orders", 0)) >= len(want) }, "every record committed")
+	kfaketest.WaitFor(t, func() bool { return refused.Load() == 1 }, "the refusal")
+	kfaketest.WaitFor(t, func() bool { return len(kfaketest.ReadCommitted(t, dst, "src.orders", 0)) >= len(want) }, "every record committed")
 	time.Sleep(300 * time.Millisecond) // a later commit of the aborted batch would show now
-	if got := readCommitted(t, dst, "src.orders", 0); fmt.Sprint(got) != fmt.Sprint(want) {
+	if got := kfaketest.ReadCommitted(t, dst, "src.orders", 0); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("read_committed holds %v, want the source records once each, in order: %v", got, want)
 	}
-	log := rawLog(t, dst, "src.orders", 0)
+	log := kfaketest.RawLog(t, dst, "src.orders", 0)
 	if len(log) < 2 {
 		t.Fatalf("the target holds %d batches", len(log))
 	}
@@ -251,86 +209,6 @@ func TestTxnBatchPathAbortEnds(t *testing.T) {
 	}
 	if h, _ := recordbatch.Parse(log[1]); !h.Control() || markerType(t, log[1]) != 0 {
 		t.Fatalf("the batch after the aborted one is not an abort marker (%+v): its transaction was never aborted", h)
-	}
-}
-
-// TestTxnBatchPathFenced: another producer takes the slot's transactional
-// ID over (a new owner's fence). The batch path writes with the slot
-// producer's ID and epoch, so its next write is refused as fenced: the
-// copier stops as fenced, and nothing it read after the fence reaches the
-// target, committed or not.
-func TestTxnBatchPathFenced(t *testing.T) {
-	t.Parallel()
-	src, dst := testClusters(t)
-	const progress = "kmirror.m.progress.internal"
-	h := newPassHarness(t, src, dst) // creates the progress topic
-	ctx := context.Background()
-	if _, err := h.srcAdm.CreateTopic(ctx, 1, 1, nil, "orders"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.dstAdm.CreateTopic(ctx, 1, 1, nil, "src.orders"); err != nil {
-		t.Fatal(err)
-	}
-	srcCl := newClient(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.ZstdCompression()))
-	produce := func(tag string) {
-		t.Helper()
-		var recs []*kgo.Record
-		for i := range 20 {
-			recs = append(recs, &kgo.Record{Topic: "orders", Value: fmt.Appendf(nil, "%s-%d", tag, i)})
-		}
-		if err := srcCl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	slotClient := func(ends *EndTxnCounter) *kgo.Client {
-		cl := newClient(t, dst, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID("kmirror.m.slot-0"),
-			kgo.TransactionTimeout(10*time.Second), kgo.MaxVersions(ClassicTransactions()), kgo.WithHooks(ends))
-		if err := Fence(ctx, cl); err != nil {
-			t.Fatal(err)
-		}
-		return cl
-	}
-	ends := new(EndTxnCounter)
-	dstCl := slotClient(ends)
-	produceCtx, cancelProduce := context.WithCancel(ctx)
-	defer cancelProduce()
-	cp := NewCopier(discardLogger(), nil, dstCl, produceCtx, CopierOpts{Passthrough: true, DstOpts: []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}})
-	cp.txn = &TxnCycle{every: 50 * time.Millisecond, writer: &ProgressWriter{topic: progress, partitions: 1, dst: dstCl, c: cp, sealer: Sealer{}}, endTxns: ends}
-	cp.pt.useTransactions("kmirror.m.slot-0")
-	if _, err := cp.Assign([]Assignment{{TP: TopicPartition{"orders", 0}, Target: "src.orders", Next: -1}}, []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)}); err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		cp.Run(runCtx)
-	}()
-	t.Cleanup(func() { stop(); <-done; cp.Close() })
-
-	produce("a")
-	waitFor(t, func() bool { return len(readCommitted(t, dst, "src.orders", 0)) >= 20 }, "the first records committed")
-	if cp.pt.pending() != 0 || cp.ptTxn() != true {
-		t.Fatal("the batch path is not the copier's")
-	}
-	slotClient(new(EndTxnCounter)) // the next owner
-	produce("b")
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the fenced copier still runs 30s after the fence")
-	}
-	if cp.txn.fenced == nil {
-		t.Fatalf("the copier stopped, but not as fenced (unknown: %v)", cp.txn.unknown)
-	}
-	var written int32
-	for _, b := range rawLog(t, dst, "src.orders", 0) {
-		if h, _ := recordbatch.Parse(b); !h.Control() {
-			written += h.Count
-		}
-	}
-	if written != 20 {
-		t.Fatalf("the target holds %d records, committed or not: records read after the fence reached it", written)
 	}
 }
 
@@ -361,7 +239,7 @@ func TestTxnBatchPathUnknownSequence(t *testing.T) {
 		r.produce(5)
 	}
 	r.start(func(c *Config) { c.SourceCompression = true })
-	waitFor(t, func() bool { return lost.Load() == 1 }, "an answer lost")
+	kfaketest.WaitFor(t, func() bool { return lost.Load() == 1 }, "an answer lost")
 	r.exactlyOnce("after a batch whose answer was lost")
 }
 
@@ -374,9 +252,9 @@ func TestTxnBatchPathUnknownSequence(t *testing.T) {
 // path: every record is committed once.
 func TestTxnBatchPathLeavesForRecordPath(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
-	createTopic(t, src, "orders", 1)
-	cl := newClient(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.ZstdCompression()))
+	src, dst := kfaketest.Clusters(t)
+	kfaketest.CreateTopic(t, src, "orders", 1)
+	cl := kfaketest.Client(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.ZstdCompression()))
 	var want []string
 	for c := range 3 {
 		var recs []*kgo.Record
@@ -404,20 +282,20 @@ func TestTxnBatchPathLeavesForRecordPath(t *testing.T) {
 		return nil, nil, false
 	})
 	w := eosBatchWorker(t, src, dst, "orders")
-	waitFor(t, func() bool { return len(readCommitted(t, dst, "src.orders", 0)) >= len(want) }, "every record committed")
-	if got := readCommitted(t, dst, "src.orders", 0); fmt.Sprint(got) != fmt.Sprint(want) {
+	kfaketest.WaitFor(t, func() bool { return len(kfaketest.ReadCommitted(t, dst, "src.orders", 0)) >= len(want) }, "every record committed")
+	if got := kfaketest.ReadCommitted(t, dst, "src.orders", 0); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("read_committed holds %v, want the source records once each, in order: %v", got, want)
 	}
 	if refused.Load() == 0 {
 		t.Fatal("no batch of the batch path was refused")
 	}
-	if !w.m.slots.recordPath.has(TopicPartition{"orders", 0}) {
+	if !w.m.slots.recordPath.Has(data.TopicPartition{Topic: "orders", Partition: 0}) {
 		t.Fatal("the partition is not on the record path")
 	}
-	ps := w.m.slots.Partition(TopicPartition{"orders", 0})
+	ps := w.m.slots.Partition(data.TopicPartition{Topic: "orders", Partition: 0})
 	ps.Mu.Lock()
 	defer ps.Mu.Unlock()
-	if ps.passthrough {
+	if ps.OnBatchPath() {
 		t.Fatal("the slot's copier copies the partition on the batch path")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kmirror/kmirror/internal/kfaketest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -23,9 +24,9 @@ func TestShutdownAfterTargetTopicRecopied(t *testing.T) {
 	for _, batchPath := range []bool{false, true} {
 		t.Run(fmt.Sprintf("batch_path=%v", batchPath), func(t *testing.T) {
 			t.Parallel()
-			src, dst := testClusters(t)
+			src, dst := kfaketest.Clusters(t)
 			ctx := context.Background()
-			srcCl := newClient(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+			srcCl := kfaketest.Client(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 			if _, err := kadm.NewClient(srcCl).CreateTopic(ctx, 2, 1, nil, "orders"); err != nil {
 				t.Fatal(err)
 			}
@@ -62,7 +63,7 @@ func TestShutdownAfterTargetTopicRecopied(t *testing.T) {
 				c.SourceOpts = append(c.SourceOpts, kgo.WithLogger(kgo.BasicLogger(logs, kgo.LogLevelInfo, func() string { return "KGO-SRC " })))
 				c.TargetOpts = append(c.TargetOpts, kgo.WithLogger(kgo.BasicLogger(logs, kgo.LogLevelInfo, func() string { return "KGO-DST " })))
 			})
-			dstAdm := kadm.NewClient(newClient(t, dst))
+			dstAdm := kadm.NewClient(kfaketest.Client(t, dst))
 			onTarget := func() int64 {
 				ends, err := dstAdm.ListEndOffsets(ctx, "src.orders")
 				if err != nil || ends.Error() != nil {
@@ -75,7 +76,7 @@ func TestShutdownAfterTargetTopicRecopied(t *testing.T) {
 			copied := func() bool { return onTarget() == total }
 			// Deleted mid-copy, once a pass has listed it (one never
 			// listed yet is only not known yet: the fresh-topic grace).
-			waitFor(t, func() bool {
+			kfaketest.WaitFor(t, func() bool {
 				m.mu.Lock()
 				defer m.mu.Unlock()
 				ts := m.topics["orders"]
@@ -88,8 +89,8 @@ func TestShutdownAfterTargetTopicRecopied(t *testing.T) {
 			if err := <-produced; err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, copied, "the copy again after the target topic was deleted")
-			waitFor(t, func() bool { return m.copierInFlight() == 0 }, "nothing in flight")
+			kfaketest.WaitFor(t, copied, "the copy again after the target topic was deleted")
+			kfaketest.WaitFor(t, func() bool { return m.copierInFlight() == 0 }, "nothing in flight")
 			stop() // fails the test if Run returns an error (records abandoned)
 			if n := logs.count("target refused records"); n > 0 {
 				t.Fatalf("%d refusals logged, want none: the records the restart dropped were not refused\n%s", n, logs)

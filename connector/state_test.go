@@ -3,11 +3,14 @@ package connector
 import (
 	"context"
 	"fmt"
-	"github.com/kmirror/kmirror/connector/state"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kmirror/kmirror/connector/data"
+	"github.com/kmirror/kmirror/connector/state"
+	"github.com/kmirror/kmirror/internal/kfaketest"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -37,7 +40,7 @@ func runOrdersMirror(t *testing.T, src, dst *kfake.Cluster, adjust func(*Config)
 		Filters:          []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll("orders")}},
 		RefreshInterval:  100 * time.Millisecond,
 		ProgressInterval: 50 * time.Millisecond,
-		Logger:           discardLogger(),
+		Logger:           kfaketest.Logger(),
 	}
 	adjust(&cfg)
 	m, err := New(cfg)
@@ -67,8 +70,8 @@ func runOrdersMirror(t *testing.T, src, dst *kfake.Cluster, adjust func(*Config)
 func runMirrorUntil(t *testing.T, src, dst *kfake.Cluster, statePartitions int32, want int64) {
 	t.Helper()
 	stop := startOrdersMirror(t, src, dst, func(c *Config) { c.StatePartitions = statePartitions })
-	adm := kadm.NewClient(newClient(t, dst))
-	waitFor(t, func() bool { return targetRecords(adm, "src.orders") >= want }, fmt.Sprintf("%d records on the target", want))
+	adm := kadm.NewClient(kfaketest.Client(t, dst))
+	kfaketest.WaitFor(t, func() bool { return targetRecords(adm, "src.orders") >= want }, fmt.Sprintf("%d records on the target", want))
 	stop()
 	if t.Failed() {
 		t.FailNow()
@@ -91,7 +94,7 @@ func targetRecords(adm *kadm.Client, topic string) int64 {
 
 func produceOrders(t *testing.T, src *kfake.Cluster, partitions int32, per int, tag string) {
 	t.Helper()
-	cl := newClient(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cl := kfaketest.Client(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	var recs []*kgo.Record
 	for p := range partitions {
 		for i := range per {
@@ -111,10 +114,10 @@ func produceOrders(t *testing.T, src *kfake.Cluster, partitions int32, per int, 
 func TestStateTopicsSpreadAndResume(t *testing.T) {
 	for _, existing := range []bool{false, true} {
 		t.Run(fmt.Sprintf("existing_single_partition=%v", existing), func(t *testing.T) {
-			src, dst := testClusters(t)
+			src, dst := kfaketest.Clusters(t)
 			ctx := context.Background()
-			srcAdm := kadm.NewClient(newClient(t, src))
-			dstAdm := kadm.NewClient(newClient(t, dst))
+			srcAdm := kadm.NewClient(kfaketest.Client(t, src))
+			dstAdm := kadm.NewClient(kfaketest.Client(t, dst))
 			if _, err := srcAdm.CreateTopic(ctx, 6, 1, nil, "orders"); err != nil {
 				t.Fatal(err)
 			}
@@ -149,12 +152,12 @@ func TestStateTopicsSpreadAndResume(t *testing.T) {
 			if !existing && used < 2 {
 				t.Fatalf("the progress of 6 source partitions went to %d of 4 partitions", used)
 			}
-			ld, err := LoadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, dstAdm, progress)
+			ld, err := data.LoadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, dstAdm, progress)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for p := range int32(6) {
-				if got := ld.Positions[TopicPartition{"orders", p}].Next; got != 100 {
+				if got := ld.Positions[data.TopicPartition{Topic: "orders", Partition: p}].Next; got != 100 {
 					t.Errorf("stored position of orders/%d = %d, want 100", p, got)
 				}
 			}
@@ -176,9 +179,9 @@ func TestStateLoadBoundedByStallNotTotal(t *testing.T) {
 	old := state.Stall
 	state.Stall = time.Second
 	t.Cleanup(func() { state.Stall = old })
-	_, dst := testClusters(t)
+	_, dst := kfaketest.Clusters(t)
 	ctx := context.Background()
-	cl := newClient(t, dst, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cl := kfaketest.Client(t, dst, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	adm := kadm.NewClient(cl)
 	const topic = "kmirror.m.progress.internal"
 	if _, err := state.EnsureCompacted(ctx, adm, topic, 2, -1); err != nil {
@@ -187,7 +190,7 @@ func TestStateLoadBoundedByStallNotTotal(t *testing.T) {
 	var recs []*kgo.Record
 	for p := range int32(2) {
 		for i := range 6 {
-			k, v := EncodeProgress(TopicPartition{fmt.Sprintf("t%d", i), p}, Position{Next: int64(i)})
+			k, v := data.EncodeProgress(data.TopicPartition{Topic: fmt.Sprintf("t%d", i), Partition: p}, data.Position{Next: int64(i)})
 			recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Key: k, Value: v})
 		}
 	}
@@ -209,7 +212,7 @@ func TestStateLoadBoundedByStallNotTotal(t *testing.T) {
 	small := []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...), kgo.FetchMaxBytes(1), kgo.FetchMaxPartitionBytes(1)}
 	delay = 200 * time.Millisecond
 	begin := time.Now()
-	ld, err := LoadProgress(ctx, nil, small, adm, topic)
+	ld, err := data.LoadProgress(ctx, nil, small, adm, topic)
 	took := time.Since(begin)
 	if err != nil {
 		t.Fatalf("a slow but steady read failed after %v: %v", took, err)
@@ -219,7 +222,7 @@ func TestStateLoadBoundedByStallNotTotal(t *testing.T) {
 	}
 
 	delay = 3 * state.Stall
-	_, err = LoadProgress(ctx, nil, small, adm, topic)
+	_, err = data.LoadProgress(ctx, nil, small, adm, topic)
 	if err == nil || !strings.Contains(err.Error(), "no record for") {
 		t.Fatalf("a read that stalls: %v, want an error saying no record arrived", err)
 	}
@@ -232,16 +235,16 @@ func TestStateLoadBoundedByStallNotTotal(t *testing.T) {
 // behind.
 func TestStatusThroughputAndTimeLag(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	h := newPassHarness(t, src, dst)
 	h.createWithProgress(t, "orders", 2, 0)
 	h.mustPass(t)
 	old := time.Now().Add(-30 * time.Second)
 	for p, ts := range []time.Time{old, time.Now()} {
-		ps := h.cp.Partition(TopicPartition{"orders", int32(p)})
+		ps := h.cp.Partition(data.TopicPartition{Topic: "orders", Partition: int32(p)})
 		ps.Mu.Lock()
 		ps.Acked = 0
-		ps.inflight = []int64{0, 1, 2}
+		ps.Produced(0, 1, 2)
 		ps.Mu.Unlock()
 		for range 3 {
 			ps.Promise(&kgo.Record{Timestamp: ts}, nil)
@@ -261,7 +264,7 @@ func TestStatusThroughputAndTimeLag(t *testing.T) {
 	if got.Copied != 6 || got.Lag != 2 || got.LagSeconds > 10 {
 		t.Fatalf("status of orders: copied %d (want 6), lag %d (want 2), lag seconds %.1f (want under 10: partition 0 is caught up)", got.Copied, got.Lag, got.LagSeconds)
 	}
-	ps0 := h.cp.Partition(TopicPartition{"orders", 0})
+	ps0 := h.cp.Partition(data.TopicPartition{Topic: "orders", Partition: 0})
 	ps0.Mu.Lock()
 	ps0.End = 5 // now partition 0 is behind too, its last copy 30s old
 	ps0.Mu.Unlock()
@@ -283,7 +286,7 @@ func TestPassCreatesWithinTheControllersLimit(t *testing.T) {
 	old := maxRecordsPerRequest
 	maxRecordsPerRequest = 50
 	t.Cleanup(func() { maxRecordsPerRequest = old })
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	h := newPassHarness(t, src, dst)
 	ctx := context.Background()
 	var names []string

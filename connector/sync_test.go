@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/kmirror/kmirror/filters"
+	"github.com/kmirror/kmirror/internal/kfaketest"
 )
 
 func TestConfigDiff(t *testing.T) {
@@ -73,7 +74,7 @@ func alterOn(t *testing.T, cl *kgo.Client, topic string, set map[string]string, 
 // stops setting is removed from the target.
 func TestConfigSync(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	h := newPassHarness(t, src, dst)
 	ctx := context.Background()
 	if _, err := h.srcAdm.CreateTopic(ctx, 1, 1, map[string]*string{"retention.ms": kadm.StringPtr("100000")}, "cfg"); err != nil {
@@ -138,7 +139,7 @@ func (h *passHarness) dstAddrs() []string { return h.dst.OptValue(kgo.SeedBroker
 
 func TestMetadataAndLabels(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	h := newPassHarness(t, src, dst)
 	labels := []Label{
 		{Match: regexp.MustCompile(`^(?:orders.*)$`), Set: map[string]string{"team": "payments", "tier": "2"}},
@@ -156,7 +157,7 @@ func TestMetadataAndLabels(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stored map[string]map[string]string
-	waitFor(t, func() bool {
+	kfaketest.WaitFor(t, func() bool {
 		stored = readMetadataTopic(t, h)
 		return len(stored) == 2
 	}, "metadata for both topics")
@@ -183,7 +184,7 @@ func TestMetadataAndLabels(t *testing.T) {
 	if err := h.pass(t); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return readMetadataTopic(t, h)["src.orders.eu"]["team"] == "checkout" }, "the new label")
+	kfaketest.WaitFor(t, func() bool { return readMetadataTopic(t, h)["src.orders.eu"]["team"] == "checkout" }, "the new label")
 
 	// A restarted mirror keeps created_at from the stored metadata.
 	created := eu[MetaCreatedAt]
@@ -205,7 +206,7 @@ func TestMetadataAndLabels(t *testing.T) {
 // reach C's metadata, with A as the origin.
 func TestLabelsTravelDownstream(t *testing.T) {
 	t.Parallel()
-	a, b := testClusters(t)
+	a, b := kfaketest.Clusters(t)
 	c, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
 		t.Fatal(err)
@@ -220,13 +221,13 @@ func TestLabelsTravelDownstream(t *testing.T) {
 	if err := ab.pass(t); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return len(readMetadataTopic(t, ab)) == 1 }, "A->B metadata")
+	kfaketest.WaitFor(t, func() bool { return len(readMetadataTopic(t, ab)) == 1 }, "A->B metadata")
 
 	bcCfg := ab.m.cfg
 	bcCfg.Name, bcCfg.SourceAlias, bcCfg.TargetAlias, bcCfg.Labels = "bc", "b", "c", nil
 	bcCfg.TrustedUpstreams = []string{ab.m.cfg.Name}
 	bc := newPassHarnessFor(t, b, c, bcCfg)
-	waitFor(t, func() bool {
+	kfaketest.WaitFor(t, func() bool {
 		if err := bc.pass(t); err != nil {
 			t.Fatal(err)
 		}
@@ -256,7 +257,7 @@ func TestLabelsTravelDownstream(t *testing.T) {
 // (selected for its partitions) keeps no label and no origin from it.
 func TestUpstreamMetadataOnlyFromTrustedMirrors(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	var conds []filters.Condition
 	for _, c := range []string{"label.team = payments", "partitions > 1"} {
 		cond, err := filters.ParseCondition(c)
@@ -286,7 +287,7 @@ func TestUpstreamMetadataOnlyFromTrustedMirrors(t *testing.T) {
 	upstream := func(topic string, md map[string]string) *kgo.Record {
 		return &kgo.Record{Topic: topic, Key: []byte(md[MetaSourceTopic]), Value: encodeMetadata(md)}
 	}
-	if err := newClient(t, src).ProduceSync(ctx,
+	if err := kfaketest.Client(t, src).ProduceSync(ctx,
 		upstream(trusted, map[string]string{MetaSourceCluster: "a", MetaSourceTopic: "orders", "team": "payments"}),
 		upstream(trusted, map[string]string{MetaSourceCluster: "a", MetaSourceTopic: "clicks", "tier": "1"}),
 		upstream(forged, map[string]string{MetaSourceCluster: "mallory", MetaSourceTopic: "secrets", "team": "payments"}),
@@ -356,7 +357,7 @@ func TestACLSync(t *testing.T) {
 	h := newPassHarnessFor(t, src, dst, Config{
 		Name: "m", SourceAlias: "src", TargetAlias: "dst",
 		Filters: []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll("secured")}},
-		Logger:  discardLogger(),
+		Logger:  kfaketest.Logger(),
 	}, kgo.SASL(plain.Auth{User: "admin", Pass: "admin"}.AsMechanism()))
 	ctx := context.Background()
 	if _, err := h.srcAdm.CreateTopic(ctx, 1, 1, nil, "secured"); err != nil {
@@ -432,7 +433,7 @@ func TestACLSync(t *testing.T) {
 // and creates none, not even kmirror's own topics.
 func TestPlanChangesNothing(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	ctx := context.Background()
 	srcCl, err := kgo.NewClient(kgo.SeedBrokers(src.ListenAddrs()...))
 	if err != nil {
@@ -450,7 +451,7 @@ func TestPlanChangesNothing(t *testing.T) {
 		SourceOpts: []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)},
 		TargetOpts: []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)},
 		Filters:    []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll(".*")}},
-		Logger:     discardLogger(),
+		Logger:     kfaketest.Logger(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -489,7 +490,7 @@ func TestConfigSyncWithinTheControllersLimit(t *testing.T) {
 	oldRecords, oldDescribe := maxRecordsPerRequest, describeConfigsPerRequest
 	maxRecordsPerRequest, describeConfigsPerRequest = 5, 2
 	t.Cleanup(func() { maxRecordsPerRequest, describeConfigsPerRequest = oldRecords, oldDescribe })
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	h := newPassHarness(t, src, dst)
 	ctx := context.Background()
 	var names []string

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kmirror/kmirror/connector/data"
+	"github.com/kmirror/kmirror/internal/kfaketest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -13,7 +15,7 @@ import (
 
 // txnHarness is one slot's transactional copier over two kfake clusters.
 type txnHarness struct {
-	cp     *Copier
+	cp     *data.Copier
 	dst    *kgo.Client
 	stop   context.CancelFunc
 	done   chan struct{}
@@ -23,34 +25,34 @@ type txnHarness struct {
 // startTxnCopier fences the slot's transactional ID, loads the committed
 // progress (read_committed, as a new owner does) and starts copying
 // topic's partitions from there.
-func startTxnCopier(t *testing.T, src, dst *kfake.Cluster, topic string, partitions int32, progressTopic string, tune ...func(*CopierOpts)) *txnHarness {
+func startTxnCopier(t *testing.T, src, dst *kfake.Cluster, topic string, partitions int32, progressTopic string, tune ...func(*data.CopierOpts)) *txnHarness {
 	t.Helper()
-	dstCl := newClient(t, dst, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID("kmirror.m.slot-0"),
+	dstCl := kfaketest.Client(t, dst, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID("kmirror.m.slot-0"),
 		kgo.TransactionTimeout(10*time.Second))
 	ctx := context.Background()
-	if err := Fence(ctx, dstCl); err != nil {
+	if err := data.Fence(ctx, dstCl); err != nil {
 		t.Fatal(err)
 	}
 	adm := kadm.NewClient(dstCl)
-	ld, err := LoadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, progressTopic)
+	ld, err := data.LoadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, progressTopic)
 	if err != nil {
 		t.Fatal(err)
 	}
 	produceCtx, cancelProduce := context.WithCancel(ctx)
-	var opts CopierOpts
+	var opts data.CopierOpts
 	for _, f := range tune {
 		f(&opts)
 	}
-	cp := NewCopier(discardLogger(), nil, dstCl, produceCtx, opts)
-	cp.txn = &TxnCycle{every: 50 * time.Millisecond, writer: &ProgressWriter{topic: progressTopic, dst: dstCl, c: cp, sealer: Sealer{}}}
-	var as []Assignment
+	cp := data.NewCopier(kfaketest.Logger(), nil, dstCl, produceCtx, opts)
+	cp.Transactional("kmirror.m.slot-0", 50*time.Millisecond, data.NewProgressWriter(progressTopic, 1, dstCl, cp, data.Sealer{}, nil), nil)
+	var as []data.Assignment
 	for p := range partitions {
-		tp := TopicPartition{topic, p}
+		tp := data.TopicPartition{Topic: topic, Partition: p}
 		next := int64(-1)
 		if pos, ok := ld.Positions[tp]; ok {
 			next = pos.Next
 		}
-		as = append(as, Assignment{TP: tp, Target: "src." + topic, Next: next, Index: ld.Indexes[tp]})
+		as = append(as, data.Assignment{TP: tp, Target: "src." + topic, Next: next, Index: ld.Indexes[tp]})
 	}
 	if _, err := cp.Assign(as, []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)}); err != nil {
 		t.Fatal(err)
@@ -73,7 +75,7 @@ func (h *txnHarness) kill() {
 	h.cancel()
 }
 
-func (h *txnHarness) committed(tp TopicPartition) int64 {
+func (h *txnHarness) committed(tp data.TopicPartition) int64 {
 	ps := h.cp.Partition(tp)
 	if ps == nil {
 		return -1
@@ -90,7 +92,7 @@ func (h *txnHarness) committed(tp TopicPartition) int64 {
 // order. The fenced copier can never commit again.
 func TestTxnCopierExactlyOnceAcrossTakeover(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	const topic, progress = "orders", "kmirror.m.progress.internal"
 	h0 := newPassHarness(t, src, dst)
 	ctx := context.Background()
@@ -102,7 +104,7 @@ func TestTxnCopierExactlyOnceAcrossTakeover(t *testing.T) {
 	}
 	produceBoth := func(prefix string, n int) {
 		t.Helper()
-		cl := newClient(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		cl := kfaketest.Client(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 		var recs []*kgo.Record
 		for i := range n {
 			for p := range int32(2) {
@@ -116,13 +118,13 @@ func TestTxnCopierExactlyOnceAcrossTakeover(t *testing.T) {
 	produceBoth("a", 300)
 	first := startTxnCopier(t, src, dst, topic, 2, progress)
 	for p := range int32(2) {
-		waitFor(t, func() bool { return first.committed(TopicPartition{topic, p}) == 300 }, fmt.Sprintf("partition %d committed at 300", p))
+		kfaketest.WaitFor(t, func() bool { return first.committed(data.TopicPartition{Topic: topic, Partition: p}) == 300 }, fmt.Sprintf("partition %d committed at 300", p))
 	}
 	// More records, then a kill with a transaction open: whatever it
 	// wrote since its last commit is aborted by the successor's fence.
 	produceBoth("b", 200)
-	waitFor(t, func() bool {
-		ps := first.cp.Partition(TopicPartition{topic, 0})
+	kfaketest.WaitFor(t, func() bool {
+		ps := first.cp.Partition(data.TopicPartition{Topic: topic, Partition: 0})
 		acked, _, _ := ps.Status()
 		return acked > 300
 	}, "the first copier to copy past its last commit")
@@ -131,15 +133,15 @@ func TestTxnCopierExactlyOnceAcrossTakeover(t *testing.T) {
 
 	second := startTxnCopier(t, src, dst, topic, 2, progress)
 	// The fenced producer can never write again.
-	if err := zombieWrite(ctx, first.dst, "src."+topic); !isFenced(err) {
+	if err := zombieWrite(ctx, first.dst, "src."+topic); !data.IsFenced(err) {
 		t.Fatalf("a write by the fenced producer: %v, want it fenced", err)
 	}
 	produceBoth("c", 100)
 	for p := range int32(2) {
-		waitFor(t, func() bool { return second.committed(TopicPartition{topic, p}) == 600 }, fmt.Sprintf("partition %d committed at 600", p))
+		kfaketest.WaitFor(t, func() bool { return second.committed(data.TopicPartition{Topic: topic, Partition: p}) == 600 }, fmt.Sprintf("partition %d committed at 600", p))
 	}
 	for p := range int32(2) {
-		vals := readCommitted(t, dst, "src."+topic, p)
+		vals := kfaketest.ReadCommitted(t, dst, "src."+topic, p)
 		var want []string
 		for _, pre := range []struct {
 			s string

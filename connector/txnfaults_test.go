@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"github.com/kmirror/kmirror/connector/state"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kmirror/kmirror/connector/data"
+	"github.com/kmirror/kmirror/internal/kfaketest"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -32,14 +34,14 @@ type txnFaultRig struct {
 
 func newTxnFaultRig(t *testing.T, parts int32) *txnFaultRig {
 	t.Helper()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	proxy, err := faultproxy.New(dst.ListenAddrs())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { proxy.Close() })
 	r := &txnFaultRig{t: t, src: src, dst: dst, proxy: proxy, parts: parts,
-		srcCl: newClient(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()))}
+		srcCl: kfaketest.Client(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()))}
 	if _, err := kadm.NewClient(r.srcCl).CreateTopic(context.Background(), parts, 1, nil, "orders"); err != nil {
 		t.Fatal(err)
 	}
@@ -78,8 +80,8 @@ func (r *txnFaultRig) exactlyOnce(desc string) {
 		for i := range r.produced {
 			want = append(want, fmt.Sprintf("%d-%d", p, i))
 		}
-		waitFor(r.t, func() bool { return len(readCommitted(r.t, r.dst, "src.orders", p)) >= len(want) }, fmt.Sprintf("%s: partition %d copied", desc, p))
-		if got := readCommitted(r.t, r.dst, "src.orders", p); fmt.Sprint(got) != fmt.Sprint(want) {
+		kfaketest.WaitFor(r.t, func() bool { return len(kfaketest.ReadCommitted(r.t, r.dst, "src.orders", p)) >= len(want) }, fmt.Sprintf("%s: partition %d copied", desc, p))
+		if got := kfaketest.ReadCommitted(r.t, r.dst, "src.orders", p); fmt.Sprint(got) != fmt.Sprint(want) {
 			r.t.Fatalf("%s: partition %d holds %d records, want the %d source records once each, in order:\n got %v", desc, p, len(got), len(want), got)
 		}
 	}
@@ -106,7 +108,7 @@ func TestTxnCommitOutcomeUnknown(t *testing.T) {
 		return faultproxy.Pass
 	})
 	r.produce(50)
-	waitFor(t, func() bool { return lost.Load() == 1 }, "a commit whose answer is lost")
+	kfaketest.WaitFor(t, func() bool { return lost.Load() == 1 }, "a commit whose answer is lost")
 	r.produce(50)
 	r.exactlyOnce("after a commit whose outcome was unknown")
 }
@@ -129,7 +131,7 @@ func TestSlotStopBounded(t *testing.T) {
 		return faultproxy.ProduceError(kerr.NotEnoughReplicas.Code)(req, resp)
 	})
 	r.produce(20)
-	waitFor(t, func() bool { return refused.Load() >= 3 }, "the target to refuse produce requests")
+	kfaketest.WaitFor(t, func() bool { return refused.Load() >= 3 }, "the target to refuse produce requests")
 
 	begin := time.Now()
 	stop := w.stop
@@ -150,7 +152,7 @@ func TestSlotStopBounded(t *testing.T) {
 // paused after the first isolated record, with no error.
 func TestTxnTooLargeBatchIsolated(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	const topic, progress = "orders", "kmirror.m.progress.internal"
 	h := newPassHarness(t, src, dst)
 	ctx := context.Background()
@@ -160,7 +162,7 @@ func TestTxnTooLargeBatchIsolated(t *testing.T) {
 	if _, err := h.dstAdm.CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": kadmStr("10000")}, "src."+topic); err != nil {
 		t.Fatal(err)
 	}
-	cl := newClient(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cl := kfaketest.Client(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	var recs []*kgo.Record
 	var want []string
 	for i := range 10 {
@@ -174,9 +176,9 @@ func TestTxnTooLargeBatchIsolated(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := startTxnCopier(t, src, dst, topic, 1, progress)
-	tp := TopicPartition{topic, 0}
-	waitFor(t, func() bool { return c.committed(tp) == 10 }, "all 10 records committed after the batch was refused")
-	if got := readCommitted(t, dst, "src."+topic, 0); fmt.Sprint(got) != fmt.Sprint(want) {
+	tp := data.TopicPartition{Topic: topic, Partition: 0}
+	kfaketest.WaitFor(t, func() bool { return c.committed(tp) == 10 }, "all 10 records committed after the batch was refused")
+	if got := kfaketest.ReadCommitted(t, dst, "src."+topic, 0); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("target holds %d records, want the 10 source records once each, in order", len(got))
 	}
 
@@ -187,66 +189,12 @@ func TestTxnTooLargeBatchIsolated(t *testing.T) {
 	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: big}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
+	kfaketest.WaitFor(t, func() bool {
 		_, _, err := c.cp.Partition(tp).Status()
 		return err != nil && strings.Contains(err.Error(), "offset 10")
 	}, "the partition's status to name the record refused alone")
 	if n := c.committed(tp); n != 10 {
 		t.Fatalf("committed %d, want 10: nothing past the refused record", n)
-	}
-}
-
-// TestTxnFencedProgressWriteStops: a slot's producer is fenced while its
-// transaction holds only progress and index writes (no record yet: a
-// takeover another worker began and then gave up, say). The refused writes
-// abort the transaction; the copier must see that it was fenced and stop,
-// so that the slot is taken over again. Before, the abort went through,
-// and every BeginTransaction after it failed with the fatal
-// PRODUCER_FENCED, twice a second, until the worker died (the chaos soak,
-// seed 7021084470302495820: slot 4 stalled 15 s).
-func TestTxnFencedProgressWriteStops(t *testing.T) {
-	t.Parallel()
-	_, dst := testClusters(t)
-	ctx := context.Background()
-	const progress = "kmirror.m.progress.internal"
-	if _, err := state.EnsureCompacted(ctx, kadm.NewClient(newClient(t, dst)), progress, 1, 1); err != nil {
-		t.Fatal(err)
-	}
-	slot := func() *kgo.Client {
-		// As a slot's producer: classic transactions (fenceSlot).
-		cl := newClient(t, dst, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID("kmirror.m.slot-4"),
-			kgo.TransactionTimeout(10*time.Second), kgo.MaxVersions(ClassicTransactions()))
-		if err := Fence(ctx, cl); err != nil {
-			t.Fatal(err)
-		}
-		return cl
-	}
-	dstCl := slot()
-	cp := NewCopier(discardLogger(), nil, dstCl, ctx, CopierOpts{})
-	t.Cleanup(cp.Close)
-	cp.txn = &TxnCycle{every: time.Hour, writer: &ProgressWriter{topic: progress, partitions: 1, dst: dstCl, c: cp, sealer: Sealer{}}}
-	if !cp.txnStep(ctx) {
-		t.Fatal("the first transaction did not begin")
-	}
-	slot() // another worker fences the slot, and leaves
-
-	// The transaction's progress write is refused as fenced.
-	tp := TopicPartition{"orders", 0}
-	k, v := EncodeProgress(tp, Position{Next: 10})
-	err := dstCl.ProduceSync(ctx, &kgo.Record{Topic: progress, Key: k, Value: Sealer{}.Seal(v)}).FirstErr()
-	if err == nil {
-		t.Fatal("a fenced producer's write was acknowledged")
-	}
-	cp.txn.writer.fail("progress", tp, err)
-	cp.txn.produced = true
-	cp.TxnEnd(ctx)
-	for range 3 {
-		if cp.txnStep(ctx) {
-			t.Fatalf("the copier goes on after its producer was fenced (fenced %v, unknown %v)", cp.txn.fenced, cp.txn.unknown)
-		}
-	}
-	if cp.txn.fenced == nil {
-		t.Fatalf("the copier stopped, but not as fenced (unknown %v)", cp.txn.unknown)
 	}
 }
 
@@ -256,14 +204,14 @@ func TestTxnFencedProgressWriteStops(t *testing.T) {
 // It returns the copier and the values the target topic must hold.
 func txnPoisonSetup(t *testing.T, deadLetter string) (c *txnHarness, dst *kfake.Cluster, want []string) {
 	t.Helper()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	h := newPassHarness(t, src, dst) // creates the progress topic
 	ctx := context.Background()
 	if _, err := h.srcAdm.CreateTopic(ctx, 1, 1, nil, "orders"); err != nil {
 		t.Fatal(err)
 	}
 	want = producePoison(t, h, src, deadLetter)
-	c = startTxnCopier(t, src, dst, "orders", 1, "kmirror.m.progress.internal", func(o *CopierOpts) { o.DeadLetter = deadLetter })
+	c = startTxnCopier(t, src, dst, "orders", 1, "kmirror.m.progress.internal", func(o *data.CopierOpts) { o.DeadLetter = deadLetter })
 	return c, dst, want
 }
 
@@ -277,9 +225,9 @@ func txnPoisonSetup(t *testing.T, deadLetter string) (c *txnHarness, dst *kfake.
 func TestTxnPoisonRecordDeadLettered(t *testing.T) {
 	t.Parallel()
 	c, dst, want := txnPoisonSetup(t, "dlq")
-	tp := TopicPartition{"orders", 0}
-	waitFor(t, func() bool { return c.committed(tp) == 41 }, "orders/0 committed past the refused record")
-	if got := readCommitted(t, dst, "src.orders", 0); fmt.Sprint(got) != fmt.Sprint(want) {
+	tp := data.TopicPartition{Topic: "orders", Partition: 0}
+	kfaketest.WaitFor(t, func() bool { return c.committed(tp) == 41 }, "orders/0 committed past the refused record")
+	if got := kfaketest.ReadCommitted(t, dst, "src.orders", 0); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("target holds %d records, want the 40 accepted ones once each, in order:\n got %v", len(got), got)
 	}
 	dl := consumeRecords(t, dst.ListenAddrs(), "dlq")
@@ -290,8 +238,8 @@ func TestTxnPoisonRecordDeadLettered(t *testing.T) {
 	for _, hd := range dl[0].Headers {
 		hs[hd.Key] = string(hd.Value)
 	}
-	if hs[headerSourceTopic] != "orders" || hs[headerSourcePartition] != "0" || hs[headerSourceOffset] != "20" ||
-		!strings.Contains(hs[headerError], "MESSAGE_TOO_LARGE") || hs[headerTruncated] != "true" || hs["h"] != "x" {
+	if hs[data.HeaderSourceTopic] != "orders" || hs[data.HeaderSourcePartition] != "0" || hs[data.HeaderSourceOffset] != "20" ||
+		!strings.Contains(hs[data.HeaderError], "MESSAGE_TOO_LARGE") || hs[data.HeaderTruncated] != "true" || hs["h"] != "x" {
 		t.Fatalf("dead-letter headers = %v", hs)
 	}
 	if !dl[0].Attrs.IsTransactional() {
@@ -301,7 +249,7 @@ func TestTxnPoisonRecordDeadLettered(t *testing.T) {
 	// resumes at the record after it (its target offset counts the
 	// aborted attempts and the markers too).
 	r21 := int64(-1)
-	for off, v := range consumeFrom(t, dst.ListenAddrs(), "src.orders", 0, 0) {
+	for off, v := range kfaketest.ConsumeFrom(t, dst.ListenAddrs(), "src.orders", 0, 0) {
 		if v == "r-21" {
 			r21 = off
 		}
@@ -323,20 +271,20 @@ func TestTxnPoisonRecordDeadLettered(t *testing.T) {
 func TestTxnPoisonRecordStopsPartition(t *testing.T) {
 	t.Parallel()
 	c, dst, want := txnPoisonSetup(t, "")
-	tp := TopicPartition{"orders", 0}
-	waitFor(t, func() bool {
+	tp := data.TopicPartition{Topic: "orders", Partition: 0}
+	kfaketest.WaitFor(t, func() bool {
 		_, _, err := c.cp.Partition(tp).Status()
 		return c.committed(tp) == 20 && err != nil && strings.Contains(err.Error(), "offset 20") && strings.Contains(err.Error(), "MESSAGE_TOO_LARGE")
 	}, "orders/0 committed up to the refused record, failed with the reason")
-	if got := readCommitted(t, dst, "src.orders", 0); fmt.Sprint(got) != fmt.Sprint(want[:20]) {
+	if got := kfaketest.ReadCommitted(t, dst, "src.orders", 0); fmt.Sprint(got) != fmt.Sprint(want[:20]) {
 		t.Fatalf("target holds %v, want r-0 to r-19", got)
 	}
-	alterOn(t, newClient(t, dst), "src.orders", map[string]string{"max.message.bytes": "1048576"})
-	waitFor(t, func() bool {
+	alterOn(t, kfaketest.Client(t, dst), "src.orders", map[string]string{"max.message.bytes": "1048576"})
+	kfaketest.WaitFor(t, func() bool {
 		_, _, err := c.cp.Partition(tp).Status()
 		return c.committed(tp) == 41 && err == nil
 	}, "orders/0 to go on once the target accepts the record")
-	if got := readCommitted(t, dst, "src.orders", 0); len(got) != 41 {
+	if got := kfaketest.ReadCommitted(t, dst, "src.orders", 0); len(got) != 41 {
 		t.Fatalf("target holds %d records, want 41", len(got))
 	}
 }

@@ -14,7 +14,7 @@ import (
 // The settings every contender's target producer and source consumer get:
 // kmirror's defaults (linger 5ms, batch_max_bytes 1 MiB; compression none
 // outside the compressed phase, where kmirror keeps its default, source;
-// fetch max wait 500ms as in connector/copier.go) and franz-go's fetch
+// fetch max wait 500ms as in connector/data/copier.go) and franz-go's fetch
 // defaults but FetchMaxBytes 16 MiB as kmirror (FetchMaxPartitionBytes 1 MiB, min 1 B),
 // which are also the Java consumer's defaults.
 const (

@@ -11,7 +11,7 @@ import (
 // of the same runs (verbose JSON and delta uvarints), so the benchmark shows
 // what compression does for both.
 
-// progressPayload is one progress value as connector/progress.go writes it.
+// progressPayload is one progress value as connector/data/progress.go writes it.
 func progressPayload() []byte {
 	return []byte(`{"next_offset":123456789,"topic_id":"q7BJcmFbT4mYtZ0Xl2pHkA"}`)
 }

@@ -7,13 +7,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kmirror/kmirror/connector/data"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/kmirror/kmirror/connector"
 )
 
 // LimitConfig configures the limit. The consumer and producer options are
-// the connector's (connector/copier.go and connector.Mirror's target
+// the connector's (connector/data/copier.go and connector.Mirror's target
 // client); SrcOpts and DstOpts add seed brokers, hooks and the like.
 type LimitConfig struct {
 	SrcOpts, DstOpts []kgo.Opt
@@ -48,7 +47,7 @@ func StartLimit(ctx context.Context, cfg LimitConfig) (*Limit, error) {
 		kgo.ConsumePartitions(cfg.Offsets),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.FetchMaxWait(cfg.FetchMaxWait),
-		kgo.FetchMaxBytes(connector.FetchMaxBytes), // as kmirror's copier
+		kgo.FetchMaxBytes(data.FetchMaxBytes), // as kmirror's copier
 	}, cfg.SrcOpts...)...)
 	if err != nil {
 		return nil, err
@@ -60,7 +59,7 @@ func StartLimit(ctx context.Context, cfg LimitConfig) (*Limit, error) {
 		kgo.ProducerLinger(cfg.Linger),
 		kgo.ProducerBatchMaxBytes(cfg.BatchMaxBytes),
 		kgo.ProducerBatchCompression(cfg.Compression),
-		kgo.MaxBufferedBytes(connector.ProducerMaxBufferedBytes), // as kmirror's producer
+		kgo.MaxBufferedBytes(data.ProducerMaxBufferedBytes), // as kmirror's producer
 	}, cfg.DstOpts...)...)
 	if err != nil {
 		src.Close()

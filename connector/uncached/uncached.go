@@ -1,4 +1,6 @@
-package connector
+// Package uncached sends metadata requests that bypass franz-go's
+// metadata cache.
+package uncached
 
 import (
 	"context"
@@ -11,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Metadata requests that bypass franz-go's metadata cache.
 //
 // franz-go keeps a copy of every topic that a client's own Metadata
 // request, a kadm listing or a sharded request (ListOffsets) resolved, for
@@ -20,12 +21,12 @@ import (
 // listings every pass, and the batch path's leader lookups. A request sent
 // to a broker directly (kgo.Broker) is not cached.
 
-// anyBroker sends requests straight to one of cl's brokers: each in turn,
+// Requestor sends requests straight to one of cl's brokers: each in turn,
 // in random order, until one answers (the seed brokers until cl has
 // discovered the others), each retried on a connection error like the
 // client's own requests. Its answer is the last broker's error when none
 // does.
-func anyBroker(cl *kgo.Client) kmsg.Requestor { return brokerRequestor{cl} }
+func Requestor(cl *kgo.Client) kmsg.Requestor { return brokerRequestor{cl} }
 
 type brokerRequestor struct{ cl *kgo.Client }
 
@@ -48,11 +49,11 @@ func (r brokerRequestor) Request(ctx context.Context, req kmsg.Request) (kmsg.Re
 	return nil, err
 }
 
-// listTopics lists every topic of cl's cluster but its internal ones, as
+// ListTopics lists every topic of cl's cluster but its internal ones, as
 // kadm's ListTopics does, without its cache.
-func listTopics(ctx context.Context, cl *kgo.Client) (kadm.TopicDetails, error) {
+func ListTopics(ctx context.Context, cl *kgo.Client) (kadm.TopicDetails, error) {
 	req := kmsg.NewPtrMetadataRequest() // no topics: all of them
-	resp, err := req.RequestWith(ctx, anyBroker(cl))
+	resp, err := req.RequestWith(ctx, Requestor(cl))
 	if err != nil {
 		return nil, err
 	}

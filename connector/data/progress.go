@@ -1,4 +1,4 @@
-package connector
+package data
 
 import (
 	"cmp"
@@ -6,13 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/kmirror/kmirror/connector/index"
-	"github.com/kmirror/kmirror/connector/state"
 	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kmirror/kmirror/connector/index"
+	"github.com/kmirror/kmirror/connector/state"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -73,6 +74,9 @@ type Position struct {
 // (tiny progress records): the envelope names the codec per record, so
 // readers need no configuration.
 type Sealer struct{ codec offsets.Codec }
+
+// NewSealer seals with codec.
+func NewSealer(codec offsets.Codec) Sealer { return Sealer{codec} }
 
 func (s Sealer) Seal(payload []byte) []byte {
 	plain, err := offsets.Encode(offsets.CodecNone, payload)
@@ -404,6 +408,14 @@ type ProgressWriter struct {
 	firstFailure error
 }
 
+// NewProgressWriter writes the progress of c's partitions to topic, which
+// has partitions partitions, with dst, sealing every value with s; failed
+// counts and logs a write the target refused (it is retried on the next
+// tick).
+func NewProgressWriter(topic string, partitions int32, dst *kgo.Client, c *Copier, s Sealer, failed func(kind string, tp TopicPartition, err error)) *ProgressWriter {
+	return &ProgressWriter{topic: topic, partitions: partitions, dst: dst, c: c, sealer: s, failed: failed}
+}
+
 // takeFailures returns the refusals since its last call and the first of
 // them, and starts counting again.
 func (w *ProgressWriter) takeFailures() (int64, error) {
@@ -412,12 +424,6 @@ func (w *ProgressWriter) takeFailures() (int64, error) {
 	first := w.firstFailure
 	w.firstFailure = nil
 	return w.failures.Swap(0), first
-}
-
-// newProgressWriter writes the progress and index of cp's partitions
-// through dst.
-func (m *Mirror) newProgressWriter(dst *kgo.Client, cp *Copier) *ProgressWriter {
-	return &ProgressWriter{topic: m.progressTopic, partitions: m.statePartitions(m.progressTopic), dst: dst, c: cp, sealer: m.sealer, failed: m.internalWriteFailed}
 }
 
 // partition is where the records about tp go in the progress topic.
@@ -542,48 +548,21 @@ func ProgressTick(d time.Duration) time.Duration { return max(d, 10*time.Millise
 // index budget) walks the partitions: only when the copier's change
 // counter moved since the last walk (with 100,000 idle partitions, a walk
 // every second was most of an idle worker's CPU),
-// and at least every persistFullWalk whatever the counter says, so that a
+// and at least every PersistFullWalk whatever the counter says, so that a
 // change that forgot to count is written late rather than never.
 type PersistGate struct {
 	last   uint64
 	walked time.Time
 }
 
-var persistFullWalk = 10 * time.Second // a var for tests
+var PersistFullWalk = 10 * time.Second // a var for tests
 
 // due reports whether to walk now, given the counter read before the walk
 // (a change during the walk moves it again: the next tick walks too).
 func (g *PersistGate) Due(changes uint64, now time.Time) bool {
-	if !g.walked.IsZero() && changes == g.last && now.Sub(g.walked) < persistFullWalk {
+	if !g.walked.IsZero() && changes == g.last && now.Sub(g.walked) < PersistFullWalk {
 		return false
 	}
 	g.last, g.walked = changes, now
 	return true
-}
-
-// deleteStoredProgress writes tombstones for a partition's progress and
-// index chunks (its source topic is gone), so that a restart does not load
-// them again. A failed tombstone is logged and counted; the record it
-// should have deleted stays harmless (tied to the old topic's ID).
-func (m *Mirror) deleteStoredProgress(dst *kgo.Client, tp TopicPartition, ix *index.Partition) {
-	type tomb struct {
-		kind string
-		key  []byte
-	}
-	var tombs []tomb
-	if ix != nil {
-		for _, k := range ix.ChunksToDelete() {
-			tombs = append(tombs, tomb{WriteIndex, IndexChunkKey(tp, k)})
-		}
-	}
-	k, _ := EncodeProgress(tp, Position{})
-	tombs = append(tombs, tomb{WriteProgress, k})
-	for _, t := range tombs {
-		m.dstProduce(dst, &kgo.Record{Topic: m.progressTopic, Partition: state.PartitionFor(m.statePartitions(m.progressTopic), tp.Topic, tp.Partition), Key: t.key}, func(_ *kgo.Record, err error) {
-			if err != nil {
-				m.metrics.data().IncInternalWriteErrors(t.kind)
-				m.logEvery.Warn(m.log, "tombstone:"+tp.Topic, "could not delete the stored progress of a deleted source topic", "topic", tp.Topic, "partition", tp.Partition, "err", err)
-			}
-		})
-	}
 }

@@ -1,4 +1,4 @@
-package connector
+package data
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kmirror/kmirror/internal/kfaketest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -18,8 +19,8 @@ import (
 // is created, not two.
 func TestCopierSourceCreatedOnce(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
-	cp := NewCopier(discardLogger(), nil, newClient(t, dst), context.Background(), CopierOpts{})
+	src, dst := kfaketest.Clusters(t)
+	cp := NewCopier(kfaketest.Logger(), nil, kfaketest.Client(t, dst), context.Background(), CopierOpts{})
 	t.Cleanup(cp.Close)
 	opts := []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)}
 	cp.srcMu.Lock()
@@ -65,13 +66,13 @@ func TestCopierSourceCreatedOnce(t *testing.T) {
 // of TestShutdownAfterTargetTopicRecopied, one run in a few under -race).
 func TestStaleFetchNotGivenToRestartedPartition(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	ctx := context.Background()
-	srcCl := newClient(t, src)
+	srcCl := kfaketest.Client(t, src)
 	if _, err := kadm.NewClient(srcCl).CreateTopic(ctx, 1, 1, nil, "c"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kadm.NewClient(newClient(t, dst)).CreateTopic(ctx, 1, 1, nil, "src.c"); err != nil {
+	if _, err := kadm.NewClient(kfaketest.Client(t, dst)).CreateTopic(ctx, 1, 1, nil, "src.c"); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 10 {
@@ -79,7 +80,7 @@ func TestStaleFetchNotGivenToRestartedPartition(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cp := NewCopier(discardLogger(), nil, newClient(t, dst, kgo.RecordPartitioner(kgo.ManualPartitioner())), ctx, CopierOpts{})
+	cp := NewCopier(kfaketest.Logger(), nil, kfaketest.Client(t, dst, kgo.RecordPartitioner(kgo.ManualPartitioner())), ctx, CopierOpts{})
 	t.Cleanup(cp.Close)
 	srcOpts := []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)}
 	tp := TopicPartition{"c", 0}
@@ -144,13 +145,13 @@ func TestStaleFetchNotGivenToRestartedPartition(t *testing.T) {
 // the old assignment's batches.
 func TestStaleBatchFetchNotGivenToRestartedPartition(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	ctx := context.Background()
-	srcCl := newClient(t, src)
+	srcCl := kfaketest.Client(t, src)
 	if _, err := kadm.NewClient(srcCl).CreateTopic(ctx, 1, 1, nil, "c"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kadm.NewClient(newClient(t, dst)).CreateTopic(ctx, 1, 1, nil, "src.c"); err != nil {
+	if _, err := kadm.NewClient(kfaketest.Client(t, dst)).CreateTopic(ctx, 1, 1, nil, "src.c"); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 10 {
@@ -159,7 +160,7 @@ func TestStaleBatchFetchNotGivenToRestartedPartition(t *testing.T) {
 		}
 	}
 	dstOpts := []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}
-	cp := NewCopier(discardLogger(), nil, newClient(t, dst), ctx, CopierOpts{Passthrough: true, DstOpts: dstOpts})
+	cp := NewCopier(kfaketest.Logger(), nil, kfaketest.Client(t, dst), ctx, CopierOpts{Passthrough: true, DstOpts: dstOpts})
 	t.Cleanup(cp.Close)
 	srcOpts := []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)}
 	tp := TopicPartition{"c", 0}

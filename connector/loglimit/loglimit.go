@@ -1,4 +1,5 @@
-package connector
+// Package loglimit rate-limits log lines per key.
+package loglimit
 
 import (
 	"log/slog"
@@ -7,7 +8,7 @@ import (
 	"time"
 )
 
-// logLimiter rate-limits log lines per key: a fault that lasts (a broker
+// Limiter rate-limits log lines per key: a fault that lasts (a broker
 // down, a topic listed with an error) is logged when it starts and then at
 // most once per interval, not on every pass or poll. Counters say how often
 // it happened.
@@ -22,16 +23,18 @@ type Limiter struct {
 // (their lines may then repeat once early).
 const maxLimiterKeys = 10_000
 
-func NewLimiter(every time.Duration) *Limiter {
+// New returns a limiter that lets a key's line through at most once per
+// every.
+func New(every time.Duration) *Limiter {
 	return &Limiter{every: every, last: make(map[string]time.Time)}
 }
 
-// newLogOnce returns a limiter that lets one line per key through, ever:
+// Once returns a limiter that lets one line per key through, ever:
 // for a condition that lasts until the operator changes something, where
 // a reminder every minute would say nothing new.
-func Once() *Limiter { return NewLimiter(math.MaxInt64) }
+func Once() *Limiter { return New(math.MaxInt64) }
 
-// allow reports whether a line for key may be logged now, and if so
+// Allow reports whether a line for key may be logged now, and if so
 // records it.
 func (l *Limiter) Allow(key string) bool {
 	now := time.Now()
@@ -54,7 +57,7 @@ func (l *Limiter) Allow(key string) bool {
 	return true
 }
 
-// forget lets the next line for key through at once (the fault it was
+// Forget lets the next line for key through at once (the fault it was
 // about is over).
 func (l *Limiter) Forget(key string) {
 	l.mu.Lock()

@@ -1,12 +1,14 @@
-package connector
+package data
 
 import (
 	"context"
-	"github.com/kmirror/kmirror/connector/index"
-	"github.com/kmirror/kmirror/connector/state"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/kmirror/kmirror/connector/index"
+	"github.com/kmirror/kmirror/connector/state"
+	"github.com/kmirror/kmirror/internal/kfaketest"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -20,15 +22,15 @@ import (
 // pruning deletes the dropped chunks.
 func TestIndexPersistsWithProgress(t *testing.T) {
 	t.Parallel()
-	_, dst := testClusters(t)
-	cl := newClient(t, dst)
+	_, dst := kfaketest.Clusters(t)
+	cl := kfaketest.Client(t, dst)
 	adm := kadm.NewClient(cl)
 	ctx := context.Background()
 	topic := policy.InternalTopic("m", "progress")
 	if _, err := state.EnsureCompacted(ctx, adm, topic, 1, -1); err != nil {
 		t.Fatal(err)
 	}
-	cp := NewCopier(discardLogger(), nil, cl, ctx, CopierOpts{})
+	cp := NewCopier(kfaketest.Logger(), nil, cl, ctx, CopierOpts{})
 	tp := TopicPartition{"orders", 3}
 	if _, err := cp.Assign([]Assignment{{TP: tp, Target: "src.orders", TopicID: "ID1", Next: 0}}, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}); err != nil {
 		t.Fatal(err)

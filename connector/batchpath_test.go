@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/kmirror/kmirror/connector/recordbatch"
 	"hash/crc32"
 	"log/slog"
 	"slices"
@@ -15,99 +14,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kmirror/kmirror/connector/data"
+	"github.com/kmirror/kmirror/connector/recordbatch"
+	"github.com/kmirror/kmirror/internal/kfaketest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
-
-// TestPassthroughKeepsTopicID: the batch path never follows a topic that
-// was deleted and recreated under the same name to its new ID (it would
-// copy the new topic's records into the old one's target before the
-// control plane has seen the change); once the copier purges the topic, a
-// new assignment meets the new ID.
-func TestPassthroughKeepsTopicID(t *testing.T) {
-	src, _ := testClusters(t)
-	cl := newClient(t, src)
-	adm := kadm.NewClient(cl)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	create := func() {
-		t.Helper()
-		resp, err := adm.CreateTopic(ctx, 1, 1, nil, "phoenix")
-		if err == nil {
-			err = resp.Err
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	create()
-	p := newPassthrough(&Copier{}, nil)
-	p.src = cl
-	tp := TopicPartition{"phoenix", 0}
-	if _, err := p.leader(ctx, cl, &p.srcMeta, tp); err != nil {
-		t.Fatalf("leader of the new topic: %v", err)
-	}
-	first := p.topicID(&p.srcMeta, "phoenix")
-
-	if _, err := adm.DeleteTopics(ctx, "phoenix"); err != nil {
-		t.Fatal(err)
-	}
-	create()
-	p.forgetLeaders(&p.srcMeta, "phoenix") // as a failed fetch does
-	_, err := p.leader(ctx, cl, &p.srcMeta, tp)
-	if !errors.Is(err, errTopicRecreated) {
-		t.Fatalf("leader after the topic was recreated: err = %v, want %v", err, errTopicRecreated)
-	}
-	if got := p.topicID(&p.srcMeta, "phoenix"); got != first {
-		t.Fatalf("topic ID changed to %x (was %x): the batch path adopted the recreated topic", got, first)
-	}
-
-	p.purge([]string{"phoenix"}, nil)
-	if _, err := p.leader(ctx, cl, &p.srcMeta, tp); err != nil {
-		t.Fatalf("leader after purge: %v", err)
-	}
-	if got := p.topicID(&p.srcMeta, "phoenix"); got == first || got == ([16]byte{}) {
-		t.Fatalf("after purge the topic ID is %x, want the new topic's (old %x)", got, first)
-	}
-}
-
-// TestPassthroughIdleFetchNotHandedOver: an empty fetch is handed to the
-// poll loop (for the lag) only when its watermarks moved: with 100,000
-// idle partitions, handing every empty fetch over was most of the work.
-func TestPassthroughIdleFetchNotHandedOver(t *testing.T) {
-	p := newPassthrough(&Copier{}, nil)
-	tp := TopicPartition{"idle", 0}
-	p.add(tp, 5, p.newGen())
-	empty := func(hw, lso int64) kmsg.FetchResponseTopicPartition {
-		rp := kmsg.NewFetchResponseTopicPartition()
-		rp.HighWatermark, rp.LastStableOffset = hw, lso
-		return rp
-	}
-	for i, step := range []struct {
-		hw, lso int64
-		want    bool
-	}{
-		{5, 5, true},  // the first: the lag is known from it
-		{5, 5, false}, // nothing moved
-		{7, 5, true},  // records not yet stable
-		{7, 7, true},  // a commit marker
-		{7, 7, false},
-	} {
-		p.mu.Lock()
-		gen := p.parts[tp].gen
-		p.mu.Unlock()
-		p.fetchRequest(1, []ptWant{{tp, 5, gen}}) // joins broker 1's session, unless still in it
-		if got := p.accept(1, tp, empty(step.hw, step.lso)); got != step.want {
-			t.Fatalf("step %d (hw %d, lso %d): handed over = %v, want %v", i, step.hw, step.lso, got, step.want)
-		}
-		if got := len(p.take()); got != map[bool]int{true: 1, false: 0}[step.want] {
-			t.Fatalf("step %d: %d fetches ready", i, got)
-		}
-	}
-}
 
 // TestPassthroughPipelinedFaults: the batch path keeps several batches of a
 // partition in flight, and a failure among them (a retriable refusal, a
@@ -117,13 +32,13 @@ func TestPassthroughIdleFetchNotHandedOver(t *testing.T) {
 // read), and they are sent again after it, in order.
 func TestPassthroughPipelinedFaults(t *testing.T) {
 	t.Parallel()
-	src, dst := testClusters(t)
+	src, dst := kfaketest.Clusters(t)
 	const partitions, calls, per = 2, 150, 4
-	createTopic(t, src, "orders", partitions)
+	kfaketest.CreateTopic(t, src, "orders", partitions)
 	// One batch per partition per call: many batches to pipeline.
 	// Uncompressed, so that the target's control function can tell the
 	// batches of partition 0 by their values (requests name topics by ID).
-	cl := newClient(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	cl := kfaketest.Client(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	for c := range calls {
 		var recs []*kgo.Record
 		for p := range int32(partitions) {
@@ -147,16 +62,11 @@ func TestPassthroughPipelinedFaults(t *testing.T) {
 		if m == nil {
 			return 0
 		}
-		cp := slotCopier(m, TopicPartition{"orders", 0})
-		if cp == nil || cp.pt == nil {
+		cp := slotCopier(m, data.TopicPartition{Topic: "orders", Partition: 0})
+		if cp == nil {
 			return 0
 		}
-		cp.pt.mu.Lock()
-		defer cp.pt.mu.Unlock()
-		if q := cp.pt.queues[TopicPartition{"orders", 0}]; q != nil {
-			return q.sent
-		}
-		return 0
+		return cp.BatchesInFlight(data.TopicPartition{Topic: "orders", Partition: 0})
 	}
 	var mu sync.Mutex
 	var seqs []int32 // first sequences of partition 0's batches, as they arrive
@@ -267,8 +177,8 @@ func TestUndecodableBatchNeverSkipped(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			src, dst := testClusters(t)
-			createTopic(t, src, "orders", 1)
+			src, dst := kfaketest.Clusters(t)
+			kfaketest.CreateTopic(t, src, "orders", 1)
 			// An aborted transaction (offsets 0-1, its marker 2) makes the
 			// batch path decode the fetch that holds it (the fallback),
 			// with the batches after it: a-* (3-5), the undecodable batch
@@ -304,20 +214,20 @@ func TestUndecodableBatchNeverSkipped(t *testing.T) {
 				c.Logger = slog.New(slog.NewTextHandler(logs, nil))
 			})
 			t.Cleanup(stop)
-			adm := kadm.NewClient(newClient(t, dst))
-			waitFor(t, func() bool { return targetRecords(adm, "src.orders") >= 3 }, "the records before the undecodable batch on the target")
+			adm := kadm.NewClient(kfaketest.Client(t, dst))
+			kfaketest.WaitFor(t, func() bool { return targetRecords(adm, "src.orders") >= 3 }, "the records before the undecodable batch on the target")
 			produceOrders(t, src, 1, 3, "d") // offsets 12-14
-			ps := slotCopier(m, TopicPartition{"orders", 0}).Partition(TopicPartition{"orders", 0})
+			ps := slotCopier(m, data.TopicPartition{Topic: "orders", Partition: 0}).Partition(data.TopicPartition{Topic: "orders", Partition: 0})
 
 			if tc.warning == "" {
 				// a-* (0-2), the undecodable batch as it is (3-5), c-*, d-*.
-				waitFor(t, func() bool { return targetRecords(adm, "src.orders") >= 12 }, "a-*, the undecodable batch, c-* and d-* on the target")
+				kfaketest.WaitFor(t, func() bool { return targetRecords(adm, "src.orders") >= 12 }, "a-*, the undecodable batch, c-* and d-* on the target")
 				if got := targetValuesFrom(t, dst, 6); fmt.Sprint(got) != fmt.Sprint(tc.wantTargetValues[3:]) {
 					t.Fatalf("target holds %v after the undecodable batch, want %v", got, tc.wantTargetValues[3:])
 				}
 				return
 			}
-			waitFor(t, func() bool { return logs.count(tc.warning) > 0 }, fmt.Sprintf("the warning %q", tc.warning))
+			kfaketest.WaitFor(t, func() bool { return logs.count(tc.warning) > 0 }, fmt.Sprintf("the warning %q", tc.warning))
 			// Nothing past the undecodable batch is ever copied, and the
 			// position stays at it: a skip shows as d-* copied (and the
 			// position past them) with c-* missing.
@@ -340,8 +250,8 @@ func TestUndecodableBatchNeverSkipped(t *testing.T) {
 // target from offset from to its end.
 func targetValuesFrom(t *testing.T, dst *kfake.Cluster, from int64) []string {
 	t.Helper()
-	end := targetEnds(t, dst, "src.orders")[0]
-	cl := newClient(t, dst, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"src.orders": {0: kgo.NewOffset().At(from)}}))
+	end := kfaketest.EndOffsets(t, dst, "src.orders")[0]
+	cl := kfaketest.Client(t, dst, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"src.orders": {0: kgo.NewOffset().At(from)}}))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var out []string
@@ -391,7 +301,7 @@ func produceRawBatch(t *testing.T, c *kfake.Cluster, topic string, batch []byte)
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cl := newClient(t, c)
+	cl := kfaketest.Client(t, c)
 	topics, err := kadm.NewClient(cl).ListTopics(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
@@ -411,5 +321,205 @@ func produceRawBatch(t *testing.T, c *kfake.Cluster, topic string, batch []byte)
 	}
 	if err != nil {
 		t.Fatalf("produce a raw batch: %v", err)
+	}
+}
+
+// fetchLog records the Fetch requests a kfake cluster receives, and can
+// answer the next one that continues a session with an error.
+type fetchLog struct {
+	mu       sync.Mutex
+	reqs     []fetchSeen
+	failNext int16 // an error code for the next incremental fetch; 0: none
+}
+
+type fetchSeen struct {
+	at                    time.Time
+	sessionID, epoch      int32
+	partitions, forgotten int
+}
+
+func watchFetches(c *kfake.Cluster) *fetchLog {
+	l := &fetchLog{}
+	c.ControlKey(int16(kmsg.Fetch), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kr.(*kmsg.FetchRequest)
+		seen := fetchSeen{at: time.Now(), sessionID: req.SessionID, epoch: req.SessionEpoch}
+		for _, t := range req.Topics {
+			seen.partitions += len(t.Partitions)
+		}
+		for _, t := range req.ForgottenTopics {
+			seen.forgotten += len(t.Partitions)
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.reqs = append(l.reqs, seen)
+		if code := l.failNext; code != 0 && req.SessionEpoch > 0 {
+			l.failNext = 0
+			resp := req.ResponseKind().(*kmsg.FetchResponse)
+			resp.ErrorCode = code
+			return resp, nil, true
+		}
+		return nil, nil, false
+	})
+	return l
+}
+
+func (l *fetchLog) since(t time.Time) []fetchSeen {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []fetchSeen
+	for _, r := range l.reqs {
+		if !r.at.Before(t) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (l *fetchLog) fail(code int16) {
+	l.mu.Lock()
+	l.failNext = code
+	l.mu.Unlock()
+}
+
+// runBatchPathMirror runs a mirror of "orders" on the batch path
+// (producer.compression: source) until the test ends, with one slot: one
+// copier fetches every partition, in one fetch session per broker.
+func runBatchPathMirror(t *testing.T, src, dst *kfake.Cluster) {
+	t.Helper()
+	t.Cleanup(startOrdersMirror(t, src, dst, func(c *Config) {
+		c.SourceCompression = true
+		c.Cluster = &ClusterConfig{Slots: 1, SessionTimeout: 6 * time.Second, CommitInterval: data.DefaultCommitInterval}
+	}))
+}
+
+// targetValues reads every record of topic on the target: values by
+// partition, in offset order.
+func targetValues(t *testing.T, dst *kfake.Cluster, topic string, partitions int32) map[int32][]string {
+	t.Helper()
+	offsets := make(map[int32]kgo.Offset)
+	for p := range partitions {
+		offsets[p] = kgo.NewOffset().AtStart()
+	}
+	cl := kfaketest.Client(t, dst, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}))
+	ends := kfaketest.EndOffsets(t, dst, topic)
+	var want int64
+	for _, e := range ends {
+		want += e
+	}
+	out := make(map[int32][]string)
+	var n int64
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for n < want {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("read %d of %d target records: %v", n, want, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			out[r.Partition] = append(out[r.Partition], string(r.Value))
+			n++
+		})
+	}
+	return out
+}
+
+// copiedExactly waits until the target of "orders" holds per records in
+// each of its partitions, then checks they are the source's, in order,
+// each once.
+func copiedExactly(t *testing.T, dst *kfake.Cluster, partitions int32, per int, tags ...string) {
+	t.Helper()
+	adm := kadm.NewClient(kfaketest.Client(t, dst))
+	want := int64(partitions) * int64(per*len(tags))
+	kfaketest.WaitFor(t, func() bool { return targetRecords(adm, "src.orders") >= want }, fmt.Sprintf("%d records on the target", want))
+	got := targetValues(t, dst, "src.orders", partitions)
+	for p := range partitions {
+		var exp []string
+		for _, tag := range tags {
+			for i := range per {
+				exp = append(exp, fmt.Sprintf("%s-%d-%d", tag, p, i))
+			}
+		}
+		if fmt.Sprint(got[p]) != fmt.Sprint(exp) {
+			t.Fatalf("target partition %d holds %d records %v, want the source's %d", p, len(got[p]), got[p], len(exp))
+		}
+	}
+}
+
+// TestFetchSessionIdle: the batch path fetches in a fetch session, so an
+// idle worker's fetches name no partition (at 100,000 partitions, naming
+// every one twice a second was most of an idle worker's CPU), and records
+// that arrive later are still copied, each once.
+func TestFetchSessionIdle(t *testing.T) {
+	t.Parallel()
+	src, dst := kfaketest.Clusters(t)
+	const partitions = 8
+	kfaketest.CreateTopic(t, src, "orders", partitions)
+	fetches := watchFetches(src)
+	produceOrders(t, src, partitions, 20, "a")
+	runBatchPathMirror(t, src, dst)
+	copiedExactly(t, dst, partitions, 20, "a")
+
+	// Once the partitions whose records were taken have joined again,
+	// every fetch is a session's naming nothing, for as long as nothing
+	// changes.
+	idleShaped := func(f fetchSeen) bool {
+		return f.sessionID != 0 && f.epoch > 0 && f.partitions == 0 && f.forgotten == 0
+	}
+	var idleFrom time.Time
+	kfaketest.WaitFor(t, func() bool {
+		fs := fetches.since(time.Time{})
+		if last := fs[len(fs)-1]; idleShaped(last) {
+			idleFrom = last.at
+			return true
+		}
+		return false
+	}, "a fetch naming no partition")
+	time.Sleep(4 * data.FetchWait)
+	idle := fetches.since(idleFrom)
+	if len(idle) < 2 {
+		t.Fatalf("%d fetches in %v of idling, want the long polls to go on", len(idle), 4*data.FetchWait)
+	}
+	for _, f := range idle {
+		if !idleShaped(f) {
+			t.Fatalf("idle fetch %+v: want a session's (id and epoch set) naming no partition", f)
+		}
+	}
+
+	produceOrders(t, src, partitions, 20, "b")
+	copiedExactly(t, dst, partitions, 20, "a", "b")
+}
+
+// TestFetchSessionEvicted: a broker that no longer holds the session
+// (evicted from its cache, or restarted) answers FETCH_SESSION_ID_NOT_FOUND;
+// the batch path starts a new session with a full fetch and copies on,
+// nothing lost and nothing twice.
+func TestFetchSessionEvicted(t *testing.T) {
+	t.Parallel()
+	src, dst := kfaketest.Clusters(t)
+	const partitions = 4
+	kfaketest.CreateTopic(t, src, "orders", partitions)
+	fetches := watchFetches(src)
+	produceOrders(t, src, partitions, 10, "a")
+	runBatchPathMirror(t, src, dst)
+	copiedExactly(t, dst, partitions, 10, "a")
+
+	before := time.Now()
+	fetches.fail(kerr.FetchSessionIDNotFound.Code)
+	kfaketest.WaitFor(t, func() bool {
+		fetches.mu.Lock()
+		defer fetches.mu.Unlock()
+		return fetches.failNext == 0
+	}, "an incremental fetch to be refused")
+	produceOrders(t, src, partitions, 10, "b")
+	copiedExactly(t, dst, partitions, 10, "a", "b")
+	full := false
+	for _, f := range fetches.since(before) {
+		if f.sessionID == 0 && f.epoch == 0 && f.partitions == partitions {
+			full = true
+		}
+	}
+	if !full {
+		t.Fatalf("no full fetch of the %d partitions after the refusal: %+v", partitions, fetches.since(before))
 	}
 }

@@ -1,16 +1,17 @@
-package connector
+package data
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/kmirror/kmirror/connector/recordbatch"
 	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/kmirror/kmirror/connector/recordbatch"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -383,7 +384,7 @@ func (p *passthrough) fetchRequest(leader int32, joins []ptWant) *kmsg.FetchRequ
 	}
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = -1
-	req.MaxWaitMillis = int32(ptFetchWait / time.Millisecond)
+	req.MaxWaitMillis = int32(FetchWait / time.Millisecond)
 	req.MinBytes = 1
 	req.MaxBytes = FetchMaxBytes
 	req.IsolationLevel = 1 // read_committed: nothing past the last stable offset
@@ -454,7 +455,7 @@ func (p *passthrough) fetchRequest(leader int32, joins []ptWant) *kmsg.FetchRequ
 // the session: its members are in toPlace again, and the next request to the
 // leader is a full one.
 func (p *passthrough) fetch(ctx context.Context, leader int32, req *kmsg.FetchRequest) bool {
-	rctx, cancel := context.WithTimeout(ctx, ptFetchWait+30*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, FetchWait+30*time.Second)
 	defer cancel()
 	resp, err := req.RequestWith(rctx, p.src.Broker(int(leader)))
 	if err == nil {

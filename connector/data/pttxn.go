@@ -1,4 +1,4 @@
-package connector
+package data
 
 import (
 	"context"
@@ -188,7 +188,7 @@ func (p *passthrough) addToTxn(ctx context.Context, ready []ptSend) {
 			if waiting, _ := q.answers(); waiting > 0 || q.sent > 0 || len(q.units) == 0 {
 				continue
 			}
-			if (retriable(perr) || errors.Is(perr, kerr.OperationNotAttempted)) && !isFenced(perr) && ctx.Err() == nil {
+			if (retriable(perr) || errors.Is(perr, kerr.OperationNotAttempted)) && !IsFenced(perr) && ctx.Err() == nil {
 				p.retryLaterLocked(q)
 				continue
 			}
@@ -271,7 +271,7 @@ func (p *passthrough) failTxnQueueLocked(tp TopicPartition, q *ptQueue, err erro
 // unexpected answer may follow an append; OUT_OF_ORDER_SEQUENCE_NUMBER
 // says the broker's sequence is not the one kmirror counted.
 func refusedForSure(err error) bool {
-	if fallbackErr(err) || isFenced(err) {
+	if fallbackErr(err) || IsFenced(err) {
 		return true
 	}
 	for _, e := range []error{kerr.NotLeaderForPartition, kerr.UnknownTopicOrPartition, kerr.UnknownTopicID,

@@ -1,14 +1,15 @@
-package connector
+package data
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/kmirror/kmirror/connector/recordbatch"
 	"hash/fnv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kmirror/kmirror/connector/recordbatch"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -302,7 +303,7 @@ const ptMaxRefusals = 3
 // fetch filled by a few partitions would leave the others idle.
 const (
 	ptPartitionMaxBytes = 1 << 20
-	ptFetchWait         = 500 * time.Millisecond
+	FetchWait           = 500 * time.Millisecond
 	ptMetaMaxAge        = 30 * time.Second
 	ptMaxBatchRecords   = 1 << 20 // re-encoded batches: records per batch
 	ptMaxBatchBytes     = 1 << 20 // and uncompressed bytes per batch
@@ -546,7 +547,7 @@ func (c *Copier) produceFetch(ps *PartitionState, f ptFetch) {
 		ps.progressAt = time.Now()
 	}
 	for _, u := range units {
-		ps.inflight = append(ps.inflight, u.src...)
+		ps.Produced(u.src...)
 	}
 	if ps.ctx == nil || ps.ctx.Err() != nil {
 		ps.ctx, ps.cancel = context.WithCancel(c.produceCtx)

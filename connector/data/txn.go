@@ -1,14 +1,17 @@
-package connector
+package data
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/kmirror/kmirror/connector/recordbatch"
 	"time"
+
+	"github.com/kmirror/kmirror/connector/recordbatch"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // Transactions (exactly_once). A slot's copier writes through a producer
@@ -17,7 +20,7 @@ import (
 // commits every commitInterval:
 //
 //   - Fencing: the slot's next owner calls InitProducerID with the same ID
-//     (fence, in cluster.go) before it reads the slot's progress. The broker
+//     (Fence, by the slot plane in connector/cluster.go) before it reads the slot's progress. The broker
 //     bumps the producer epoch and aborts the old owner's open transaction;
 //     the old owner can never commit again (PRODUCER_FENCED or
 //     INVALID_PRODUCER_EPOCH), whatever it still has in flight.
@@ -81,9 +84,9 @@ func (c *Copier) ptTxn() bool { return c.txn != nil && c.pt != nil && c.pt.txn }
 // round trips cost little.
 const DefaultCommitInterval = 100 * time.Millisecond
 
-// isFenced reports an error that means another producer took the
+// IsFenced reports an error that means another producer took the
 // transactional ID over.
-func isFenced(err error) bool {
+func IsFenced(err error) bool {
 	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
 		errors.Is(err, kerr.TransactionalIDAuthorizationFailed)
 }
@@ -119,7 +122,7 @@ func (c *Copier) txnStep(ctx context.Context) bool {
 			// with a new producer if it is still assigned here.
 			// Retrying here kept a slot stalled until its worker died
 			// (the chaos soak, seed 7021084470302495820).
-			if isFenced(err) {
+			if IsFenced(err) {
 				t.fenced = err
 				c.log.Warn("fenced: another worker took the slot over; this one writes nothing more", "err", err)
 			} else {
@@ -151,7 +154,7 @@ func (c *Copier) ptBegin(ctx context.Context) bool {
 	switch {
 	case err == nil:
 		return true
-	case isFenced(err):
+	case IsFenced(err):
 		t.fenced = err
 		c.log.Warn("fenced: another worker took the slot over; this one writes nothing more", "err", err)
 	default:
@@ -227,7 +230,7 @@ func (c *Copier) TxnEnd(ctx context.Context) error {
 			c.metrics.TxnEnded(TxnCommitted, time.Since(begin))
 			return nil
 		}
-		if !isFenced(err) && !errors.Is(err, kerr.OperationNotAttempted) {
+		if !IsFenced(err) && !errors.Is(err, kerr.OperationNotAttempted) {
 			if c.ptTxn() {
 				c.pt.txnClose()
 			}
@@ -304,7 +307,7 @@ func (c *Copier) committed() {
 // its committed position. A fenced copier stops for good.
 func (c *Copier) txnAbort(ctx context.Context, written []partitionWrites, why error) {
 	t := c.txn
-	if isFenced(why) {
+	if IsFenced(why) {
 		t.fenced = why
 		c.log.Warn("fenced: another worker took the slot over; this one writes nothing more", "err", why)
 		return
@@ -339,7 +342,7 @@ func (c *Copier) txnAbort(ctx context.Context, written []partitionWrites, why er
 		c.pt.txnDone()
 	}
 	if err != nil {
-		if isFenced(err) {
+		if IsFenced(err) {
 			t.fenced = err
 			c.log.Warn("fenced: another worker took the slot over; this one writes nothing more", "err", err)
 			return
@@ -497,4 +500,35 @@ func (c *Copier) Transactional(id string, every time.Duration, w *ProgressWriter
 	if c.pt != nil {
 		c.pt.useTransactions(id)
 	}
+}
+
+// ClassicTransactions are the request versions a slot's producer may use:
+// the newest, except EndTxn at most v4, which keeps franz-go off Kafka 4's
+// transaction protocol (KIP-890 part 2, transaction.version=2, on by
+// default in Kafka 4). Under it a produce registers its partition in the
+// transaction itself, and the first produce after a commit is refused with
+// CONCURRENT_TRANSACTIONS until the previous transaction's markers are
+// written. franz-go v1.22.3 then resends the refused batch, sequence 0 of
+// the new epoch, after later batches of the partition reached the broker:
+// they all fail with OUT_OF_ORDER_SEQUENCE_NUMBER and the transaction
+// aborts. On Kafka 4.3.1 that cost 1 to 5 s per commit and cut the
+// exactly-once throughput to 19,000 records/s (bench-mm2). With explicit
+// AddPartitionsToTxn, franz-go retries that request on
+// CONCURRENT_TRANSACTIONS before any record is sent, the path every Kafka
+// version since 0.11 supports. Fencing and exactly-once are the same under
+// both protocols.
+//
+// Produce stays below v12 and AddPartitionsToTxn at v3 (franz-go uses
+// those for its own records under the classic protocol anyway) for the
+// batch path's raw requests, which take the slot producer's versions (or
+// its lanes', built with these): a Produce v12 would let a broker that
+// runs KIP-890 part 2 add the partition to the transaction itself, in a
+// transaction the coordinator runs the classic way; AddPartitionsToTxn v4+
+// is the brokers' own batched form.
+func ClassicTransactions() *kversion.Versions {
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(int16(kmsg.EndTxn), 4)
+	v.SetMaxKeyVersion(int16(kmsg.Produce), 11)
+	v.SetMaxKeyVersion(int16(kmsg.AddPartitionsToTxn), 3)
+	return v
 }

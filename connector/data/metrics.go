@@ -1,4 +1,4 @@
-package connector
+package data
 
 import (
 	"time"
@@ -6,9 +6,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// DataMetrics are the data plane's metrics of one mirror, curried with its
-// name (Metrics.forMirror). A nil *DataMetrics counts nothing.
-type DataMetrics struct {
+// Metrics are the data plane's metrics of one mirror, curried with its
+// name (Metrics.forMirror). A nil *Metrics counts nothing.
+type Metrics struct {
 	Records, Bytes, ProduceErrors, DeadLetters prometheus.Counter
 	Latency, CommitLatency                     prometheus.Observer
 	// InternalWrites by kind (WriteProgress, ...), Txns by result
@@ -28,20 +28,20 @@ const (
 
 // incInternalWriteErrors counts a failed write of kmirror's own records of
 // kind (writeProgress, ...).
-func (mm *DataMetrics) IncInternalWriteErrors(kind string) {
+func (mm *Metrics) IncInternalWriteErrors(kind string) {
 	if mm != nil {
 		mm.InternalWrites.WithLabelValues(kind).Inc()
 	}
 }
 
-func (mm *DataMetrics) IncDeadLetters() {
+func (mm *Metrics) IncDeadLetters() {
 	if mm != nil {
 		mm.DeadLetters.Inc()
 	}
 }
 
 // txnEnded counts a slot transaction's end; took is the commit's duration.
-func (mm *DataMetrics) TxnEnded(result string, took time.Duration) {
+func (mm *Metrics) TxnEnded(result string, took time.Duration) {
 	if mm == nil {
 		return
 	}
@@ -52,7 +52,7 @@ func (mm *DataMetrics) TxnEnded(result string, took time.Duration) {
 }
 
 // batchWritten counts a batch acknowledged by the target on path.
-func (mm *DataMetrics) BatchWritten(passthrough bool) {
+func (mm *Metrics) BatchWritten(passthrough bool) {
 	switch {
 	case mm == nil:
 	case passthrough:
@@ -64,8 +64,16 @@ func (mm *DataMetrics) BatchWritten(passthrough bool) {
 
 // incFallback counts a source batch of a pass-through mirror that took the
 // record path.
-func (mm *DataMetrics) IncFallback(reason string) {
+func (mm *Metrics) IncFallback(reason string) {
 	if mm != nil {
 		mm.Fallbacks.WithLabelValues(reason).Inc()
 	}
 }
+
+// Kinds of the data plane's own records on the target, for
+// kmirror_internal_write_errors_total.
+const (
+	WriteProgress   = "progress"
+	WriteIndex      = "index"
+	WriteDeadLetter = "dead_letter"
+)

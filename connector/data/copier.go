@@ -1,11 +1,9 @@
-package connector
+package data
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/kmirror/kmirror/connector/index"
-	"github.com/kmirror/kmirror/connector/recordbatch"
 	"log/slog"
 	"maps"
 	"slices"
@@ -14,8 +12,24 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kmirror/kmirror/connector/index"
+	"github.com/kmirror/kmirror/connector/loglimit"
+	"github.com/kmirror/kmirror/connector/recordbatch"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Memory bounds of the data path. franz-go's defaults (a 50 MiB fetch per
+// broker, an unbounded producer buffer up to 50,000 records) let a mirror
+// at full speed hold ~150 MiB of records, which Go's GC roughly doubles in
+// RSS. A fetch of 16 MiB and 32 MiB of records in flight to the target
+// keep the pipe full on loopback and LAN round trips (measured: throughput
+// unchanged) at a fraction of the memory. The bench's limit loop uses the
+// same values so the comparison stays fair.
+const (
+	FetchMaxBytes            = 16 << 20
+	ProducerMaxBufferedBytes = 32 << 20
 )
 
 // copier is the data plane: it reads the assigned source partitions and
@@ -34,7 +48,7 @@ import (
 // metric, a log line and a visible state, never a skipped record.
 type Copier struct {
 	log     *slog.Logger
-	metrics *DataMetrics
+	metrics *Metrics
 	// src is the record path's consumer, created with the first
 	// partition that takes that path: by an assignment (the control
 	// pass's goroutine) or by a partition leaving the batch path (the
@@ -110,7 +124,7 @@ type Copier struct {
 	// expireDeliveries).
 	deliveryTimeout time.Duration
 	expiredAt       time.Time // when expireDeliveries last ran
-	logEvery        *Limiter
+	logEvery        *loglimit.Limiter
 	// txn, when set, makes the copier transactional (exactly_once; see
 	// txn.go): the producer has a transactional ID, and records,
 	// progress and index commit together.
@@ -234,7 +248,7 @@ type PartitionState struct {
 	progressAt time.Time // when the oldest record in flight was produced, or last acknowledged
 	expired    error     // why ctx was cancelled
 
-	metrics *DataMetrics
+	metrics *Metrics
 	onFail  func() // sets the copier's attention flag
 	// changes is the copier's counter (nil outside a copier): bumped
 	// under mu wherever acked, the index or what is persisted moves.
@@ -459,17 +473,17 @@ func (s *RecordPathSet) add(tp TopicPartition) {
 	s.mu.Unlock()
 }
 
-func (s *RecordPathSet) has(tp TopicPartition) bool {
+func (s *RecordPathSet) Has(tp TopicPartition) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.m[tp]
 }
 
-func NewCopier(log *slog.Logger, m *DataMetrics, dst *kgo.Client, produceCtx context.Context, opts CopierOpts) *Copier {
+func NewCopier(log *slog.Logger, m *Metrics, dst *kgo.Client, produceCtx context.Context, opts CopierOpts) *Copier {
 	c := &Copier{
 		deadLetter:      opts.DeadLetter,
 		deliveryTimeout: opts.DeliveryTimeout,
-		logEvery:        NewLimiter(time.Minute),
+		logEvery:        loglimit.New(time.Minute),
 		log:             log,
 		metrics:         m,
 		dst:             dst,
@@ -539,7 +553,7 @@ func (c *Copier) Assign(as []Assignment, srcOpts []kgo.Opt) (started bool, err e
 			}
 			ps.onFail = c.wakeFn
 			ps.changes = &c.changes
-			ps.passthrough = c.pt != nil && !c.recordPath.has(a.TP)
+			ps.passthrough = c.pt != nil && !c.recordPath.Has(a.TP)
 		}
 		delete(c.parked, a.TP)
 		c.parts[a.TP] = ps
@@ -948,7 +962,7 @@ func (c *Copier) producePartition(fp kgo.FetchTopicPartition, gen uint64) {
 		ps.progressAt = time.Now()
 	}
 	for _, r := range records {
-		ps.inflight = append(ps.inflight, r.Offset)
+		ps.Produced(r.Offset)
 	}
 	if ps.ctx == nil || ps.ctx.Err() != nil {
 		ps.ctx, ps.cancel = context.WithCancel(c.produceCtx)
@@ -1177,11 +1191,11 @@ func (c *Copier) logRefusal(ps *PartitionState) {
 
 // Headers of a dead-lettered record, naming where it came from and why.
 const (
-	headerSourceTopic     = "kmirror.source.topic"
-	headerSourcePartition = "kmirror.source.partition"
-	headerSourceOffset    = "kmirror.source.offset"
-	headerError           = "kmirror.error"
-	headerTruncated       = "kmirror.truncated"
+	HeaderSourceTopic     = "kmirror.source.topic"
+	HeaderSourcePartition = "kmirror.source.partition"
+	HeaderSourceOffset    = "kmirror.source.offset"
+	HeaderError           = "kmirror.error"
+	HeaderTruncated       = "kmirror.truncated"
 )
 
 // deadLetterRecord is the record written to the dead-letter topic for p,
@@ -1196,15 +1210,15 @@ func deadLetterRecord(topic string, tp TopicPartition, p *poisonRecord) *kgo.Rec
 		Value:     p.rec.Value,
 		Timestamp: p.rec.Timestamp,
 		Headers: append(append([]kgo.RecordHeader(nil), p.rec.Headers...),
-			kgo.RecordHeader{Key: headerSourceTopic, Value: []byte(tp.Topic)},
-			kgo.RecordHeader{Key: headerSourcePartition, Value: strconv.AppendInt(nil, int64(tp.Partition), 10)},
-			kgo.RecordHeader{Key: headerSourceOffset, Value: strconv.AppendInt(nil, p.offset, 10)},
-			kgo.RecordHeader{Key: headerError, Value: []byte(p.err.Error())},
+			kgo.RecordHeader{Key: HeaderSourceTopic, Value: []byte(tp.Topic)},
+			kgo.RecordHeader{Key: HeaderSourcePartition, Value: strconv.AppendInt(nil, int64(tp.Partition), 10)},
+			kgo.RecordHeader{Key: HeaderSourceOffset, Value: strconv.AppendInt(nil, p.offset, 10)},
+			kgo.RecordHeader{Key: HeaderError, Value: []byte(p.err.Error())},
 		),
 	}
 	if errors.Is(p.err, kerr.MessageTooLarge) || errors.Is(p.err, kerr.RecordListTooLarge) {
 		dl.Key, dl.Value = nil, nil
-		dl.Headers = append(dl.Headers, kgo.RecordHeader{Key: headerTruncated, Value: []byte("true")})
+		dl.Headers = append(dl.Headers, kgo.RecordHeader{Key: HeaderTruncated, Value: []byte("true")})
 	}
 	return dl
 }
@@ -1322,3 +1336,28 @@ func (ps *PartitionState) Abandon() int {
 	}
 	return n
 }
+
+// Produced records that the records at these source offsets were produced
+// and wait for the target's acknowledgement (Promise), in produce order.
+// ps.Mu must be held.
+func (ps *PartitionState) Produced(offsets ...int64) {
+	ps.inflight = append(ps.inflight, offsets...)
+}
+
+// BatchesInFlight is the number of tp's batches the batch path sent and
+// the target has not answered yet.
+func (c *Copier) BatchesInFlight(tp TopicPartition) int {
+	if c.pt == nil {
+		return 0
+	}
+	c.pt.mu.Lock()
+	defer c.pt.mu.Unlock()
+	if q := c.pt.queues[tp]; q != nil {
+		return q.sent
+	}
+	return 0
+}
+
+// OnBatchPath reports whether ps is copied by the batch path (its source
+// batches forwarded as they are). ps.Mu must be held.
+func (ps *PartitionState) OnBatchPath() bool { return ps.passthrough }

@@ -1,4 +1,4 @@
-package connector
+package data
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kmirror/kmirror/connector/uncached"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -174,7 +175,7 @@ func (p *passthrough) refreshLeaders(ctx context.Context, cl *kgo.Client, m *ptM
 			req.Topics = append(req.Topics, t)
 		}
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		resp, err := req.RequestWith(rctx, anyBroker(cl))
+		resp, err := req.RequestWith(rctx, uncached.Requestor(cl))
 		cancel()
 		if err != nil {
 			if firstErr == nil {

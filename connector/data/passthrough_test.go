@@ -1,0 +1,99 @@
+package data
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/kmirror/kmirror/internal/kfaketest"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestPassthroughKeepsTopicID: the batch path never follows a topic that
+// was deleted and recreated under the same name to its new ID (it would
+// copy the new topic's records into the old one's target before the
+// control plane has seen the change); once the copier purges the topic, a
+// new assignment meets the new ID.
+func TestPassthroughKeepsTopicID(t *testing.T) {
+	src, _ := kfaketest.Clusters(t)
+	cl := kfaketest.Client(t, src)
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	create := func() {
+		t.Helper()
+		resp, err := adm.CreateTopic(ctx, 1, 1, nil, "phoenix")
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	create()
+	p := newPassthrough(&Copier{}, nil)
+	p.src = cl
+	tp := TopicPartition{"phoenix", 0}
+	if _, err := p.leader(ctx, cl, &p.srcMeta, tp); err != nil {
+		t.Fatalf("leader of the new topic: %v", err)
+	}
+	first := p.topicID(&p.srcMeta, "phoenix")
+
+	if _, err := adm.DeleteTopics(ctx, "phoenix"); err != nil {
+		t.Fatal(err)
+	}
+	create()
+	p.forgetLeaders(&p.srcMeta, "phoenix") // as a failed fetch does
+	_, err := p.leader(ctx, cl, &p.srcMeta, tp)
+	if !errors.Is(err, errTopicRecreated) {
+		t.Fatalf("leader after the topic was recreated: err = %v, want %v", err, errTopicRecreated)
+	}
+	if got := p.topicID(&p.srcMeta, "phoenix"); got != first {
+		t.Fatalf("topic ID changed to %x (was %x): the batch path adopted the recreated topic", got, first)
+	}
+
+	p.purge([]string{"phoenix"}, nil)
+	if _, err := p.leader(ctx, cl, &p.srcMeta, tp); err != nil {
+		t.Fatalf("leader after purge: %v", err)
+	}
+	if got := p.topicID(&p.srcMeta, "phoenix"); got == first || got == ([16]byte{}) {
+		t.Fatalf("after purge the topic ID is %x, want the new topic's (old %x)", got, first)
+	}
+}
+
+// TestPassthroughIdleFetchNotHandedOver: an empty fetch is handed to the
+// poll loop (for the lag) only when its watermarks moved: with 100,000
+// idle partitions, handing every empty fetch over was most of the work.
+func TestPassthroughIdleFetchNotHandedOver(t *testing.T) {
+	p := newPassthrough(&Copier{}, nil)
+	tp := TopicPartition{"idle", 0}
+	p.add(tp, 5, p.newGen())
+	empty := func(hw, lso int64) kmsg.FetchResponseTopicPartition {
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.HighWatermark, rp.LastStableOffset = hw, lso
+		return rp
+	}
+	for i, step := range []struct {
+		hw, lso int64
+		want    bool
+	}{
+		{5, 5, true},  // the first: the lag is known from it
+		{5, 5, false}, // nothing moved
+		{7, 5, true},  // records not yet stable
+		{7, 7, true},  // a commit marker
+		{7, 7, false},
+	} {
+		p.mu.Lock()
+		gen := p.parts[tp].gen
+		p.mu.Unlock()
+		p.fetchRequest(1, []ptWant{{tp, 5, gen}}) // joins broker 1's session, unless still in it
+		if got := p.accept(1, tp, empty(step.hw, step.lso)); got != step.want {
+			t.Fatalf("step %d (hw %d, lso %d): handed over = %v, want %v", i, step.hw, step.lso, got, step.want)
+		}
+		if got := len(p.take()); got != map[bool]int{true: 1, false: 0}[step.want] {
+			t.Fatalf("step %d: %d fetches ready", i, got)
+		}
+	}
+}

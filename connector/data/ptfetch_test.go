@@ -1,0 +1,129 @@
+package data
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestFetchJoinsBounded: a request lets at most ptMaxJoins partitions join
+// its session; the others stay to be placed by the next requests, so a
+// start with 100,000 partitions does not fetch (and queue, and persist)
+// them all at once.
+func TestFetchJoinsBounded(t *testing.T) {
+	p := newPassthrough(&Copier{}, nil)
+	var joins []ptWant
+	for i := range ptMaxJoins + 5000 {
+		tp := TopicPartition{fmt.Sprintf("t%d", i/10), int32(i % 10)}
+		p.add(tp, 0, p.newGen())
+		joins = append(joins, ptWant{tp, 0, p.parts[tp].gen})
+	}
+	named := func(req *kmsg.FetchRequest) (n int) {
+		for _, t := range req.Topics {
+			n += len(t.Partitions)
+		}
+		return n
+	}
+	req := p.fetchRequest(1, joins)
+	if got := named(req); got != ptMaxJoins {
+		t.Fatalf("first request names %d partitions, want %d", got, ptMaxJoins)
+	}
+	if got := len(p.toPlace); got != 5000 {
+		t.Fatalf("%d partitions left to place, want 5000", got)
+	}
+	if got := named(p.fetchRequest(1, joins)); got != 5000 {
+		t.Fatalf("second request names %d partitions, want the 5000 left", got)
+	}
+	if len(p.toPlace) != 0 || p.sessions[1].members != ptMaxJoins+5000 {
+		t.Fatalf("after two requests: %d to place, %d members", len(p.toPlace), p.sessions[1].members)
+	}
+}
+
+// TestFetchRoomBounded: partitions join only while the batches and bytes
+// fetched and not yet acknowledged leave room (a restart of 100,000
+// partitions of small batches otherwise held them all at once), and the
+// acknowledgement that makes room wakes the fetch loop.
+func TestFetchRoomBounded(t *testing.T) {
+	p := newPassthrough(&Copier{}, nil)
+	if got := p.room(); got != ptMaxBatches {
+		t.Fatalf("room with nothing in flight = %d, want %d", got, ptMaxBatches)
+	}
+	p.readyBatches = ptMaxBatches / 2
+	if got := p.room(); got != ptMaxBatches/2 {
+		t.Fatalf("room with half the batches ready = %d, want %d", got, ptMaxBatches/2)
+	}
+	p.bufferedBatches = ptMaxBatches/4 + 1 // under a quarter left
+	if got := p.room(); got != 0 {
+		t.Fatalf("room with %d batches in flight = %d, want 0", p.readyBatches+p.bufferedBatches, got)
+	}
+	p.add(TopicPartition{"t", 0}, 0, p.newGen())
+	<-p.kickFetch
+	joins, _, full := p.place(context.Background())
+	if joins != nil || !full || len(p.toPlace) != 1 {
+		t.Fatalf("place with no room: joins %v, full %v, %d to place; want none, full, 1 waiting", joins, full, len(p.toPlace))
+	}
+	// An acknowledgement that brings the room back wakes the loop.
+	p.bufferedBatches++
+	u := &ptUnit{batch: make([]byte, 100)}
+	p.buffered = 100
+	p.release(u)
+	select {
+	case <-p.kickFetch:
+		t.Fatal("release kicked the fetch loop with still no room")
+	default:
+	}
+	p.buffered = 100
+	p.release(u) // now a quarter is left
+	if got := p.room(); got != ptMaxBatches/4 {
+		t.Fatalf("room after the release = %d, want %d", got, ptMaxBatches/4)
+	}
+	select {
+	case <-p.kickFetch:
+	default:
+		t.Fatal("release that made room did not kick the fetch loop")
+	}
+	// The bytes bound the same way.
+	p.readyBatches, p.bufferedBatches = 0, 1
+	p.buffered = ProducerMaxBufferedBytes*3/4 + 1
+	if got := p.room(); got != 0 {
+		t.Fatalf("room with %d bytes in flight = %d, want 0", p.buffered, got)
+	}
+}
+
+// TestPlaceUnfetchedFirst: with room for fewer joins than wait, the
+// partitions not fetched since they were added (or rewound) join before
+// those rejoining after their records were taken: a start or restart waits
+// for the former's records, while each idle member makes every later
+// Fetch of the session cost the broker more.
+func TestPlaceUnfetchedFirst(t *testing.T) {
+	p := newPassthrough(&Copier{}, nil)
+	const n = ptMaxBatches / 4 // the least room that lets any join
+	now := time.Now()
+	for i := range 2 * n {
+		tp := TopicPartition{fmt.Sprintf("t%d", i), 0}
+		p.add(tp, 5, p.newGen())
+		p.srcMeta.topics[tp.Topic] = ptTopicMeta{leaders: []int32{1}, at: now.UnixNano()}
+		if i%2 == 1 {
+			p.parts[tp].taken = true // its records were taken; it rejoins
+		}
+	}
+	p.readyBatches = ptMaxBatches - n // room for n joins
+	joins, _, full := p.place(context.Background())
+	if full || len(joins[1]) != n {
+		t.Fatalf("placed %d (full %v), want %d", len(joins[1]), full, n)
+	}
+	for _, w := range joins[1] {
+		if p.parts[w.tp].taken {
+			t.Fatalf("%v rejoining was placed while a partition never fetched waited", w.tp)
+		}
+	}
+	// A rewound partition is fetched again: it is first again.
+	tp := TopicPartition{"t1", 0}
+	p.rewind(tp, 3)
+	if p.parts[tp].taken {
+		t.Fatal("a rewound partition still counts as taken")
+	}
+}
