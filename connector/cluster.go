@@ -113,6 +113,9 @@ type slotPlane struct {
 	// although the batch path is on (exactly_once: txnAbort). It
 	// survives the slot's copiers.
 	recordPath *data.RecordPathSet
+	// srcLeaders and dstLeaders are the clusters' leaders and topic IDs,
+	// cached once for the batch paths of every slot copied here.
+	srcLeaders, dstLeaders *data.LeaderCache
 }
 
 // slotWorker is one owned slot: its copier and what it found in the
@@ -143,7 +146,8 @@ type slotWorker struct {
 
 func newSlotPlane(m *Mirror) *slotPlane {
 	return &slotPlane{m: m, owned: make(map[int32]*slotWorker), assigned: make(map[int32]bool),
-		progress: data.NewProgressLog(m.log, m.cfg.TargetOpts, m.progressTopic), recordPath: data.NewRecordPathSet()}
+		progress: data.NewProgressLog(m.log, m.cfg.TargetOpts, m.progressTopic), recordPath: data.NewRecordPathSet(),
+		srcLeaders: data.NewLeaderCache(), dstLeaders: data.NewLeaderCache()}
 }
 
 func (p *slotPlane) transactionalID(slot int32) string {
@@ -354,7 +358,8 @@ func (p *slotPlane) sharedProducer() (*kgo.Client, error) {
 	cfg := p.m.cfg
 	produceCtx, cancelProduce := context.WithCancel(context.Background())
 	w := &slotWorker{slot: -1, dst: dst, produceCtx: produceCtx, cancelProduce: cancelProduce, done: make(chan struct{})}
-	w.cp = data.NewCopier(p.m.log, p.m.metrics.data(), dst, produceCtx, data.CopierOpts{DeadLetter: cfg.DeadLetterTopic, DeliveryTimeout: cfg.DeliveryTimeout, Passthrough: cfg.SourceCompression, DstOpts: cfg.TargetOpts})
+	w.cp = data.NewCopier(p.m.log, p.m.metrics.data(), dst, produceCtx, data.CopierOpts{DeadLetter: cfg.DeadLetterTopic, DeliveryTimeout: cfg.DeliveryTimeout, Passthrough: cfg.SourceCompression, DstOpts: cfg.TargetOpts,
+		SourceLeaders: p.srcLeaders, TargetLeaders: p.dstLeaders})
 	w.writer = p.m.newProgressWriter(dst, w.cp)
 	p.shared = w
 	return dst, nil
@@ -413,7 +418,8 @@ func (p *slotPlane) newSlotWorker(slot int32, dst *kgo.Client, endTxns *data.End
 	// The batch path writes inside the slot's transactions (data/pttxn.go),
 	// with the slot producer's ID and epoch.
 	w.cp = data.NewCopier(p.m.log.With("slot", slot), p.m.metrics.data(), dst, produceCtx, data.CopierOpts{DeadLetter: cfg.DeadLetterTopic, DeliveryTimeout: cfg.DeliveryTimeout,
-		Passthrough: cfg.SourceCompression, DstOpts: cfg.TargetOpts, RecordPath: p.recordPath})
+		Passthrough: cfg.SourceCompression, DstOpts: cfg.TargetOpts, RecordPath: p.recordPath,
+		SourceLeaders: p.srcLeaders, TargetLeaders: p.dstLeaders})
 	w.cp.Transactional(p.transactionalID(slot), cfg.Cluster.CommitInterval, p.m.newProgressWriter(dst, w.cp), endTxns)
 	return w
 }

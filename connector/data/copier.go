@@ -451,6 +451,10 @@ type CopierOpts struct {
 	// recordPath is shared by the copiers of a slot (nil: the copier's
 	// own): see txnAbort.
 	RecordPath *RecordPathSet
+	// SourceLeaders and TargetLeaders cache the clusters' leaders and
+	// topic IDs for the batch path, shared by the copiers of a worker
+	// (nil: the copier's own).
+	SourceLeaders, TargetLeaders *LeaderCache
 }
 
 // recordPathSet is a set of partitions that a transactional slot copies on
@@ -499,7 +503,7 @@ func NewCopier(log *slog.Logger, m *Metrics, dst *kgo.Client, produceCtx context
 		c.recordPath = NewRecordPathSet()
 	}
 	if opts.Passthrough {
-		c.pt = newPassthrough(c, opts.DstOpts)
+		c.pt = newPassthrough(c, opts.DstOpts, opts.SourceLeaders, opts.TargetLeaders)
 	}
 	return c
 }

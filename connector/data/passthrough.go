@@ -310,7 +310,7 @@ const (
 	ptLanes             = 2
 )
 
-func newPassthrough(c *Copier, dstOpts []kgo.Opt) *passthrough {
+func newPassthrough(c *Copier, dstOpts []kgo.Opt, srcLeaders, dstLeaders *LeaderCache) *passthrough {
 	p := &passthrough{
 		c: c, dst: c.dst,
 		// No lanes without dstOpts (unit tests): the shared client.
@@ -332,8 +332,8 @@ func newPassthrough(c *Copier, dstOpts []kgo.Opt) *passthrough {
 		loggedFallback: make(map[string]bool),
 		txnAdded:       make(map[TopicPartition]bool),
 	}
-	p.srcMeta.init()
-	p.dstMeta.init()
+	p.srcMeta.init(srcLeaders)
+	p.dstMeta.init(dstLeaders)
 	return p
 }
 

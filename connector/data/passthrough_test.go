@@ -33,7 +33,10 @@ func TestPassthroughKeepsTopicID(t *testing.T) {
 		}
 	}
 	create()
-	p := newPassthrough(&Copier{}, nil)
+	// Two batch paths share the cluster's leader cache, as the slots of a
+	// worker do.
+	leaders := NewLeaderCache()
+	p := newPassthrough(&Copier{}, nil, leaders, nil)
 	p.src = cl
 	tp := TopicPartition{"phoenix", 0}
 	if _, err := p.leader(ctx, cl, &p.srcMeta, tp); err != nil {
@@ -45,6 +48,17 @@ func TestPassthroughKeepsTopicID(t *testing.T) {
 		t.Fatal(err)
 	}
 	create()
+	// The other batch path meets the topic only now, after a failed
+	// fetch made the shared entry stale: the cache learns the new ID and
+	// fresh leaders from it.
+	other := newPassthrough(&Copier{}, nil, leaders, nil)
+	other.forgetLeaders(&other.srcMeta, "phoenix")
+	if _, err := other.leader(ctx, cl, &other.srcMeta, tp); err != nil {
+		t.Fatalf("leader for a batch path that meets the recreated topic first: %v", err)
+	}
+	if _, ok := p.srcMeta.cachedLeader(tp, time.Now()); ok {
+		t.Fatal("the first batch path uses the cached leader of the recreated topic")
+	}
 	p.forgetLeaders(&p.srcMeta, "phoenix") // as a failed fetch does
 	_, err := p.leader(ctx, cl, &p.srcMeta, tp)
 	if !errors.Is(err, errTopicRecreated) {
@@ -67,7 +81,7 @@ func TestPassthroughKeepsTopicID(t *testing.T) {
 // poll loop (for the lag) only when its watermarks moved: with 100,000
 // idle partitions, handing every empty fetch over was most of the work.
 func TestPassthroughIdleFetchNotHandedOver(t *testing.T) {
-	p := newPassthrough(&Copier{}, nil)
+	p := newPassthrough(&Copier{}, nil, nil, nil)
 	tp := TopicPartition{"idle", 0}
 	p.add(tp, 5, p.newGen())
 	empty := func(hw, lso int64) kmsg.FetchResponseTopicPartition {

@@ -14,7 +14,7 @@ import (
 // start with 100,000 partitions does not fetch (and queue, and persist)
 // them all at once.
 func TestFetchJoinsBounded(t *testing.T) {
-	p := newPassthrough(&Copier{}, nil)
+	p := newPassthrough(&Copier{}, nil, nil, nil)
 	var joins []ptWant
 	for i := range ptMaxJoins + 5000 {
 		tp := TopicPartition{fmt.Sprintf("t%d", i/10), int32(i % 10)}
@@ -47,7 +47,7 @@ func TestFetchJoinsBounded(t *testing.T) {
 // partitions of small batches otherwise held them all at once), and the
 // acknowledgement that makes room wakes the fetch loop.
 func TestFetchRoomBounded(t *testing.T) {
-	p := newPassthrough(&Copier{}, nil)
+	p := newPassthrough(&Copier{}, nil, nil, nil)
 	if got := p.room(); got != ptMaxBatches {
 		t.Fatalf("room with nothing in flight = %d, want %d", got, ptMaxBatches)
 	}
@@ -99,13 +99,13 @@ func TestFetchRoomBounded(t *testing.T) {
 // for the former's records, while each idle member makes every later
 // Fetch of the session cost the broker more.
 func TestPlaceUnfetchedFirst(t *testing.T) {
-	p := newPassthrough(&Copier{}, nil)
+	p := newPassthrough(&Copier{}, nil, nil, nil)
 	const n = ptMaxBatches / 4 // the least room that lets any join
 	now := time.Now()
 	for i := range 2 * n {
 		tp := TopicPartition{fmt.Sprintf("t%d", i), 0}
 		p.add(tp, 5, p.newGen())
-		p.srcMeta.topics[tp.Topic] = ptTopicMeta{leaders: []int32{1}, at: now.UnixNano()}
+		p.srcMeta.cache.topics[tp.Topic] = ptTopicMeta{leaders: []int32{1}, at: now.UnixNano()}
 		if i%2 == 1 {
 			p.parts[tp].taken = true // its records were taken; it rejoins
 		}

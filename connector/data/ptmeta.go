@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/kmirror/kmirror/connector/uncached"
@@ -13,26 +14,49 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// ptMeta caches one cluster's leaders and topic IDs for the batch path. A
-// topic keeps the first ID it was seen with until purge forgets it: like
-// franz-go's own clients, the batch path never adopts the ID of a topic
-// deleted and recreated under the same name, which would copy the new
-// topic's records into the old one's target (or write into a new target
-// topic the control plane has not vetted). The control plane notices the
-// new ID and decides.
+// LeaderCache caches one cluster's partition leaders and topic IDs for
+// the batch paths of a worker's copiers: every slot's copier asks about
+// the same topics, and 16 caches (with their Metadata responses) cost
+// 58 MB at 100,000 partitions where one costs 4, and asked the brokers 16
+// times as often.
 //
 // Metadata is asked for many topics at once (refreshLeaders, up to
 // ptMetaTopicsPerRequest a request): with 10,000 topics, one request per
 // topic made the first fetch wait for 10,000 round trips, and the
 // refreshes every ptMetaMaxAge kept a steady stream of them going at idle.
-type ptMeta struct {
-	// topics holds each topic's leaders, ID and age in one map entry: at
-	// 10,000 topics on each of 16 slots, one map a field cost 54 MB.
+type LeaderCache struct {
+	mu sync.Mutex
+	// topics holds each topic's leaders, ID and age in one map entry
+	// (one map a field cost several times the memory).
 	topics map[string]ptTopicMeta
-	byID   map[[16]byte]string // the reverse of the IDs: responses name topics by ID (Fetch and Produce v13+)
+	// byID is the reverse of the IDs, every ID a topic had: responses
+	// name topics by ID (Fetch and Produce v13+), and a batch path may
+	// still use a recreated topic's old one.
+	byID map[[16]byte]string
 }
 
-// ptTopicMeta is what ptMeta knows of a topic.
+// NewLeaderCache returns an empty cache.
+func NewLeaderCache() *LeaderCache {
+	return &LeaderCache{topics: make(map[string]ptTopicMeta), byID: make(map[[16]byte]string)}
+}
+
+// ptMeta is one batch path's view of a cluster's LeaderCache. A topic
+// keeps the ID this batch path first saw it with (pins) until purge
+// forgets it: like franz-go's own clients, the batch path never adopts the
+// ID of a topic deleted and recreated under the same name, which would
+// copy the new topic's records into the old one's target (or write into a
+// new target topic the control plane has not vetted). The control plane
+// notices the new ID and decides. The cache itself follows the cluster;
+// a leader is used only while the cache's ID is the pinned one.
+//
+// Its methods are called with the passthrough's mu held (which guards
+// pins); they lock the cache inside.
+type ptMeta struct {
+	cache *LeaderCache
+	pins  map[string][16]byte
+}
+
+// ptTopicMeta is what a LeaderCache knows of a topic.
 type ptTopicMeta struct {
 	// leaders holds the partition leaders by partition (-1: none
 	// known): per topic rather than per partition, a tenth of the
@@ -50,26 +74,36 @@ var errTopicRecreated = errors.New("the topic was deleted and recreated (a new t
 // for 1,000 topics of tens of partitions is a few hundred KB.
 const ptMetaTopicsPerRequest = 1000
 
-func (m *ptMeta) init() {
-	m.topics, m.byID = make(map[string]ptTopicMeta), make(map[[16]byte]string)
+// init makes m a view of cache, of a new one when cache is nil.
+func (m *ptMeta) init(cache *LeaderCache) {
+	if cache == nil {
+		cache = NewLeaderCache()
+	}
+	m.cache, m.pins = cache, make(map[string][16]byte)
 }
 
-// forget drops what m knows of topics.
+// forget drops the pins of topics and makes their leaders read again: a
+// topic added again is met with the ID it has then.
 func (m *ptMeta) forget(topics []string) {
+	m.cache.mu.Lock()
+	defer m.cache.mu.Unlock()
 	for _, t := range topics {
-		if tm, ok := m.topics[t]; ok && m.byID[tm.id] == t {
-			delete(m.byID, tm.id)
-		}
-		delete(m.topics, t)
+		delete(m.pins, t)
+		m.cache.markStaleLocked(t)
 	}
 }
 
-// markStale makes the next look at topic's leaders read them again (its
-// ID stays). Called with p.mu held.
+// markStale makes the next look at topic's leaders read them again.
 func (m *ptMeta) markStale(topic string) {
-	if tm, ok := m.topics[topic]; ok {
+	m.cache.mu.Lock()
+	defer m.cache.mu.Unlock()
+	m.cache.markStaleLocked(topic)
+}
+
+func (c *LeaderCache) markStaleLocked(topic string) {
+	if tm, ok := c.topics[topic]; ok {
 		tm.at = 0
-		m.topics[topic] = tm
+		c.topics[topic] = tm
 	}
 }
 
@@ -79,45 +113,78 @@ func (tm ptTopicMeta) fresh(now time.Time) bool {
 	return tm.at != 0 && now.Sub(time.Unix(0, tm.at)) < ptMetaMaxAge
 }
 
-// id is topic's ID as first seen (zero: not known). Called with p.mu
+// id is topic's ID as this batch path first saw it (zero: not known).
+func (m *ptMeta) id(topic string) [16]byte { return m.pins[topic] }
+
+// current returns the cache's entry for topic if its ID is the one this
+// batch path pinned. With none pinned, a fresh entry's ID is pinned (as a
+// refresh would have); a stale one is read again first. m.cache.mu is
 // held.
-func (m *ptMeta) id(topic string) [16]byte { return m.topics[topic].id }
+func (m *ptMeta) current(topic string) (ptTopicMeta, bool) {
+	tm, ok := m.cache.topics[topic]
+	if !ok {
+		return tm, false
+	}
+	pin, pinned := m.pins[topic]
+	if !pinned {
+		if !tm.fresh(time.Now()) {
+			return tm, false
+		}
+		if tm.id != ([16]byte{}) {
+			m.pins[topic] = tm.id
+		}
+		return tm, true
+	}
+	return tm, pin == tm.id
+}
 
 // stale returns the topics of topics whose leaders are unknown or older
-// than ptMetaMaxAge. Called with p.mu held.
+// than ptMetaMaxAge, or belong to another ID than the pinned one.
 func (m *ptMeta) stale(topics map[string]bool) []string {
+	m.cache.mu.Lock()
+	defer m.cache.mu.Unlock()
 	now := time.Now()
 	var out []string
 	for t := range topics {
-		if !m.topics[t].fresh(now) {
+		if tm, ok := m.current(t); !ok || !tm.fresh(now) {
 			out = append(out, t)
 		}
 	}
 	return out
 }
 
-// leader is tp's cached leader, -1 if none. Called with p.mu held.
+// leader is tp's cached leader, -1 if none (or the topic's ID is not the
+// pinned one).
 func (m *ptMeta) leader(tp TopicPartition) int32 {
-	ls := m.topics[tp.Topic].leaders
-	if tp.Partition < 0 || int(tp.Partition) >= len(ls) {
-		return -1
-	}
-	return ls[tp.Partition]
+	m.cache.mu.Lock()
+	defer m.cache.mu.Unlock()
+	tm, ok := m.current(tp.Topic)
+	return leaderOf(tm, ok, tp)
 }
 
-// forgetLeader drops tp's cached leader (an error fetching it). Called
-// with p.mu held.
+func leaderOf(tm ptTopicMeta, ok bool, tp TopicPartition) int32 {
+	if !ok || tp.Partition < 0 || int(tp.Partition) >= len(tm.leaders) {
+		return -1
+	}
+	return tm.leaders[tp.Partition]
+}
+
+// forgetLeader drops tp's cached leader (an error fetching it).
 func (m *ptMeta) forgetLeader(tp TopicPartition) {
-	if ls := m.topics[tp.Topic].leaders; tp.Partition >= 0 && int(tp.Partition) < len(ls) {
+	m.cache.mu.Lock()
+	defer m.cache.mu.Unlock()
+	if ls := m.cache.topics[tp.Topic].leaders; tp.Partition >= 0 && int(tp.Partition) < len(ls) {
 		ls[tp.Partition] = -1
 	}
 }
 
 // cachedLeader returns a partition's leader when it is cached and fresh.
-// Called with p.mu held.
 func (m *ptMeta) cachedLeader(tp TopicPartition, now time.Time) (int32, bool) {
-	leader := m.leader(tp)
-	if leader < 0 || !m.topics[tp.Topic].fresh(now) {
+	m.cache.mu.Lock()
+	defer m.cache.mu.Unlock()
+	tm, ok := m.current(tp.Topic)
+	leader := leaderOf(tm, ok, tp)
+	if leader < 0 || !tm.fresh(now) {
 		return -1, false
 	}
 	return leader, true
@@ -183,44 +250,47 @@ func (p *passthrough) refreshLeaders(ctx context.Context, cl *kgo.Client, m *ptM
 			}
 			continue
 		}
-		answered := make(map[string]bool, len(resp.Topics))
+		answered := make(map[string][16]byte, len(resp.Topics))
 		now := time.Now()
-		p.mu.Lock()
+		m.cache.mu.Lock()
 		for _, rt := range resp.Topics {
 			if rt.Topic == nil {
 				continue
 			}
 			topic := *rt.Topic
-			answered[topic] = true
 			if err := kerr.ErrorForCode(rt.ErrorCode); err != nil {
 				errs[topic] = err
 				continue
 			}
-			tm := m.topics[topic]
-			if tm.id != ([16]byte{}) && tm.id != rt.TopicID {
-				errs[topic] = fmt.Errorf("topic %s: %w", topic, errTopicRecreated)
-				continue
-			}
-			tm.id, tm.at = rt.TopicID, now.UnixNano()
-			m.byID[rt.TopicID] = topic
-			var leaders []int32
+			answered[topic] = rt.TopicID
+			tm := ptTopicMeta{id: rt.TopicID, at: now.UnixNano()}
+			m.cache.byID[rt.TopicID] = topic
 			for _, rp := range rt.Partitions {
 				if rp.Partition < 0 || rp.Partition >= 1<<20 {
 					continue // not a partition number
 				}
-				for int(rp.Partition) >= len(leaders) {
-					leaders = append(leaders, -1)
+				for int(rp.Partition) >= len(tm.leaders) {
+					tm.leaders = append(tm.leaders, -1)
 				}
 				if rp.ErrorCode == 0 || rp.Leader >= 0 {
-					leaders[rp.Partition] = rp.Leader
+					tm.leaders[rp.Partition] = rp.Leader
 				}
 			}
-			tm.leaders = leaders
-			m.topics[topic] = tm
+			m.cache.topics[topic] = tm
+		}
+		m.cache.mu.Unlock()
+		p.mu.Lock()
+		for topic, id := range answered {
+			switch pin, pinned := m.pins[topic]; {
+			case !pinned:
+				m.pins[topic] = id
+			case pin != id:
+				errs[topic] = fmt.Errorf("topic %s: %w", topic, errTopicRecreated)
+			}
 		}
 		p.mu.Unlock()
 		for _, topic := range chunk {
-			if !answered[topic] {
+			if _, ok := answered[topic]; !ok && errs[topic] == nil {
 				errs[topic] = fmt.Errorf("topic %s missing from the metadata response", topic)
 			}
 		}
@@ -241,7 +311,7 @@ func (p *passthrough) topicID(m *ptMeta, topic string) [16]byte {
 }
 
 func (p *passthrough) topicByID(m *ptMeta, id [16]byte) string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return m.byID[id]
+	m.cache.mu.Lock()
+	defer m.cache.mu.Unlock()
+	return m.cache.byID[id]
 }

@@ -197,7 +197,11 @@ func (cr *Reader) ReadToEnd(ctx context.Context, log *slog.Logger, opts []kgo.Op
 	if len(want) == 0 {
 		return nil
 	}
-	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), opts...),
+	// State records are small and read once: 2 MiB a fetch keeps the
+	// reader's buffers at a few MiB (franz-go's 50 MiB default held 20 MiB
+	// while a worker read 100,000 partitions' progress). opts may say
+	// otherwise.
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{kgo.FetchMaxBytes(2 << 20)}, opts...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: start}),
 		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
 		kgo.KeepControlRecords(),

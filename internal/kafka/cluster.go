@@ -89,6 +89,11 @@ func NewCluster(alias string, c *config.Cluster, log *slog.Logger) (*Cluster, er
 		kgo.SeedBrokers(c.BootstrapServers...),
 		kgo.ClientID(c.ClientID),
 		kgo.WithHooks(hooks{cl}),
+		// No KIP-714 client metrics pushed to the brokers: kmirror
+		// exports its own (and its clients', kprom-style) on /metrics,
+		// and each client's push buffers cost about 200 KB, times the
+		// dozens of clients a worker with exactly_once runs.
+		kgo.DisableClientMetrics(),
 	}
 	// A broker that accepts connections and never answers would
 	// otherwise hold every request for franz-go's defaults (10s a read,
