@@ -125,8 +125,11 @@ type slotWorker struct {
 	cp   *data.Copier
 	// dst is the slot's producer: transactional (kmirror.<mirror>.slot-<n>)
 	// with exactly_once, else idempotent.
-	dst    *kgo.Client
-	loaded data.Loaded // committed progress and indexes of the slot's partitions
+	dst *kgo.Client
+	// loaded holds the committed progress and indexes of the slot's
+	// partitions not resumed yet (and those of the slots taken over with
+	// it: see takeOver); guarded by the plane's mu.
+	loaded data.Loaded
 	// writer persists the progress every progress_interval (at least
 	// once); nil with exactly_once, where progress commits with the
 	// records (cp.txn).
@@ -301,23 +304,12 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 		p.closeProducers(fenced)
 		return
 	}
-	bySlot := make(map[int32]data.Loaded, len(fenced))
-	for slot := range fenced {
-		bySlot[slot] = data.Loaded{Positions: make(map[data.TopicPartition]data.Position), Indexes: make(map[data.TopicPartition]*index.Partition)}
-	}
-	for tp, pos := range ld.Positions {
-		if l, ok := bySlot[p.slotOf(tp)]; ok {
-			l.Positions[tp] = pos
-		}
-	}
-	for tp, ix := range ld.Indexes {
-		if l, ok := bySlot[p.slotOf(tp)]; ok {
-			l.Indexes[tp] = ix
-		}
-	}
+	// The slots taken over together share what was loaded: a partition
+	// belongs to one slot, and Assign resumes each (taking it out of the
+	// maps) under p.mu. A copy per slot cost 10 MB at 100,000 partitions.
 	var installed []int32
 	for slot, dst := range fenced {
-		w := p.newSlotWorker(slot, dst, endTxns[slot], bySlot[slot])
+		w := p.newSlotWorker(slot, dst, endTxns[slot], ld)
 		p.mu.Lock()
 		still := p.assigned[slot] && p.owned[slot] == nil && !p.closing
 		if still {
