@@ -50,7 +50,8 @@ func (r brokerRequestor) Request(ctx context.Context, req kmsg.Request) (kmsg.Re
 }
 
 // ListTopics lists every topic of cl's cluster but its internal ones, as
-// kadm's ListTopics does, without its cache.
+// kadm's ListTopics does, without its cache and without the partitions'
+// replica lists.
 func ListTopics(ctx context.Context, cl *kgo.Client) (kadm.TopicDetails, error) {
 	req := kmsg.NewPtrMetadataRequest() // no topics: all of them
 	resp, err := req.RequestWith(ctx, Requestor(cl))
@@ -68,10 +69,12 @@ func ListTopics(ctx context.Context, cl *kgo.Client) (kadm.TopicDetails, error) 
 		}
 		td := kadm.TopicDetail{Topic: *t.Topic, ID: t.TopicID, Partitions: make(kadm.PartitionDetails, len(t.Partitions)), IsInternal: t.IsInternal, Err: err}
 		for _, p := range t.Partitions {
+			// Not the replicas, ISR and offline replicas: nothing
+			// reads them, and holding them kept the whole response
+			// alive (24 MB at 100,000 partitions, each pass).
 			td.Partitions[p.Partition] = kadm.PartitionDetail{
 				Topic: td.Topic, Partition: p.Partition,
 				Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
-				Replicas: p.Replicas, ISR: p.ISR, OfflineReplicas: p.OfflineReplicas,
 				Err: kerr.ErrorForCode(p.ErrorCode),
 			}
 		}
