@@ -159,7 +159,7 @@ func (p *loadedPlane) Partition(tp data.TopicPartition) *data.PartitionState {
 	p.mu.Lock()
 	ps := p.copied[tp]
 	p.mu.Unlock()
-	if ps != nil {
+	if ps != nil || p.Copier == nil {
 		return ps
 	}
 	return p.Copier.Partition(tp)

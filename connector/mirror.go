@@ -494,9 +494,10 @@ func (m *Mirror) Run(ctx context.Context) error {
 				if !m.ownsControl() {
 					return
 				}
-				view, err := m.translationView(copyCtx, c, cp)
-				if err == nil {
-					err = m.syncGroups(copyCtx, c, view)
+				view := m.translationView(copyCtx, c, cp)
+				err := m.syncGroups(copyCtx, c, view)
+				if view.err != nil {
+					err = errors.Join(view.err, err)
 				}
 				if err == nil && mm2cp != nil {
 					mm2cp.emit(copyCtx, m, c)
