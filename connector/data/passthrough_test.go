@@ -1,13 +1,16 @@
 package data
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"testing"
 	"time"
 
+	"github.com/kmirror/kmirror/connector/recordbatch"
 	"github.com/kmirror/kmirror/internal/kfaketest"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -108,6 +111,54 @@ func TestPassthroughIdleFetchNotHandedOver(t *testing.T) {
 		}
 		if got := len(p.take()); got != map[bool]int{true: 1, false: 0}[step.want] {
 			t.Fatalf("step %d: %d fetches ready", i, got)
+		}
+	}
+}
+
+// TestAcceptCopiesSmallFetches: a partition's few fetched bytes are copied
+// out of the response buffer, so that a batch waiting to be sent does not
+// keep the whole response alive; a large one keeps the buffer (copying it
+// would cost more than it frees).
+func TestAcceptCopiesSmallFetches(t *testing.T) {
+	p := newPassthrough(&Copier{}, nil, nil, nil)
+	comps := recordbatch.Compressors()
+	for _, tc := range []struct {
+		name    string
+		records int
+		copied  bool
+	}{
+		{"small", 3, true},
+		{"large", 2000, false},
+	} {
+		tp := TopicPartition{tc.name, 0}
+		p.add(tp, 0, p.newGen())
+		var recs []*kgo.Record
+		for i := range tc.records {
+			recs = append(recs, &kgo.Record{Value: bytes.Repeat([]byte{byte(i)}, 100)})
+		}
+		batch, err := recordbatch.Encode(recs, 0, comps[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.copied != (len(batch) < ptCopyBelow) {
+			t.Fatalf("%s: a batch of %d bytes does not test what it says (ptCopyBelow %d)", tc.name, len(batch), ptCopyBelow)
+		}
+		buf := append(make([]byte, 0, len(batch)+1024), batch...) // the response buffer
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.HighWatermark, rp.LastStableOffset, rp.RecordBatches = int64(tc.records), int64(tc.records), buf
+		p.mu.Lock()
+		gen := p.parts[tp].gen
+		p.mu.Unlock()
+		p.fetchRequest(1, []ptWant{{tp, 0, gen}})
+		if !p.accept(1, tp, rp) {
+			t.Fatalf("%s: the fetch was not handed over", tc.name)
+		}
+		fs := p.take()
+		if len(fs) != 1 || len(fs[0].batches) != 1 {
+			t.Fatalf("%s: %d fetches ready", tc.name, len(fs))
+		}
+		if shares := &fs[0].batches[0][0] == &buf[0]; shares == tc.copied {
+			t.Fatalf("%s: the ready batch shares the response buffer: %v, want %v", tc.name, shares, !tc.copied)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package data
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -532,6 +533,11 @@ func (p *passthrough) endSession(leader int32) []string {
 	return slices.Collect(maps.Keys(topics))
 }
 
+// ptCopyBelow: a partition's fetched bytes smaller than this are copied out
+// of the response buffer (accept); larger ones keep it, where copying
+// would cost more than the memory it frees.
+const ptCopyBelow = 64 << 10
+
 // accept handles one partition of a fetch response: an error moves or
 // refreshes the position, data is buffered for the poll loop and the
 // position moves past its last whole batch (the poll loop moves it back
@@ -561,6 +567,13 @@ func (p *passthrough) accept(leader int32, tp TopicPartition, rp kmsg.FetchRespo
 		return false
 	}
 	last := int64(-1)
+	if n := len(rp.RecordBatches); n > 0 && n < ptCopyBelow {
+		// A few small batches would keep the whole response buffer
+		// (up to the fetch's 16 MiB) alive until the target answers
+		// them: with thousands of partitions waiting to be sent, a
+		// start held tens of MB of buffers for a few KB each.
+		rp.RecordBatches = bytes.Clone(rp.RecordBatches)
+	}
 	batches, hs, err := recordbatch.Split(rp.RecordBatches)
 	f := ptFetch{tp: tp, gen: gen, from: from, rp: rp, batches: batches, hs: hs, splitErr: err}
 	if err != nil {
