@@ -116,6 +116,9 @@ type slotPlane struct {
 	// srcLeaders and dstLeaders are the clusters' leaders and topic IDs,
 	// cached once for the batch paths of every slot copied here.
 	srcLeaders, dstLeaders *data.LeaderCache
+	// batchBudget bounds the batches the slots' batch paths hold fetched
+	// and not yet acknowledged, together (data.BatchBudget).
+	batchBudget *data.BatchBudget
 }
 
 // slotWorker is one owned slot: its copier and what it found in the
@@ -150,7 +153,7 @@ type slotWorker struct {
 func newSlotPlane(m *Mirror) *slotPlane {
 	return &slotPlane{m: m, owned: make(map[int32]*slotWorker), assigned: make(map[int32]bool),
 		progress: data.NewProgressLog(m.log, m.cfg.TargetOpts, m.progressTopic), recordPath: data.NewRecordPathSet(),
-		srcLeaders: data.NewLeaderCache(), dstLeaders: data.NewLeaderCache()}
+		srcLeaders: data.NewLeaderCache(), dstLeaders: data.NewLeaderCache(), batchBudget: data.NewBatchBudget()}
 }
 
 func (p *slotPlane) transactionalID(slot int32) string {
@@ -351,7 +354,7 @@ func (p *slotPlane) sharedProducer() (*kgo.Client, error) {
 	produceCtx, cancelProduce := context.WithCancel(context.Background())
 	w := &slotWorker{slot: -1, dst: dst, produceCtx: produceCtx, cancelProduce: cancelProduce, done: make(chan struct{})}
 	w.cp = data.NewCopier(p.m.log, p.m.metrics.data(), dst, produceCtx, data.CopierOpts{DeadLetter: cfg.DeadLetterTopic, DeliveryTimeout: cfg.DeliveryTimeout, Passthrough: cfg.SourceCompression, DstOpts: cfg.TargetOpts,
-		SourceLeaders: p.srcLeaders, TargetLeaders: p.dstLeaders})
+		SourceLeaders: p.srcLeaders, TargetLeaders: p.dstLeaders, BatchBudget: p.batchBudget})
 	w.writer = p.m.newProgressWriter(dst, w.cp)
 	p.shared = w
 	return dst, nil
@@ -411,7 +414,7 @@ func (p *slotPlane) newSlotWorker(slot int32, dst *kgo.Client, endTxns *data.End
 	// with the slot producer's ID and epoch.
 	w.cp = data.NewCopier(p.m.log.With("slot", slot), p.m.metrics.data(), dst, produceCtx, data.CopierOpts{DeadLetter: cfg.DeadLetterTopic, DeliveryTimeout: cfg.DeliveryTimeout,
 		Passthrough: cfg.SourceCompression, DstOpts: cfg.TargetOpts, RecordPath: p.recordPath,
-		SourceLeaders: p.srcLeaders, TargetLeaders: p.dstLeaders})
+		SourceLeaders: p.srcLeaders, TargetLeaders: p.dstLeaders, BatchBudget: p.batchBudget})
 	w.cp.Transactional(p.transactionalID(slot), cfg.Cluster.CommitInterval, p.m.newProgressWriter(dst, w.cp), endTxns)
 	return w
 }
@@ -656,6 +659,11 @@ func (p *slotPlane) Assign(as []data.Assignment, srcOpts []kgo.Opt) (bool, error
 		// The slot's committed position, read when it was taken over,
 		// is where the partition resumes.
 		bySlot[w] = append(bySlot[w], w.loaded.Resume(a))
+	}
+	for _, w := range p.owned {
+		if w != nil && w.loaded.Drained() {
+			w.loaded = data.Loaded{}
+		}
 	}
 	p.mu.Unlock()
 	var errs []error

@@ -455,6 +455,9 @@ type CopierOpts struct {
 	// topic IDs for the batch path, shared by the copiers of a worker
 	// (nil: the copier's own).
 	SourceLeaders, TargetLeaders *LeaderCache
+	// BatchBudget bounds the batch path's batches together with the
+	// other copiers of the worker that share it (nil: its own bound).
+	BatchBudget *BatchBudget
 }
 
 // recordPathSet is a set of partitions that a transactional slot copies on
@@ -504,6 +507,10 @@ func NewCopier(log *slog.Logger, m *Metrics, dst *kgo.Client, produceCtx context
 	}
 	if opts.Passthrough {
 		c.pt = newPassthrough(c, opts.DstOpts, opts.SourceLeaders, opts.TargetLeaders)
+		if b := opts.BatchBudget; b != nil {
+			c.pt.budget = b
+			b.join(c.pt)
+		}
 	}
 	return c
 }
@@ -1309,6 +1316,9 @@ func (c *Copier) Close() {
 		for _, l := range c.pt.lanes {
 			l.Close()
 		}
+	}
+	if c.pt != nil && c.pt.budget != nil {
+		c.pt.budget.leave(c.pt)
 	}
 }
 

@@ -128,6 +128,10 @@ type passthrough struct {
 	buffered, bufferedBatches int
 	readyBytes, readyBatches  int
 	space                     chan struct{} // closed when bytes are released
+	// budget, when set, bounds the batches of every copier sharing it
+	// (BatchBudget); heldBatches is this one's share, published for it.
+	budget      *BatchBudget
+	heldBatches atomic.Int64
 	kickSend                  chan struct{}
 	decomp                    kgo.Decompressor
 	comps                     map[int8]kgo.Compressor
@@ -434,6 +438,7 @@ func (p *passthrough) take() []ptFetch {
 	defer p.mu.Unlock()
 	out := p.ready
 	p.ready, p.readyBytes, p.readyBatches = nil, 0, 0
+	p.publishHeld()
 	for _, f := range out {
 		if pp := p.parts[f.tp]; pp != nil {
 			pp.buffered, pp.taken = false, true
@@ -731,6 +736,7 @@ func (p *passthrough) enqueue(ps *PartitionState, u *ptUnit) {
 	p.queued[ps.TP] = q
 	p.buffered += len(u.batch)
 	p.bufferedBatches++
+	p.publishHeld()
 	p.mu.Unlock()
 	kick(p.kickSend)
 }
@@ -1253,10 +1259,15 @@ func (p *passthrough) release(u *ptUnit) {
 	wasFull := p.room() == 0
 	p.buffered -= len(u.batch)
 	p.bufferedBatches--
+	p.publishHeld()
 	close(p.space)
 	p.space = make(chan struct{})
 	if wasFull && p.room() > 0 {
-		kick(p.kickFetch)
+		if p.budget != nil {
+			p.budget.wake() // the room may be another copier's
+		} else {
+			kick(p.kickFetch)
+		}
 	}
 }
 

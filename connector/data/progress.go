@@ -156,6 +156,13 @@ func (ld Loaded) Resume(a Assignment) Assignment {
 	return a
 }
 
+// Drained reports that every loaded partition was resumed: a Go map keeps
+// its buckets after its entries are deleted, so the holder drops ld then
+// (at 100,000 partitions the two maps are 15 MB).
+func (ld Loaded) Drained() bool {
+	return len(ld.Positions) == 0 && len(ld.Indexes) == 0
+}
+
 // loadProgress reads the progress topic to its end. It is bounded by ctx.
 // A record it cannot read stops the load and names the record: guessing
 // would restart that partition from the beginning (duplicates) or skip

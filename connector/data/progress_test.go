@@ -93,3 +93,32 @@ func TestSealerFallsBackToNone(t *testing.T) {
 		t.Fatalf("zstd on a chunk: %.1fx smaller, want at least 10x", ratio)
 	}
 }
+
+// TestLoadedDrained: once every loaded partition resumed, the holder can
+// drop the maps (they keep their buckets after deletes); not before.
+func TestLoadedDrained(t *testing.T) {
+	a := TopicPartition{Topic: "a", Partition: 0}
+	b := TopicPartition{Topic: "a", Partition: 1}
+	ld := Loaded{
+		Positions: map[TopicPartition]Position{a: {Next: 5}, b: {Next: 7}},
+		Indexes:   map[TopicPartition]*index.Partition{a: index.New()},
+	}
+	if ld.Drained() {
+		t.Fatal("drained before anything resumed")
+	}
+	if got := ld.Resume(Assignment{TP: a, Next: -1}); got.Next != 5 || got.Index == nil {
+		t.Fatalf("resume a = next %d index %v, want 5 and the loaded index", got.Next, got.Index)
+	}
+	if ld.Drained() {
+		t.Fatal("drained with b not resumed")
+	}
+	if got := ld.Resume(Assignment{TP: b, Next: -1}); got.Next != 7 {
+		t.Fatalf("resume b = next %d, want 7", got.Next)
+	}
+	if !ld.Drained() {
+		t.Fatal("not drained after every partition resumed")
+	}
+	if (Loaded{}).Drained() != true {
+		t.Fatal("an empty Loaded is drained")
+	}
+}

@@ -180,9 +180,10 @@ func (p *passthrough) fetchLoop(ctx context.Context) {
 // acknowledgement), else as many as the batches leave room for. The
 // caller holds p.mu.
 func (p *passthrough) room() int {
-	batches := ptMaxBatches - p.bufferedBatches - p.readyBatches
+	held := p.batchesHeld()
+	batches := ptMaxBatches - held
 	bytes := ProducerMaxBufferedBytes - p.buffered - p.readyBytes
-	if p.bufferedBatches+p.readyBatches > 0 && (batches < ptMaxBatches/4 || bytes < ProducerMaxBufferedBytes/4) {
+	if held > 0 && (batches < ptMaxBatches/4 || bytes < ProducerMaxBufferedBytes/4) {
 		return 0
 	}
 	return max(1, batches)
@@ -594,6 +595,7 @@ func (p *passthrough) accept(leader int32, tp TopicPartition, rp kmsg.FetchRespo
 		p.leaveSession(tp, pp)
 		p.ready = append(p.ready, f)
 		p.readyBatches++
+		p.publishHeld()
 		pp.buffered = true
 		return true
 	}
@@ -606,6 +608,7 @@ func (p *passthrough) accept(leader int32, tp TopicPartition, rp kmsg.FetchRespo
 	p.ready = append(p.ready, f)
 	p.readyBytes += len(rp.RecordBatches)
 	p.readyBatches += max(1, len(hs))
+	p.publishHeld()
 	pp.buffered = true
 	return true
 }

@@ -93,6 +93,62 @@ func TestFetchRoomBounded(t *testing.T) {
 	}
 }
 
+// TestFetchRoomShared: copiers sharing a BatchBudget (a worker's
+// exactly_once slots) are bounded together: what one holds leaves no room
+// for another (16 slots each with its own bound held a restart's every
+// batch at once), a release that makes room wakes the other's fetch loop,
+// and a copier that stops gives its batches back.
+func TestFetchRoomShared(t *testing.T) {
+	b := NewBatchBudget()
+	a := newPassthrough(&Copier{}, nil, nil, nil)
+	o := newPassthrough(&Copier{}, nil, nil, nil)
+	for _, p := range []*passthrough{a, o} {
+		p.budget = b
+		b.join(p)
+	}
+	a.mu.Lock()
+	a.readyBatches = ptMaxBatches * 3 / 4
+	a.bufferedBatches = 1 // under a quarter left
+	a.publishHeld()
+	a.mu.Unlock()
+	o.mu.Lock()
+	if got := o.room(); got != 0 {
+		t.Fatalf("room of a copier holding nothing while another holds %d of %d = %d, want 0", ptMaxBatches*3/4+1, ptMaxBatches, got)
+	}
+	o.mu.Unlock()
+	// a's acknowledgement brings the room back: o's loop is woken.
+	a.mu.Lock()
+	a.buffered = 100
+	a.release(&ptUnit{batch: make([]byte, 100)})
+	a.mu.Unlock()
+	select {
+	case <-o.kickFetch:
+	default:
+		t.Fatal("a release that made room did not wake the other copier's fetch loop")
+	}
+	o.mu.Lock()
+	if got := o.room(); got != ptMaxBatches/4 {
+		t.Fatalf("room after the release = %d, want %d", got, ptMaxBatches/4)
+	}
+	o.mu.Unlock()
+	// a stops holding most of the budget: its batches leave with it.
+	a.mu.Lock()
+	a.readyBatches = ptMaxBatches
+	a.publishHeld()
+	a.mu.Unlock()
+	b.leave(a)
+	select {
+	case <-o.kickFetch:
+	default:
+		t.Fatal("a copier leaving the budget did not wake the others")
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if got := o.room(); got != ptMaxBatches {
+		t.Fatalf("room after the other copier stopped = %d, want %d", got, ptMaxBatches)
+	}
+}
+
 // TestPlaceUnfetchedFirst: with room for fewer joins than wait, the
 // partitions not fetched since they were added (or rewound) join before
 // those rejoining after their records were taken: a start or restart waits
