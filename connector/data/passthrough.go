@@ -130,12 +130,12 @@ type passthrough struct {
 	space                     chan struct{} // closed when bytes are released
 	// budget, when set, bounds the batches of every copier sharing it
 	// (BatchBudget); heldBatches is this one's share, published for it.
-	budget      *BatchBudget
-	heldBatches atomic.Int64
-	kickSend                  chan struct{}
-	decomp                    kgo.Decompressor
-	comps                     map[int8]kgo.Compressor
-	loggedFallback            map[string]bool // partition+reason, logged once
+	budget         *BatchBudget
+	heldBatches    atomic.Int64
+	kickSend       chan struct{}
+	decomp         kgo.Decompressor
+	comps          map[int8]kgo.Compressor
+	loggedFallback map[string]bool // partition+reason, logged once
 
 	// Exactly once (txn, set by useTransactions): batches are written
 	// inside the slot's transaction, with the slot producer's ID and
