@@ -63,6 +63,10 @@ type contender struct {
 	// target's last stable offsets and checked with read_committed
 	// (eos.go), and run the throughput and latency phases only.
 	exactlyOnce bool
+	// workers is how many processes of the contender share the mirror
+	// (0: one). On one 2-core machine a second worker shows what the
+	// coordination costs, not how it scales.
+	workers int
 }
 
 var allContenders = []contender{
@@ -70,6 +74,7 @@ var allContenders = []contender{
 	{name: "kmirror", start: startKmirror},
 	{name: "mm2", start: startMM2},
 	{name: "kmirror-eos", start: startKmirror, exactlyOnce: true},
+	{name: "kmirror-eos-2w", start: startKmirror, exactlyOnce: true, workers: 2},
 	{name: "mm2-eos", start: startMM2, exactlyOnce: true},
 	{name: "kmirror-prof", start: startKmirrorProf},
 }

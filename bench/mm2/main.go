@@ -28,7 +28,10 @@
 // kmirror-eos and mm2-eos run the throughput, latency and compressed phases with
 // exactly-once on (kmirror `exactly_once: true`, MM2
 // `exactly.once.source.support = enabled`), timed by the target's last
-// stable offsets and checked with read_committed (eos.go).
+// stable offsets and checked with read_committed (eos.go). kmirror-eos-2w is
+// two such workers of one mirror, in the throughput phase only: on one
+// 2-core machine it shows what coordinating two members costs, not how
+// kmirror scales out.
 //
 // Every phase checks that the target holds exactly the source's records
 // per partition. Usage:
@@ -92,7 +95,7 @@ func run() int {
 	flag.IntVar(&o.startupTopics, "startup-topics", 1000, "startup: topics with one record each")
 	flag.IntVar(&o.failoverRecords, "failover-records", 5000, "failover: records per partition (8 partitions)")
 	flag.IntVar(&o.compressedRecords, "compressed-records", 2000000, "compressed: JSON-like records per codec (zstd, lz4)")
-	flag.StringVar(&contenders, "contenders", "limit,kmirror,mm2,kmirror-eos,mm2-eos", "contenders, comma-separated: limit, kmirror, mm2, kmirror-eos and mm2-eos (exactly once: throughput, latency and compressed phases only), and kmirror-prof (kmirror in-process with a CPU profile)")
+	flag.StringVar(&contenders, "contenders", "limit,kmirror,mm2,kmirror-eos,kmirror-eos-2w,mm2-eos", "contenders, comma-separated: limit, kmirror, mm2, kmirror-eos and mm2-eos (exactly once: throughput, latency and compressed phases only), kmirror-eos-2w (two exactly once workers of one mirror: throughput only; CPU and peak RSS summed over both), and kmirror-prof (kmirror in-process with a CPU profile)")
 	flag.StringVar(&phases, "phases", "throughput,latency,startup,failover,compressed", "phases, comma-separated")
 	flag.StringVar(&o.out, "out", "bench/results/latest.md", "also write the report here when every run passed; empty to skip")
 	flag.StringVar(&o.mm2Heap, "mm2-heap", "1g", "MirrorMaker 2's -Xmx")
@@ -142,6 +145,9 @@ func run() int {
 			}
 			if c.exactlyOnce && phase != "throughput" && phase != "latency" && phase != "compressed" {
 				continue // exactly once: throughput, latency and compressed
+			}
+			if c.workers > 1 && phase != "throughput" {
+				continue // two workers: throughput only
 			}
 			if ctx.Err() != nil {
 				failed = ctx.Err()

@@ -26,6 +26,9 @@ type contenderRun struct {
 	c    contender
 	dir  string
 	proc *kafkatest.Process
+	// more are the contender's other workers (kmirror-eos-2w): CPU and
+	// RSS are the sum over every worker, timings count from the first.
+	more []*kafkatest.Process
 	// settings are the exact settings the contender ran with.
 	settings string
 }
@@ -47,23 +50,44 @@ func (r *contenderRun) startContender(s spec) error {
 	s.exactlyOnce = r.c.exactlyOnce
 	proc, settings, err := r.c.start(r.e, r.p, s, r.dir)
 	r.proc, r.settings = proc, settings
+	for i := 2; err == nil && i <= r.c.workers; i++ {
+		// Each worker its own directory: the same config, its own log.
+		dir := filepath.Join(r.dir, fmt.Sprintf("worker-%d", i))
+		if err = os.MkdirAll(dir, 0o755); err != nil {
+			break
+		}
+		var more *kafkatest.Process
+		more, _, err = r.c.start(r.e, r.p, s, dir)
+		if more != nil {
+			r.more = append(r.more, more)
+		}
+	}
+	if r.c.workers > 1 {
+		r.settings = fmt.Sprintf("# %d workers of this mirror, each started with:\n%s", r.c.workers, r.settings)
+	}
 	return err
 }
 
 // stopContender stops the contender (SIGTERM, then SIGKILL after 60s).
 func (r *contenderRun) stopContender() {
-	if r.proc == nil {
-		return
-	}
-	if took, killed := r.proc.Stop(60 * time.Second); killed {
-		log.Printf("  %s did not stop within %v of SIGTERM: killed", r.c.name, took)
+	for _, proc := range append([]*kafkatest.Process{r.proc}, r.more...) {
+		if proc == nil {
+			continue
+		}
+		if took, killed := proc.Stop(60 * time.Second); killed {
+			log.Printf("  %s did not stop within %v of SIGTERM: killed", r.c.name, took)
+		}
 	}
 }
 
 func (r *contenderRun) end(failed bool) {
 	r.stopContender()
-	if failed && r.proc != nil {
-		log.Printf("  %s log %s, last lines:\n%s", r.c.name, r.proc.LogPath, r.proc.Tail(40))
+	if failed {
+		for _, proc := range append([]*kafkatest.Process{r.proc}, r.more...) {
+			if proc != nil {
+				log.Printf("  %s log %s, last lines:\n%s", r.c.name, proc.LogPath, proc.Tail(40))
+			}
+		}
 	}
 	r.p.stop(r.e.keep || failed)
 	if failed {
@@ -73,14 +97,24 @@ func (r *contenderRun) end(failed bool) {
 
 // alive fails when the contender exited.
 func (r *contenderRun) alive() error {
-	if done, err := r.proc.Exited(); done {
-		return fmt.Errorf("%s exited (%v); log %s:\n%s", r.c.name, err, r.proc.LogPath, r.proc.Tail(30))
+	for _, proc := range append([]*kafkatest.Process{r.proc}, r.more...) {
+		if done, err := proc.Exited(); done {
+			return fmt.Errorf("%s exited (%v); log %s:\n%s", r.c.name, err, proc.LogPath, proc.Tail(30))
+		}
 	}
 	return nil
 }
 
+// stat is the contender's CPU and memory: summed over its workers (peak
+// RSS is the sum of each worker's peak).
 func (r *contenderRun) stat() kafkatest.ProcStat {
 	st, _ := kafkatest.ReadProcStat(r.proc.Pid())
+	for _, proc := range r.more {
+		more, _ := kafkatest.ReadProcStat(proc.Pid())
+		st.CPU += more.CPU
+		st.PeakRSS += more.PeakRSS
+		st.RSS += more.RSS
+	}
 	return st
 }
 
