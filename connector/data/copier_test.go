@@ -1,6 +1,7 @@
 package data
 
 import (
+	"context"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -36,6 +37,28 @@ func TestPromiseAdvancesInOrderAndHoldsOnFailure(t *testing.T) {
 	}
 	if ps.backoff != minRetryBackoff {
 		t.Fatalf("backoff = %v, want %v", ps.backoff, minRetryBackoff)
+	}
+}
+
+// TestIdlePartitionLetsContextGo: once nothing of a partition is in flight
+// its produce context is cancelled and dropped (an idle partition held one,
+// and its parent an entry for it); while records are in flight it stays.
+func TestIdlePartitionLetsContextGo(t *testing.T) {
+	t.Parallel()
+	parent, stop := context.WithCancel(context.Background())
+	defer stop()
+	ps := &PartitionState{Acked: 10, Persisted: 10, onFail: func() {}, Index: index.New()}
+	ps.ctx, ps.cancel = context.WithCancel(parent)
+	ctx := ps.ctx
+	ps.inflight = []int64{10, 11}
+	rec := &kgo.Record{Timestamp: time.Now()}
+	ps.Promise(rec, nil)
+	if ps.ctx == nil || ctx.Err() != nil {
+		t.Fatal("the context went while a record was still in flight")
+	}
+	ps.Promise(rec, nil)
+	if ps.ctx != nil || ps.cancel != nil || ctx.Err() == nil {
+		t.Fatalf("nothing in flight: context kept (ctx %v, err %v)", ps.ctx, ctx.Err())
 	}
 }
 

@@ -118,8 +118,11 @@ type passthrough struct {
 	// Producer side.
 	queues map[TopicPartition]*ptQueue // every partition's, kept when empty: it holds the producer ID and sequence
 	queued map[TopicPartition]*ptQueue // those with batches queued or in flight: what the send loop walks
-	pid    int64                       // the shared producer ID (-1: none yet)
-	epoch  int16
+	// queuedPeak and toPlacePeak are the most entries queued and toPlace
+	// held since they were last emptied (shrunk).
+	queuedPeak, toPlacePeak int
+	pid                     int64 // the shared producer ID (-1: none yet)
+	epoch                   int16
 	// buffered and bufferedBatches are the bytes and batches queued or
 	// in flight, readyBytes and readyBatches those of the fetches in
 	// ready. enqueue waits while the bytes exceed the producer's buffer;
@@ -341,6 +344,22 @@ func newPassthrough(c *Copier, dstOpts []kgo.Opt, srcLeaders, dstLeaders *Leader
 	return p
 }
 
+// shrinkAbove is the size past which an emptied map is made again: a Go
+// map keeps its buckets when its entries are deleted, and the batch path's
+// working sets (queued, toPlace) hold every partition during a start or
+// restart (6 and 4 MB at 100,000 partitions) and a handful afterwards.
+const shrinkAbove = 4096
+
+// shrunk returns m, or a new map when m is empty and held more than
+// shrinkAbove entries since it was last made (*peak, reset then).
+func shrunk[K comparable, V any](m map[K]V, peak *int) map[K]V {
+	if len(m) > 0 || *peak <= shrinkAbove {
+		return m
+	}
+	*peak = 0
+	return make(map[K]V)
+}
+
 func kick(ch chan struct{}) {
 	select {
 	case ch <- struct{}{}:
@@ -364,6 +383,7 @@ func (p *passthrough) add(tp TopicPartition, next int64, gen uint64) {
 	}
 	p.parts[tp] = &ptPart{pos: next, gen: gen, sessLeader: -1}
 	p.toPlace[tp] = struct{}{}
+	p.toPlacePeak = max(p.toPlacePeak, len(p.toPlace))
 	if q := p.queues[tp]; q != nil {
 		q.failed = nil
 	}
@@ -734,6 +754,7 @@ func (p *passthrough) enqueue(ps *PartitionState, u *ptUnit) {
 	q.ps = ps
 	q.units = append(q.units, u)
 	p.queued[ps.TP] = q
+	p.queuedPeak = max(p.queuedPeak, len(p.queued))
 	p.buffered += len(u.batch)
 	p.bufferedBatches++
 	p.publishHeld()
@@ -783,6 +804,7 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 		var ready []ptSend
 		var expired []*ptQueue
 		p.mu.Lock()
+		p.queued = shrunk(p.queued, &p.queuedPeak)
 		for tp, q := range p.queued {
 			if p.txn && !p.txnOpen {
 				// No transaction open: nothing is sent (it would be
@@ -1082,7 +1104,7 @@ func (p *passthrough) result(tp TopicPartition, q *ptQueue, u *ptUnit, base int6
 			q.settled = append(q.settled, ptSettle{a, a.base, nil})
 			p.release(a)
 		}
-		q.units, q.sent = q.units[acked:], q.sent-acked
+		q.units, q.sent = dropFront(q.units, acked), q.sent-acked
 		q.lastAck, q.backoff = time.Now(), 0
 	}
 	if waiting, failed := q.answers(); failed && waiting == 0 {
@@ -1210,10 +1232,24 @@ func (p *passthrough) retireLocked(tp TopicPartition, q *ptQueue) {
 		p.release(u)
 		q.settled = append(q.settled, ptSettle{u, -1, errStartedOver})
 	}
+	clear(q.units[q.sent:])
 	q.units = q.units[:q.sent]
 	if p.queued[tp] == q {
 		delete(p.queued, tp)
 	}
+}
+
+// dropFront returns units without its first n, which it lets go: a
+// reslice alone kept them (their batch bytes and context) reachable from
+// the backing array until the queue grew again, which for an idle
+// partition is never: 30 MB after a 100,000-partition restart. An emptied
+// queue holds no array at all.
+func dropFront(units []*ptUnit, n int) []*ptUnit {
+	clear(units[:n])
+	if n == len(units) {
+		return nil
+	}
+	return units[n:]
 }
 
 // settleRetiredLocked settles a retired queue's batches once every one in

@@ -162,3 +162,56 @@ func TestAcceptCopiesSmallFetches(t *testing.T) {
 		}
 	}
 }
+
+// TestDropFrontLetsGo: acknowledged batches leave their queue's backing
+// array, so that an idle partition's last batches (bytes, context) are not
+// kept until it is written again.
+func TestDropFrontLetsGo(t *testing.T) {
+	units := []*ptUnit{{count: 1}, {count: 2}, {count: 3}}
+	backing := units[:3:3]
+	rest := dropFront(units, 2)
+	if len(rest) != 1 || rest[0].count != 3 {
+		t.Fatalf("dropFront(3 units, 2) = %d units, want the third", len(rest))
+	}
+	if backing[0] != nil || backing[1] != nil {
+		t.Fatal("the dropped units are still referenced by the backing array")
+	}
+	if got := dropFront(rest, 1); got != nil {
+		t.Fatalf("dropping every unit = %v, want nil (no array kept)", got)
+	}
+	if backing[2] != nil {
+		t.Fatal("the last unit is still referenced by the backing array")
+	}
+}
+
+// TestShrunk: an emptied map that once held many entries is made again
+// (Go keeps a map's buckets after deletes); a small or non-empty one is
+// kept.
+func TestShrunk(t *testing.T) {
+	m := map[int]bool{}
+	peak := 0
+	for i := range shrinkAbove + 1 {
+		m[i] = true
+		peak = max(peak, len(m))
+	}
+	if got := shrunk(m, &peak); len(got) != shrinkAbove+1 {
+		t.Fatal("a non-empty map was replaced")
+	}
+	for k := range m {
+		delete(m, k)
+	}
+	got := shrunk(m, &peak)
+	got[1] = true
+	if len(m) != 0 || peak != 0 {
+		t.Fatalf("an emptied large map was kept (peak %d)", peak)
+	}
+	small := map[int]bool{}
+	peak = 3
+	if got := shrunk(small, &peak); got == nil || peak != 3 {
+		t.Fatal("a small emptied map was replaced")
+	}
+	small[1] = true
+	if len(shrunk(small, &peak)) != 1 {
+		t.Fatal("shrunk lost an entry")
+	}
+}

@@ -90,6 +90,7 @@ func (p *passthrough) leaveSession(tp TopicPartition, pp *ptPart) {
 func (p *passthrough) markPending(tp TopicPartition, pp *ptPart) {
 	if !pp.paused && !pp.buffered && pp.sessLeader < 0 {
 		p.toPlace[tp] = struct{}{}
+		p.toPlacePeak = max(p.toPlacePeak, len(p.toPlace))
 	}
 }
 
@@ -212,6 +213,7 @@ func (p *passthrough) allBusy(busy map[int32]bool, busyMu *sync.Mutex) bool {
 func (p *passthrough) place(ctx context.Context) (joins map[int32][]ptWant, retry, full bool) {
 	p.mu.Lock()
 	if len(p.toPlace) == 0 {
+		p.toPlace = shrunk(p.toPlace, &p.toPlacePeak)
 		p.mu.Unlock()
 		return nil, false, false
 	}
