@@ -3,6 +3,7 @@ package data
 import (
 	"context"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,5 +121,49 @@ func TestLoadedDrained(t *testing.T) {
 	}
 	if (Loaded{}).Drained() != true {
 		t.Fatal("an empty Loaded is drained")
+	}
+}
+
+// TestProgressFoldByTopic: the fold keeps each partition's position and
+// chunks by topic, lets a topic go once nothing of it is left, and refuses
+// a key naming an impossible partition rather than allocating for it.
+func TestProgressFoldByTopic(t *testing.T) {
+	st := newProgressState()
+	a0, a3, b1 := TopicPartition{"a", 0}, TopicPartition{"a", 3}, TopicPartition{"b", 1}
+	st.setPosition(a0, Position{Next: 5}, false)
+	st.setPosition(a3, Position{Next: 9, Floor: &index.Run{Src: 2, Dst: 7}}, false)
+	st.setChunk(b1, 0, []index.Run{{Src: 0, Dst: 0}})
+	if pos, ok := st.position(a3); !ok || pos.Next != 9 {
+		t.Fatalf("position of a/3 = %v %v, want 9", pos, ok)
+	}
+	if _, ok := st.position(TopicPartition{"a", 1}); ok {
+		t.Fatal("a/1 has a position it was never given")
+	}
+	if _, ok := st.position(b1); ok {
+		t.Fatal("b/1 has a position: it has only a chunk")
+	}
+	ld := st.loaded()
+	if len(ld.Positions) != 2 || ld.Positions[a0].Next != 5 {
+		t.Fatalf("loaded positions %v, want a/0 at 5 and a/3", ld.Positions)
+	}
+	if ld.Indexes[b1] == nil || ld.Indexes[a3] == nil || ld.Indexes[a0] != nil {
+		t.Fatalf("loaded indexes for %v, want b/1 (its chunk) and a/3 (its MM2 floor) only", ld.Indexes)
+	}
+	view := st.copyOf(func(tp TopicPartition) bool { return tp.Topic == "a" })
+	if _, ok := view.position(a0); !ok || len(view.topics) != 1 {
+		t.Fatalf("copy of topic a holds %d topics", len(view.topics))
+	}
+	st.setPosition(a0, Position{}, true)
+	st.setPosition(a3, Position{}, true)
+	if _, ok := st.topics["a"]; ok {
+		t.Fatal("topic a kept after its every position was deleted")
+	}
+	st.setChunk(b1, 0, nil)
+	if len(st.topics) != 0 {
+		t.Fatalf("%d topics left after every partition was deleted", len(st.topics))
+	}
+	key := []byte(`{"topic":"a","partition":2147483647}`)
+	if err := st.apply(key, []byte("x")); err == nil || !strings.Contains(err.Error(), "out of range") {
+		t.Fatalf("apply of a key naming partition 2^31-1: %v, want out of range", err)
 	}
 }
