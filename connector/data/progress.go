@@ -399,7 +399,6 @@ func (st *progressState) loaded() Loaded {
 	return out
 }
 
-
 // topicID asks a client of its own for the topic's ID: a client keeps the
 // ID it first saw for a topic's name, and one deleted and created again
 // would look the same to it.
