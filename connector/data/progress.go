@@ -111,19 +111,15 @@ func IndexChunkKey(tp TopicPartition, chunk int64) []byte {
 	return key
 }
 
-// decodeProgress decodes a progress record's value (unwrapped).
+// DecodeProgress decodes a progress record's key and value (unwrapped).
 func DecodeProgress(key, value []byte) (TopicPartition, Position, error) {
-	var k progressKey
-	if err := json.Unmarshal(key, &k); err != nil {
-		return TopicPartition{}, Position{}, fmt.Errorf("progress key %q: %w", key, err)
+	k, err := decodeProgressKey(key)
+	if err != nil {
+		return TopicPartition{}, Position{}, err
 	}
-	var v progressValue
-	if err := json.Unmarshal(value, &v); err != nil {
-		return TopicPartition{}, Position{}, fmt.Errorf("progress value %q for %s/%d: %w", value, k.Topic, k.Partition, err)
-	}
-	pos := Position{Next: v.NextOffset, TopicID: v.TopicID}
-	if a := v.MM2Adopted; a != nil {
-		pos.Floor = &index.Run{Src: a.Source, Dst: a.Target}
+	pos, err := decodeProgressValue(k, value)
+	if err != nil {
+		return TopicPartition{}, Position{}, err
 	}
 	return TopicPartition{k.Topic, k.Partition}, pos, nil
 }
@@ -225,11 +221,21 @@ func (st *progressState) topic(tp TopicPartition, grow bool) *topicProgress {
 		st.topics[tp.Topic] = t
 	}
 	if n := int(tp.Partition) + 1; n > len(t.pos) {
-		t.pos = append(t.pos, make([]Position, n-len(t.pos))...)
-		t.has = append(t.has, make([]bool, n-len(t.has))...)
-		t.chunks = append(t.chunks, make([][]index.Chunk, n-len(t.chunks))...)
+		// Exactly as long as needed: append's doubling left most of a
+		// 10-partition topic's slices empty.
+		t.pos = grown(t.pos, n)
+		t.has = grown(t.has, n)
+		t.chunks = grown(t.chunks, n)
 	}
 	return t
+}
+
+// grown returns s lengthened to n with zero values, in an array of
+// exactly n.
+func grown[T any](s []T, n int) []T {
+	out := make([]T, n)
+	copy(out, s)
+	return out
 }
 
 // settle counts partition p in or out of t.n after a change (had: it held
@@ -308,9 +314,9 @@ func (st *progressState) each(f func(tp TopicPartition, pos Position, has bool, 
 
 // apply folds the progress topic's next committed record in.
 func (st *progressState) apply(key, value []byte) error {
-	var k progressKey
-	if err := json.Unmarshal(key, &k); err != nil {
-		return fmt.Errorf("progress key %q: %w", key, err)
+	k, err := decodeProgressKey(key)
+	if err != nil {
+		return err
 	}
 	if k.Partition < 0 || k.Partition > maxFoldPartition {
 		return fmt.Errorf("progress key %q: partition %d out of range", key, k.Partition)
@@ -332,7 +338,7 @@ func (st *progressState) apply(key, value []byte) error {
 		return fmt.Errorf("key %s: %w", key, err)
 	}
 	if k.Chunk == nil {
-		_, pos, err := DecodeProgress(key, payload)
+		pos, err := decodeProgressValue(k, payload)
 		if err != nil {
 			return err
 		}
