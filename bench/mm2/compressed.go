@@ -283,6 +283,27 @@ func renderCompressed(o *options, cp map[string]map[string]compressed) string {
 		parts = append(parts, fmt.Sprintf("target on disk %.3f× the source's", float64(k.dstDisk)/float64(k.srcDisk)))
 		fmt.Fprintf(&b, "- %s: kmirror %s\n", codec, strings.Join(parts, "; "))
 	}
+	// Issue 25: exactly once keeps the source's batches.
+	var eos []string
+	for _, codec := range compressedCodecs {
+		e, okE := cp["kmirror-eos"][codec]
+		if !okE {
+			continue
+		}
+		eb := e.logical * e.windowRecords / e.records
+		parts := []string{fmt.Sprintf("target on disk %.3f× the source's (goal within 1%%)", float64(e.dstDisk)/float64(e.srcDisk))}
+		if l, ok := cp["limit"][codec]; ok {
+			lb := l.logical * l.windowRecords / l.records
+			parts = append(parts, fmt.Sprintf("CPU s/GB %.2f× the limit's (goal ≤ 0.3×)", cpuPerGBBytes(e.cpuWindow, eb)/cpuPerGBBytes(l.cpuWindow, lb)))
+		}
+		if k, ok := cp["kmirror"][codec]; ok {
+			parts = append(parts, fmt.Sprintf("records/s %.2f× kmirror's at least once (goal ≥ 0.85×)", e.recordsPerSec()/k.recordsPerSec()))
+		}
+		eos = append(eos, fmt.Sprintf("- %s: kmirror-eos %s\n", codec, strings.Join(parts, "; ")))
+	}
+	if len(eos) > 0 {
+		b.WriteString("\nGoals (issue 25), exactly once, per codec:\n\n" + strings.Join(eos, ""))
+	}
 	b.WriteString("\nAs the throughput phase: over the copy window; MB and GB = 10^6 / 10^9 B of key+value+headers (uncompressed). On disk: the topic's `.log` segment files summed over its partition directories on each broker (index files are preallocated sparse and left out). Source and target broker CPU: each broker over the copy window; other CPU: the rest of the machine over the phase. The source's records are produced by franz-go with the codec (linger 5ms, 1 MiB batches). Settings as in the throughput phase (see Settings), except: kmirror without `compression` (its default, `source`: batches forwarded as they are); the limit with `-codec <codec>` (its producer compresses with the codec); MM2 with `dst.producer.compression.type = <codec>`.\n\n")
 	return b.String()
 }
