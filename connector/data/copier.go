@@ -830,6 +830,20 @@ const (
 // shutdown even when no records arrive.
 const pollTimeout = 500 * time.Millisecond
 
+// pollWait is how long the poll loop may wait for records: pollTimeout,
+// or until the open transaction is due to commit once it holds records.
+// The commit is made at the top of the loop (txnStep); waiting the whole
+// pollTimeout for records that did not come kept the ones already written
+// invisible to read_committed consumers up to 400 ms past their commit
+// interval (the exactly-once p99 at 5,000 records/s in bench-mm2).
+func (c *Copier) pollWait(now time.Time) time.Duration {
+	t := c.txn
+	if t == nil || !t.open || !t.produced {
+		return pollTimeout
+	}
+	return min(pollTimeout, max(t.began.Add(t.every).Sub(now), time.Millisecond))
+}
+
 // run polls and produces until ctx is cancelled. It returns once no more
 // records will be produced; the caller then flushes the producer.
 func (c *Copier) Run(ctx context.Context) {
@@ -843,7 +857,7 @@ func (c *Copier) Run(ctx context.Context) {
 				continue
 			}
 		}
-		pollCtx, cancel := context.WithTimeout(ctx, pollTimeout)
+		pollCtx, cancel := context.WithTimeout(ctx, c.pollWait(time.Now()))
 		c.cancelPoll.Store(&cancel)
 		if c.woken.Swap(false) {
 			cancel() // woken between polls: do not wait

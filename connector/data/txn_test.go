@@ -144,3 +144,27 @@ func TestTxnBatchPathFenced(t *testing.T) {
 		t.Fatalf("the target holds %d records, committed or not: records read after the fence reached it", written)
 	}
 }
+
+// TestPollWaitsForTheCommit: a transactional copier's poll loop waits for
+// records only until its open transaction, once it holds records, is due
+// to commit: the commit is made between polls, and a whole poll timeout
+// without new records kept those written invisible that much longer.
+func TestPollWaitsForTheCommit(t *testing.T) {
+	c := &Copier{}
+	now := time.Now()
+	if got := c.pollWait(now); got != pollTimeout {
+		t.Fatalf("without transactions: wait %v, want %v", got, pollTimeout)
+	}
+	c.txn = &TxnCycle{every: 100 * time.Millisecond, open: true, began: now.Add(-70 * time.Millisecond)}
+	if got := c.pollWait(now); got != pollTimeout {
+		t.Fatalf("open transaction with nothing written: wait %v, want %v", got, pollTimeout)
+	}
+	c.txn.produced = true
+	if got := c.pollWait(now); got != 30*time.Millisecond {
+		t.Fatalf("transaction with records, due in 30ms: wait %v, want 30ms", got)
+	}
+	c.txn.began = now.Add(-time.Second)
+	if got := c.pollWait(now); got != time.Millisecond {
+		t.Fatalf("transaction past due: wait %v, want 1ms", got)
+	}
+}
