@@ -516,8 +516,7 @@ func NewCopier(log *slog.Logger, m *Metrics, dst *kgo.Client, produceCtx context
 	if opts.Passthrough {
 		c.pt = newPassthrough(c, opts.DstOpts, opts.SourceLeaders, opts.TargetLeaders)
 		if b := opts.BatchBudget; b != nil {
-			c.pt.budget = b
-			b.join(c.pt)
+			c.pt.useBudget(b)
 		}
 	}
 	return c
@@ -1339,7 +1338,7 @@ func (c *Copier) Close() {
 			l.Close()
 		}
 	}
-	if c.pt != nil && c.pt.budget != nil {
+	if c.pt != nil {
 		c.pt.budget.leave(c.pt)
 	}
 }

@@ -131,8 +131,9 @@ type passthrough struct {
 	buffered, bufferedBatches int
 	readyBytes, readyBatches  int
 	space                     chan struct{} // closed when bytes are released
-	// budget, when set, bounds the batches of every copier sharing it
-	// (BatchBudget); heldBatches is this one's share, published for it.
+	// budget bounds the batches of every copier sharing it (BatchBudget;
+	// its own unless a worker's copiers share one); heldBatches is this
+	// one's share, counted into it.
 	budget         *BatchBudget
 	heldBatches    atomic.Int64
 	kickSend       chan struct{}
@@ -339,6 +340,7 @@ func newPassthrough(c *Copier, dstOpts []kgo.Opt, srcLeaders, dstLeaders *Leader
 		loggedFallback: make(map[string]bool),
 		txnAdded:       make(map[TopicPartition]bool),
 	}
+	p.useBudget(NewBatchBudget())
 	p.srcMeta.init(srcLeaders)
 	p.dstMeta.init(dstLeaders)
 	return p
@@ -1299,11 +1301,7 @@ func (p *passthrough) release(u *ptUnit) {
 	close(p.space)
 	p.space = make(chan struct{})
 	if wasFull && p.room() > 0 {
-		if p.budget != nil {
-			p.budget.wake() // the room may be another copier's
-		} else {
-			kick(p.kickFetch)
-		}
+		p.budget.wake() // the room may be another copier's
 	}
 }
 

@@ -1,6 +1,9 @@
 package data
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // BatchBudget bounds the batches that the batch paths sharing it (the
 // copiers of one worker: the shared one, or one per exactly_once slot)
@@ -11,8 +14,12 @@ import "sync"
 // its unit, queue entry and progress writes: the worker's peak memory was
 // twice the at-least-once worker's). Bytes stay bounded per copier, by its
 // producer buffer (enqueue), so that slots copying large batches do not
-// wait on one another's bytes.
+// wait on one another's bytes. A copier that shares none has one of its
+// own.
 type BatchBudget struct {
+	// held is the members' batches together: each member adds what its
+	// own count moved by (publishHeld), so room reads one number.
+	held    atomic.Int64
 	mu      sync.Mutex
 	members map[*passthrough]struct{}
 }
@@ -22,30 +29,29 @@ func NewBatchBudget() *BatchBudget {
 	return &BatchBudget{members: make(map[*passthrough]struct{})}
 }
 
-func (b *BatchBudget) join(p *passthrough) {
+// useBudget makes b p's budget, leaving the one it had. Called before p's
+// loops start.
+func (p *passthrough) useBudget(b *BatchBudget) {
+	if p.budget != nil {
+		p.budget.leave(p)
+	}
 	b.mu.Lock()
 	b.members[p] = struct{}{}
 	b.mu.Unlock()
+	p.budget = b
+	b.held.Add(p.heldBatches.Load())
 }
 
-// leave takes p's batches out of the budget (its copier stopped) and lets
-// the others fetch into the room.
+// leave takes p's batches out of the budget (its copier stopped: nothing
+// of it publishes any more) and lets the others fetch into the room.
 func (b *BatchBudget) leave(p *passthrough) {
 	b.mu.Lock()
-	delete(b.members, p)
+	if _, ok := b.members[p]; ok {
+		delete(b.members, p)
+		b.held.Add(-p.heldBatches.Swap(0))
+	}
 	b.mu.Unlock()
 	b.wake()
-}
-
-// held is the batches every member holds.
-func (b *BatchBudget) held() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n := 0
-	for p := range b.members {
-		n += int(p.heldBatches.Load())
-	}
-	return n
 }
 
 // wake kicks every member's fetch loop: room was freed.
@@ -57,17 +63,9 @@ func (b *BatchBudget) wake() {
 	}
 }
 
-// publishHeld publishes p's batches fetched and not yet acknowledged for
-// its budget (read without p.mu). The caller holds p.mu.
+// publishHeld counts p's batches fetched and not yet acknowledged into its
+// budget. The caller holds p.mu.
 func (p *passthrough) publishHeld() {
-	p.heldBatches.Store(int64(p.bufferedBatches + p.readyBatches))
-}
-
-// batchesHeld is what counts against ptMaxBatches: the budget's, when
-// p shares one. The caller holds p.mu.
-func (p *passthrough) batchesHeld() int {
-	if p.budget != nil {
-		return p.budget.held()
-	}
-	return p.bufferedBatches + p.readyBatches
+	n := int64(p.bufferedBatches + p.readyBatches)
+	p.budget.held.Add(n - p.heldBatches.Swap(n))
 }

@@ -181,7 +181,7 @@ func (p *passthrough) fetchLoop(ctx context.Context) {
 // acknowledgement), else as many as the batches leave room for. The
 // caller holds p.mu.
 func (p *passthrough) room() int {
-	held := p.batchesHeld()
+	held := int(p.budget.held.Load())
 	batches := ptMaxBatches - held
 	bytes := ProducerMaxBufferedBytes - p.buffered - p.readyBytes
 	if held > 0 && (batches < ptMaxBatches/4 || bytes < ProducerMaxBufferedBytes/4) {

@@ -52,10 +52,12 @@ func TestFetchRoomBounded(t *testing.T) {
 		t.Fatalf("room with nothing in flight = %d, want %d", got, ptMaxBatches)
 	}
 	p.readyBatches = ptMaxBatches / 2
+	p.publishHeld()
 	if got := p.room(); got != ptMaxBatches/2 {
 		t.Fatalf("room with half the batches ready = %d, want %d", got, ptMaxBatches/2)
 	}
 	p.bufferedBatches = ptMaxBatches/4 + 1 // under a quarter left
+	p.publishHeld()
 	if got := p.room(); got != 0 {
 		t.Fatalf("room with %d batches in flight = %d, want 0", p.readyBatches+p.bufferedBatches, got)
 	}
@@ -67,6 +69,7 @@ func TestFetchRoomBounded(t *testing.T) {
 	}
 	// An acknowledgement that brings the room back wakes the loop.
 	p.bufferedBatches++
+	p.publishHeld()
 	u := &ptUnit{batch: make([]byte, 100)}
 	p.buffered = 100
 	p.release(u)
@@ -87,6 +90,7 @@ func TestFetchRoomBounded(t *testing.T) {
 	}
 	// The bytes bound the same way.
 	p.readyBatches, p.bufferedBatches = 0, 1
+	p.publishHeld()
 	p.buffered = ProducerMaxBufferedBytes*3/4 + 1
 	if got := p.room(); got != 0 {
 		t.Fatalf("room with %d bytes in flight = %d, want 0", p.buffered, got)
@@ -103,8 +107,7 @@ func TestFetchRoomShared(t *testing.T) {
 	a := newPassthrough(&Copier{}, nil, nil, nil)
 	o := newPassthrough(&Copier{}, nil, nil, nil)
 	for _, p := range []*passthrough{a, o} {
-		p.budget = b
-		b.join(p)
+		p.useBudget(b)
 	}
 	a.mu.Lock()
 	a.readyBatches = ptMaxBatches * 3 / 4
@@ -167,6 +170,7 @@ func TestPlaceUnfetchedFirst(t *testing.T) {
 		}
 	}
 	p.readyBatches = ptMaxBatches - n // room for n joins
+	p.publishHeld()
 	joins, _, full := p.place(context.Background())
 	if full || len(joins[1]) != n {
 		t.Fatalf("placed %d (full %v), want %d", len(joins[1]), full, n)
