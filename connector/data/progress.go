@@ -525,14 +525,41 @@ type ProgressWriter struct {
 	failures     atomic.Int64
 	failureMu    sync.Mutex
 	firstFailure error
+	// outstanding holds a token per record produced and not yet answered:
+	// a worker starting on 100,000 partitions writes two records for each,
+	// and each slot's producer would otherwise buffer them all (its record
+	// bound is franz-go's 10,000; 16 slots held 40 MB of them).
+	outstanding chan struct{}
 }
+
+// progressMaxOutstanding bounds the records one writer has produced and
+// not yet seen answered. The producer sends them as they come, so a bound
+// of a few produce requests' worth costs no speed.
+const progressMaxOutstanding = 1024
 
 // NewProgressWriter writes the progress of c's partitions to topic, which
 // has partitions partitions, with dst, sealing every value with s; failed
 // counts and logs a write the target refused (it is retried on the next
 // tick).
 func NewProgressWriter(topic string, partitions int32, dst *kgo.Client, c *Copier, s Sealer, failed func(kind string, tp TopicPartition, err error)) *ProgressWriter {
-	return &ProgressWriter{topic: topic, partitions: partitions, dst: dst, c: c, sealer: s, failed: failed}
+	return &ProgressWriter{topic: topic, partitions: partitions, dst: dst, c: c, sealer: s, failed: failed,
+		outstanding: make(chan struct{}, progressMaxOutstanding)}
+}
+
+// produce writes r, first waiting while progressMaxOutstanding records are
+// unanswered. A cancelled ctx does not wait: franz-go then fails r at once,
+// through promise, as every failed write is.
+func (w *ProgressWriter) produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
+	select {
+	case w.outstanding <- struct{}{}:
+	case <-ctx.Done():
+		w.dst.Produce(ctx, r, promise)
+		return
+	}
+	w.dst.Produce(ctx, r, func(r *kgo.Record, err error) {
+		<-w.outstanding
+		promise(r, err)
+	})
 }
 
 // takeFailures returns the refusals since its last call and the first of
@@ -593,7 +620,7 @@ func (w *ProgressWriter) WriteAsync(ctx context.Context) []partitionWrites {
 			if cw.Runs != nil {
 				value = w.sealer.Seal(index.EncodeChunk(cw.Runs))
 			}
-			w.dst.Produce(ctx, &kgo.Record{Topic: w.topic, Partition: w.partition(ps.TP), Key: IndexChunkKey(ps.TP, cw.K), Value: value}, func(_ *kgo.Record, err error) {
+			w.produce(ctx, &kgo.Record{Topic: w.topic, Partition: w.partition(ps.TP), Key: IndexChunkKey(ps.TP, cw.K), Value: value}, func(_ *kgo.Record, err error) {
 				if err == nil {
 					if cw.Runs != nil {
 						ps.Mu.Lock()
@@ -614,7 +641,7 @@ func (w *ProgressWriter) WriteAsync(ctx context.Context) []partitionWrites {
 			continue
 		}
 		k, v := EncodeProgress(ps.TP, Position{Next: acked, TopicID: ps.TopicID, Floor: floor})
-		w.dst.Produce(ctx, &kgo.Record{Topic: w.topic, Partition: w.partition(ps.TP), Key: k, Value: w.sealer.Seal(v)}, func(_ *kgo.Record, err error) {
+		w.produce(ctx, &kgo.Record{Topic: w.topic, Partition: w.partition(ps.TP), Key: k, Value: w.sealer.Seal(v)}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				w.fail(WriteProgress, ps.TP, err) // written again on the next tick
 				return

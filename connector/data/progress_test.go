@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/connector/offsets"
 	"github.com/kmirror/kmirror/connector/policy"
@@ -42,7 +43,7 @@ func TestIndexPersistsWithProgress(t *testing.T) {
 		ps.inflight = append(ps.inflight, 2*i)
 		ps.Promise(&kgo.Record{Offset: i, Timestamp: time.Now()}, nil)
 	}
-	w := &ProgressWriter{topic: topic, dst: cl, c: cp, sealer: Sealer{offsets.CodecZstd}}
+	w := NewProgressWriter(topic, 1, cl, cp, Sealer{offsets.CodecZstd}, nil)
 	load := func() Loaded {
 		t.Helper()
 		if err := w.WriteSync(ctx); err != nil {
@@ -71,6 +72,75 @@ func TestIndexPersistsWithProgress(t *testing.T) {
 	}
 	if s, err := ld.Indexes[tp].Translate(2*(index.ChunkRuns+3) - 1); err != nil || s != index.ChunkRuns+3 {
 		t.Fatalf("translate after reload = %d, %v", s, err)
+	}
+}
+
+// TestProgressWritesBounded: a writer holds at most progressMaxOutstanding
+// records unanswered, waiting for answers before it produces more (a start
+// on 100,000 partitions buffered them all), and writes everything once the
+// target answers.
+func TestProgressWritesBounded(t *testing.T) {
+	t.Parallel()
+	_, dst := kfaketest.Clusters(t)
+	cl := kfaketest.Client(t, dst)
+	ctx := context.Background()
+	topic := policy.InternalTopic("m", "progress")
+	if _, err := state.EnsureCompacted(ctx, kadm.NewClient(cl), topic, 1, -1); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	dst.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		dst.KeepControl()
+		dst.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	cp := NewCopier(kfaketest.Logger(), nil, cl, ctx, CopierOpts{})
+	t.Cleanup(cp.Close)
+	n := 3 * progressMaxOutstanding
+	as := make([]Assignment, n)
+	for i := range as {
+		as[i] = Assignment{TP: TopicPartition{"orders", int32(i)}, Target: "orders", Next: 0}
+	}
+	if _, err := cp.Assign(as, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range as {
+		ps := cp.Partition(a.TP)
+		ps.inflight = append(ps.inflight, 0)
+		ps.Promise(&kgo.Record{Offset: 0, Timestamp: time.Now()}, nil)
+	}
+	w := NewProgressWriter(topic, 1, cl, cp, Sealer{}, nil)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.WriteAsync(ctx)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for cl.BufferedProduceRecords() < progressMaxOutstanding && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // room to overshoot, were it not bounded
+	select {
+	case <-done:
+		t.Fatalf("the writer produced every record while none was answered (%d buffered)", cl.BufferedProduceRecords())
+	default:
+	}
+	if got := cl.BufferedProduceRecords(); got != progressMaxOutstanding {
+		t.Fatalf("%d records buffered, want the bound %d", got, progressMaxOutstanding)
+	}
+	close(release)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the writer did not finish once the target answered")
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range as {
+		if ps := cp.Partition(a.TP); ps.Persisted != 1 {
+			t.Fatalf("%v: persisted %d, want 1", a.TP, ps.Persisted)
+		}
 	}
 }
 

@@ -41,7 +41,7 @@ func TestTxnFencedProgressWriteStops(t *testing.T) {
 	dstCl := slot()
 	cp := NewCopier(kfaketest.Logger(), nil, dstCl, ctx, CopierOpts{})
 	t.Cleanup(cp.Close)
-	cp.txn = &TxnCycle{every: time.Hour, writer: &ProgressWriter{topic: progress, partitions: 1, dst: dstCl, c: cp, sealer: Sealer{}}}
+	cp.txn = &TxnCycle{every: time.Hour, writer: NewProgressWriter(progress, 1, dstCl, cp, Sealer{}, nil)}
 	if !cp.txnStep(ctx) {
 		t.Fatal("the first transaction did not begin")
 	}
@@ -106,7 +106,7 @@ func TestTxnBatchPathFenced(t *testing.T) {
 	produceCtx, cancelProduce := context.WithCancel(ctx)
 	defer cancelProduce()
 	cp := NewCopier(kfaketest.Logger(), nil, dstCl, produceCtx, CopierOpts{Passthrough: true, DstOpts: []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}})
-	cp.txn = &TxnCycle{every: 50 * time.Millisecond, writer: &ProgressWriter{topic: progress, partitions: 1, dst: dstCl, c: cp, sealer: Sealer{}}, endTxns: ends}
+	cp.txn = &TxnCycle{every: 50 * time.Millisecond, writer: NewProgressWriter(progress, 1, dstCl, cp, Sealer{}, nil), endTxns: ends}
 	cp.pt.useTransactions("kmirror.m.slot-0")
 	if _, err := cp.Assign([]Assignment{{TP: TopicPartition{"orders", 0}, Target: "src.orders", Next: -1}}, []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)}); err != nil {
 		t.Fatal(err)
