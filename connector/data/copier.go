@@ -190,29 +190,56 @@ type PartitionState struct {
 	// last commit: where the partition goes back to when a transaction
 	// aborts (-1: nothing committed, and nothing read yet).
 	Committed int64
-	// lastAbort is why the last transaction aborted (shown in status
-	// until a commit).
-	lastAbort error
 	// end is the source's last stable offset as last seen, for lag.
 	End int64
 	// failed holds the target's refusal while the partition is rewinding.
-	failed   error
-	retryAt  time.Time
-	backoff  time.Duration
-	failures int64
-	paused   bool
-	acks     uint64 // acknowledgements, for sampling latency
+	failed error
+	// t holds what only a partition in trouble needs; nil otherwise.
+	t      *partTrouble
+	paused bool
+	// passthrough: copied by the batch path (passthrough.go), not by the
+	// record path's consumer and producer.
+	passthrough bool
+	acks        uint64 // acknowledgements, for sampling latency
 	// copied counts the records acknowledged since start and lastCopied
 	// is the (source) timestamp of the last: the status's throughput and
 	// time lag.
 	Copied     int64
-	lastCopied time.Time
-	// passthrough: copied by the batch path (passthrough.go), not by the
-	// record path's consumer and producer. ptRefusals counts the batch
-	// path's refusals since the last acknowledgement: past ptMaxRefusals
-	// the partition takes the record path, whatever the reason.
-	passthrough bool
-	ptRefusals  int
+	lastCopied int64 // Unix ns; 0: none yet
+
+	// Delivery timeout. Records are produced with ctx, the partition's own
+	// context: cancelling it makes franz-go fail the partition's buffered
+	// records, which the usual failure path then retries. franz-go's own
+	// RecordDeliveryTimeout cannot be used: it counts from each record's
+	// timestamp, which for a mirror is the source's (often long past).
+	ctx        context.Context
+	cancel     context.CancelFunc
+	progressAt time.Time // when the oldest record in flight was produced, or last acknowledged
+
+	metrics *Metrics
+	onFail  func() // sets the copier's attention flag
+	// changes is the copier's counter (nil outside a copier): bumped
+	// under mu wherever acked, the index or what is persisted moves.
+	changes *atomic.Uint64
+}
+
+// partTrouble is what a partition keeps only while something goes wrong
+// (a refusal and its retry, an isolation, a poison record, a delivery
+// timeout, an aborted transaction), and nil the rest of the time: inline,
+// it made every partition's state 448 bytes (280 without), and a worker holds one per
+// partition. Reached through PartitionState.trouble, with ps.mu held.
+type partTrouble struct {
+	// retryAt is when a failed partition is retried; backoff the wait,
+	// doubled from minRetryBackoff at each failure since the last
+	// acknowledgement.
+	retryAt time.Time
+	backoff time.Duration
+	// ptRefusals counts the batch path's refusals since the last
+	// acknowledgement: past ptMaxRefusals the partition takes the record
+	// path, whatever the reason.
+	ptRefusals int
+	// refusalLogged: the current refusal was logged (once per failure).
+	refusalLogged bool
 
 	// Isolation. A refusal no retry can fix (isPermanent) names a batch,
 	// not a record: franz-go fails every record of the refused batch. So
@@ -235,27 +262,75 @@ type PartitionState struct {
 	// has passed, and then produces it again. Cleared once committed
 	// past.
 	refused *poisonRecord
-	// refusalLogged: the current refusal was logged (once per failure).
-	refusalLogged bool
 
-	// Delivery timeout. Records are produced with ctx, the partition's own
-	// context: cancelling it makes franz-go fail the partition's buffered
-	// records, which the usual failure path then retries. franz-go's own
-	// RecordDeliveryTimeout cannot be used: it counts from each record's
-	// timestamp, which for a mirror is the source's (often long past).
-	ctx        context.Context
-	cancel     context.CancelFunc
-	progressAt time.Time // when the oldest record in flight was produced, or last acknowledged
-	expired    error     // why ctx was cancelled
-
-	metrics *Metrics
-	onFail  func() // sets the copier's attention flag
-	// changes is the copier's counter (nil outside a copier): bumped
-	// under mu wherever acked, the index or what is persisted moves.
-	changes *atomic.Uint64
+	expired error // why the partition's produce context was cancelled
+	// lastAbort is why the last transaction aborted (shown in status
+	// until a commit).
+	lastAbort error
 	// cancelled counts records failed because the produce context was
 	// cancelled: a shutdown that gave up on them (see inFlight).
 	cancelled int
+}
+
+// trouble returns p's partTrouble, making it first if p has none.
+func (p *PartitionState) trouble() *partTrouble {
+	if p.t == nil {
+		p.t = &partTrouble{isolateUntil: -1}
+	}
+	return p.t
+}
+
+// isolateUntil is the last offset produced one record at a time (-1: not
+// isolating).
+func (p *PartitionState) isolateUntil() int64 {
+	if p.t == nil {
+		return -1
+	}
+	return p.t.isolateUntil
+}
+
+// retryAt is when a failed partition is retried (zero: at once).
+func (p *PartitionState) retryAt() time.Time {
+	if p.t == nil {
+		return time.Time{}
+	}
+	return p.t.retryAt
+}
+
+// acknowledged is the trouble's end at an acknowledgement: the backoff
+// and the batch path's refusals start over, and a partition with nothing
+// else to remember drops its partTrouble.
+func (p *PartitionState) acknowledged() {
+	t := p.t
+	if t == nil {
+		return
+	}
+	t.backoff, t.ptRefusals = 0, 0
+	t.stuck = nil
+	p.dropTroubleIfOver()
+}
+
+// dropTroubleIfOver lets p's partTrouble go once it holds nothing that
+// matters any more (a retryAt past its failure does not).
+func (p *PartitionState) dropTroubleIfOver() {
+	t := p.t
+	if p.failed == nil && t.backoff == 0 && t.ptRefusals == 0 && !t.refusalLogged && t.isolateUntil < 0 && !t.isolatedOut &&
+		t.poison == nil && t.stuck == nil && t.refused == nil && t.expired == nil && t.lastAbort == nil && t.cancelled == 0 {
+		p.t = nil
+	}
+}
+
+// produceContext returns the context to produce the partition's records
+// with, making one from parent if it has none or its last was cancelled.
+// The caller holds p.mu.
+func (p *PartitionState) produceContext(parent context.Context) context.Context {
+	if p.ctx == nil || p.ctx.Err() != nil {
+		p.ctx, p.cancel = context.WithCancel(parent)
+		if p.t != nil {
+			p.t.expired = nil
+		}
+	}
+	return p.ctx
 }
 
 // poisonRecord is a record the target refused on its own with an error no
@@ -314,37 +389,39 @@ func (p *PartitionState) Promise(r *kgo.Record, err error) {
 			p.inflight, p.head = p.inflight[:n], 0
 		}
 	}
-	isolated := p.isolatedOut
-	p.isolatedOut = false
+	isolated := p.t != nil && p.t.isolatedOut
+	if isolated {
+		p.t.isolatedOut = false
+	}
 	p.progressAt = time.Now()
-	if err != nil && p.expired != nil && errors.Is(err, context.Canceled) {
-		err = p.expired
+	if err != nil && p.t != nil && p.t.expired != nil && errors.Is(err, context.Canceled) {
+		err = p.t.expired
 	}
 	if err != nil && src >= 0 && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		p.cancelled++
+		p.trouble().cancelled++
 	}
 	if err != nil {
+		t := p.trouble()
 		if p.failed == nil {
 			p.failed = err
-			p.failures++
-			if p.backoff == 0 {
-				p.backoff = minRetryBackoff
+			if t.backoff == 0 {
+				t.backoff = minRetryBackoff
 			} else {
-				p.backoff = min(2*p.backoff, maxRetryBackoff)
+				t.backoff = min(2*t.backoff, maxRetryBackoff)
 			}
-			p.retryAt = time.Now().Add(p.backoff)
+			t.retryAt = time.Now().Add(t.backoff)
 			if isPermanent(err) && src >= 0 {
 				if isolated {
-					p.poison = &poisonRecord{rec: r, offset: src, err: err}
+					t.poison = &poisonRecord{rec: r, offset: src, err: err}
 				} else {
 					// Find the refused record: no backoff before
 					// isolating, the retry itself is the search.
-					p.retryAt = time.Now()
+					t.retryAt = time.Now()
 				}
 			}
 		}
 		if isPermanent(err) && src >= 0 && !isolated {
-			p.isolateUntil = max(p.isolateUntil, src)
+			t.isolateUntil = max(t.isolateUntil, src)
 		}
 		p.Mu.Unlock()
 		if m := p.metrics; m != nil {
@@ -355,17 +432,16 @@ func (p *PartitionState) Promise(r *kgo.Record, err error) {
 	}
 	// While failed, later records may still be acked; they will be
 	// produced again after the rewind, so they must not move the position.
-	if p.failed == nil && src >= 0 && p.refused != nil && src == p.refused.offset && r.Topic != p.Target {
+	if p.failed == nil && src >= 0 && p.t != nil && p.t.refused != nil && src == p.t.refused.offset && r.Topic != p.Target {
 		// A dead letter in a transaction (deadLetter): the source
 		// record is past, and nothing of it is on the target topic.
 		p.Acked = src + 1
-		p.backoff = 0
+		p.t.backoff = 0
 	} else if p.failed == nil && src >= 0 {
 		p.Acked = src + 1
-		p.backoff, p.ptRefusals = 0, 0
-		p.stuck = nil
+		p.acknowledged()
 		p.Index.Add(src, r.Offset)
-		p.Copied, p.lastCopied = p.Copied+1, r.Timestamp
+		p.Copied, p.lastCopied = p.Copied+1, r.Timestamp.UnixNano()
 	}
 	p.acks++
 	// Latency is sampled: every 16th acknowledgement, and the last one
@@ -401,8 +477,10 @@ func (p *PartitionState) changed() {
 func (p *PartitionState) ackBatch(n int, base int64, ts time.Time) {
 	p.Mu.Lock()
 	p.changed()
-	isolated := p.isolatedOut
-	p.isolatedOut = false
+	isolated := p.t != nil && p.t.isolatedOut
+	if isolated {
+		p.t.isolatedOut = false
+	}
 	p.progressAt = time.Now()
 	for i := range n {
 		var src int64 = -1
@@ -423,9 +501,8 @@ func (p *PartitionState) ackBatch(n int, base int64, ts time.Time) {
 		p.inflight, p.head = p.inflight[:k], 0
 	}
 	if p.failed == nil {
-		p.backoff, p.ptRefusals = 0, 0
-		p.stuck = nil
-		p.lastCopied = ts
+		p.acknowledged()
+		p.lastCopied = ts.UnixNano()
 	}
 	p.acks += uint64(n)
 	p.Mu.Unlock()
@@ -561,11 +638,14 @@ func (c *Copier) Assign(as []Assignment, srcOpts []kgo.Opt) (started bool, err e
 		if ps != nil {
 			ps.Mu.Lock()
 			// A refusal that parked with the partition is retried now.
-			ps.failed, ps.paused, ps.backoff, ps.poison = nil, false, 0, nil
+			ps.failed, ps.paused = nil, false
+			if ps.t != nil {
+				ps.t.backoff, ps.t.poison = 0, nil
+			}
 			a.Next = ps.Acked
 			ps.Mu.Unlock()
 		} else {
-			ps = &PartitionState{TP: a.TP, Target: a.Target, TopicID: a.TopicID, Acked: a.Next, Persisted: a.Next, Committed: a.Next, End: -1, metrics: c.metrics, Index: a.Index, isolateUntil: -1}
+			ps = &PartitionState{TP: a.TP, Target: a.Target, TopicID: a.TopicID, Acked: a.Next, Persisted: a.Next, Committed: a.Next, End: -1, metrics: c.metrics, Index: a.Index}
 			if ps.Index == nil {
 				ps.Index = index.New()
 			}
@@ -972,8 +1052,8 @@ func (c *Copier) producePartition(fp kgo.FetchTopicPartition, gen uint64) {
 		ps.End = fp.HighWatermark
 	}
 	records := fp.Records
-	if ps.isolateUntil >= ps.Acked {
-		if ps.isolatedOut || ps.paused {
+	if u := ps.isolateUntil(); u >= 0 && u >= ps.Acked {
+		if ps.t.isolatedOut || ps.paused {
 			ps.Mu.Unlock()
 			return // fetched before the pause took effect: read again
 		}
@@ -987,7 +1067,7 @@ func (c *Copier) producePartition(fp kgo.FetchTopicPartition, gen uint64) {
 		// One record at a time; the rest is read again after its
 		// acknowledgement (see isolation in partitionState).
 		records = records[:1]
-		ps.isolatedOut, ps.paused = true, true
+		ps.t.isolatedOut, ps.paused = true, true
 		c.attention.Store(true) // pause the partition's fetches
 	}
 	if ps.head == len(ps.inflight) {
@@ -996,12 +1076,11 @@ func (c *Copier) producePartition(fp kgo.FetchTopicPartition, gen uint64) {
 	for _, r := range records {
 		ps.Produced(r.Offset)
 	}
-	if ps.ctx == nil || ps.ctx.Err() != nil {
-		ps.ctx, ps.cancel = context.WithCancel(c.produceCtx)
-		ps.expired = nil
+	ctx := ps.produceContext(c.produceCtx)
+	var refused *poisonRecord
+	if ps.t != nil {
+		refused = ps.t.refused
 	}
-	ctx := ps.ctx
-	refused := ps.refused
 	ps.Mu.Unlock()
 	if c.txn != nil {
 		c.txn.produced = true // the poll loop's goroutine owns the cycle
@@ -1038,8 +1117,8 @@ func (c *Copier) expireDeliveries() {
 	c.expiredAt = now
 	for _, ps := range c.Snapshot() {
 		ps.Mu.Lock()
-		if ps.head < len(ps.inflight) && ps.expired == nil && ps.cancel != nil && now.Sub(ps.progressAt) > c.deliveryTimeout {
-			ps.expired = fmt.Errorf("not acknowledged by the target within producer.delivery_timeout (%v)", c.deliveryTimeout)
+		if ps.head < len(ps.inflight) && (ps.t == nil || ps.t.expired == nil) && ps.cancel != nil && now.Sub(ps.progressAt) > c.deliveryTimeout {
+			ps.trouble().expired = fmt.Errorf("not acknowledged by the target within producer.delivery_timeout (%v)", c.deliveryTimeout)
 			ps.cancel()
 		}
 		ps.Mu.Unlock()
@@ -1085,8 +1164,8 @@ func (c *Copier) rewindFailed() {
 				again = true
 				break
 			}
-			if ps.Acked > ps.isolateUntil {
-				ps.isolateUntil = -1
+			if u := ps.isolateUntil(); u >= 0 && ps.Acked > u {
+				ps.t.isolateUntil = -1
 				c.log.Info("isolation over: copying in batches again", "topic", ps.TP.Topic, "partition", ps.TP.Partition, "acked_offset", ps.Acked)
 			}
 			addRewind(rewind, resume, ps)
@@ -1100,27 +1179,28 @@ func (c *Copier) rewindFailed() {
 					pause[ps.TP.Topic] = append(pause[ps.TP.Topic], ps.TP.Partition)
 				}
 			}
-			if !ps.refusalLogged {
-				ps.refusalLogged = true
+			t := ps.trouble()
+			if !t.refusalLogged {
+				t.refusalLogged = true
 				c.logRefusal(ps)
 			}
 			switch {
-			case !settled || now.Before(ps.retryAt):
+			case !settled || now.Before(t.retryAt):
 				again = true // look again on the next poll
-			case ps.poison != nil && c.deadLetter != "":
-				if !ps.poison.sending {
-					ps.poison.sending = true
+			case t.poison != nil && c.deadLetter != "":
+				if !t.poison.sending {
+					t.poison.sending = true
 					deadLetters = append(deadLetters, ps)
 				}
 			default:
-				if ps.poison != nil {
+				if t.poison != nil {
 					// Retried with backoff: the target's limits
 					// may change; it stays failed meanwhile.
-					ps.stuck = fmt.Errorf("record at offset %d refused by the target: %w", ps.poison.offset, ps.poison.err)
-					ps.poison = nil
+					t.stuck = fmt.Errorf("record at offset %d refused by the target: %w", t.poison.offset, t.poison.err)
+					t.poison = nil
 				}
 				switch {
-				case ps.passthrough && (fallbackErr(ps.failed) || ps.isolateUntil >= ps.Acked || ps.ptRefusals >= ptMaxRefusals):
+				case ps.passthrough && (fallbackErr(ps.failed) || t.isolateUntil >= ps.Acked || t.ptRefusals >= ptMaxRefusals):
 					// The target refuses what the batch path sends:
 					// the record path's own batches (and its
 					// isolation of a refused record) take over.
@@ -1130,14 +1210,14 @@ func (c *Copier) rewindFailed() {
 					c.metrics.IncFallback(recordbatch.ReasonRefused)
 					fallback = append(fallback, ps)
 				case ps.passthrough:
-					if ps.expired == nil && !errors.Is(ps.failed, context.Canceled) {
-						ps.ptRefusals++ // a refusal, not a timeout or a shutdown
+					if t.expired == nil && !errors.Is(ps.failed, context.Canceled) {
+						t.ptRefusals++ // a refusal, not a timeout or a shutdown
 					}
 					c.pt.rewind(ps.TP, ps.Acked)
 				default:
 					addRewind(rewind, resume, ps)
 				}
-				ps.failed, ps.paused, ps.refusalLogged = nil, false, false
+				ps.failed, ps.paused, t.refusalLogged = nil, false, false
 			}
 		}
 		ps.Mu.Unlock()
@@ -1190,8 +1270,11 @@ func (c *Copier) rewindFailed() {
 // committed (producing it again aborts the transaction) and its retry is
 // due. The caller holds ps.mu.
 func (c *Copier) holds(ps *PartitionState, offset int64, now time.Time) bool {
-	r := ps.refused
-	return r != nil && c.deadLetter == "" && offset == r.offset && (ps.Committed < r.offset || now.Before(ps.retryAt))
+	if ps.t == nil {
+		return false
+	}
+	r := ps.t.refused
+	return r != nil && c.deadLetter == "" && offset == r.offset && (ps.Committed < r.offset || now.Before(ps.t.retryAt))
 }
 
 func addRewind(rewind map[string]map[int32]kgo.EpochOffset, resume map[string][]int32, ps *PartitionState) {
@@ -1205,19 +1288,20 @@ func addRewind(rewind map[string]map[int32]kgo.EpochOffset, resume map[string][]
 // logRefusal logs a partition's refusal once per pause, and a poison
 // record at most once a minute per partition. The caller holds ps.mu.
 func (c *Copier) logRefusal(ps *PartitionState) {
+	t := ps.trouble()
 	switch {
-	case ps.poison != nil && c.deadLetter == "":
+	case t.poison != nil && c.deadLetter == "":
 		c.logEvery.Error(c.log, fmt.Sprintf("poison:%s/%d", ps.TP.Topic, ps.TP.Partition),
 			"the target refuses a record for good: partition stopped there (retried with backoff); set mirrors[].dead_letter to skip such records",
-			"topic", ps.TP.Topic, "partition", ps.TP.Partition, "target_topic", ps.Target, "offset", ps.poison.offset, "err", ps.poison.err)
-	case ps.poison != nil:
-	case isPermanent(ps.failed) && ps.isolateUntil >= ps.Acked:
+			"topic", ps.TP.Topic, "partition", ps.TP.Partition, "target_topic", ps.Target, "offset", t.poison.offset, "err", t.poison.err)
+	case t.poison != nil:
+	case isPermanent(ps.failed) && t.isolateUntil >= ps.Acked:
 		c.log.Warn("target refused a batch for good; producing its records one at a time to find the refused one",
-			"topic", ps.TP.Topic, "partition", ps.TP.Partition, "target_topic", ps.Target, "from_offset", ps.Acked, "to_offset", ps.isolateUntil, "err", ps.failed)
+			"topic", ps.TP.Topic, "partition", ps.TP.Partition, "target_topic", ps.Target, "from_offset", ps.Acked, "to_offset", t.isolateUntil, "err", ps.failed)
 	default:
 		c.log.Error("target refused records; partition paused and will be retried from its last acknowledged offset",
 			"topic", ps.TP.Topic, "partition", ps.TP.Partition, "target_topic", ps.Target,
-			"acked_offset", ps.Acked, "retry_in", ps.backoff, "err", ps.failed)
+			"acked_offset", ps.Acked, "retry_in", t.backoff, "err", ps.failed)
 	}
 }
 
@@ -1261,7 +1345,8 @@ func deadLetterRecord(topic string, tp TopicPartition, p *poisonRecord) *kgo.Rec
 // the next copied record).
 func (c *Copier) writeDeadLetter(ps *PartitionState) {
 	ps.Mu.Lock()
-	p := ps.poison
+	t := ps.trouble()
+	p := t.poison
 	ps.Mu.Unlock()
 	dl := deadLetterRecord(c.deadLetter, ps.TP, p)
 	c.dst.Produce(c.produceCtx, dl, func(_ *kgo.Record, err error) {
@@ -1270,7 +1355,7 @@ func (c *Copier) writeDeadLetter(ps *PartitionState) {
 		defer ps.Mu.Unlock()
 		if err != nil {
 			p.sending = false
-			ps.retryAt = time.Now().Add(ps.backoff)
+			t.retryAt = time.Now().Add(t.backoff)
 			if m := c.metrics; m != nil {
 				m.IncInternalWriteErrors(WriteDeadLetter)
 			}
@@ -1282,7 +1367,8 @@ func (c *Copier) writeDeadLetter(ps *PartitionState) {
 			"topic", ps.TP.Topic, "partition", ps.TP.Partition, "offset", p.offset, "dead_letter_topic", c.deadLetter, "refusal", p.err)
 		ps.Acked = max(ps.Acked, p.offset+1)
 		ps.changed()
-		ps.poison, ps.failed, ps.stuck, ps.backoff, ps.refusalLogged = nil, nil, nil, 0, false
+		ps.failed = nil
+		t.poison, t.stuck, t.backoff, t.refusalLogged = nil, nil, 0, false
 		// Still paused: the next rewindFailed reads on from acked.
 	})
 }
@@ -1297,7 +1383,10 @@ func (c *Copier) InFlight() int {
 		ps.Mu.Lock()
 		// Counted together under the lock: a promise moves a record
 		// from the queue to cancelled in one step.
-		n += len(ps.inflight) - ps.head + ps.cancelled
+		n += len(ps.inflight) - ps.head
+		if ps.t != nil {
+			n += ps.t.cancelled
+		}
 		ps.Mu.Unlock()
 	}
 	return n
@@ -1308,7 +1397,10 @@ func (c *Copier) InFlight() int {
 func (p *PartitionState) CopyStats() (copied int64, last time.Time) {
 	p.Mu.Lock()
 	defer p.Mu.Unlock()
-	return p.Copied, p.lastCopied
+	if p.lastCopied != 0 {
+		last = time.Unix(0, p.lastCopied)
+	}
+	return p.Copied, last
 }
 
 // status returns the partition's acked position, source end and current
@@ -1316,11 +1408,12 @@ func (p *PartitionState) CopyStats() (copied int64, last time.Time) {
 func (p *PartitionState) Status() (acked, end int64, failed error) {
 	p.Mu.Lock()
 	defer p.Mu.Unlock()
-	switch {
-	case p.stuck != nil:
-		return p.Acked, p.End, p.stuck
-	case p.failed == nil && p.lastAbort != nil && p.Committed < p.End:
-		return p.Acked, p.End, fmt.Errorf("transaction aborted: %w", p.lastAbort)
+	switch t := p.t; {
+	case t == nil:
+	case t.stuck != nil:
+		return p.Acked, p.End, t.stuck
+	case p.failed == nil && t.lastAbort != nil && p.Committed < p.End:
+		return p.Acked, p.End, fmt.Errorf("transaction aborted: %w", t.lastAbort)
 	}
 	return p.Acked, p.End, p.failed
 }

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/kmirror/kmirror/connector/index"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -35,8 +36,26 @@ func TestPromiseAdvancesInOrderAndHoldsOnFailure(t *testing.T) {
 	if ps.Acked != 14 || ps.failed == nil || !attention.Load() {
 		t.Fatalf("acked=%d failed=%v attention=%v: a failure must hold the position and ask for attention", ps.Acked, ps.failed, attention.Load())
 	}
-	if ps.backoff != minRetryBackoff {
-		t.Fatalf("backoff = %v, want %v", ps.backoff, minRetryBackoff)
+	if ps.t == nil || ps.t.backoff != minRetryBackoff {
+		t.Fatalf("trouble = %+v, want a backoff of %v", ps.t, minRetryBackoff)
+	}
+
+	// Rewound and acknowledged again: the trouble is over and let go.
+	ps.failed = nil
+	ps.inflight = append(ps.inflight, 14)
+	ps.Promise(rec, nil)
+	if ps.Acked != 15 || ps.t != nil {
+		t.Fatalf("acked=%d trouble=%+v: an acknowledgement after a retry must end the trouble", ps.Acked, ps.t)
+	}
+}
+
+// TestPartitionStateSmall: a worker holds one PartitionState per partition
+// (100,000 of them at the scale goal), so what only a partition in trouble
+// needs lives in partTrouble. This fails when a field grows the state past
+// its allocation size class.
+func TestPartitionStateSmall(t *testing.T) {
+	if n := unsafe.Sizeof(PartitionState{}); n > 288 {
+		t.Fatalf("PartitionState is %d bytes, want at most 288: keep what is rarely needed in partTrouble", n)
 	}
 }
 

@@ -576,11 +576,7 @@ func (c *Copier) produceFetch(ps *PartitionState, f ptFetch) {
 	for _, u := range units {
 		ps.Produced(u.src...)
 	}
-	if ps.ctx == nil || ps.ctx.Err() != nil {
-		ps.ctx, ps.cancel = context.WithCancel(c.produceCtx)
-		ps.expired = nil
-	}
-	ctx := ps.ctx
+	ctx := ps.produceContext(c.produceCtx)
 	ps.Mu.Unlock()
 	if c.txn != nil {
 		c.txn.produced = true // the poll loop's goroutine owns the cycle

@@ -285,16 +285,19 @@ func (c *Copier) committed() {
 		ps.Mu.Lock()
 		ps.Committed = ps.Acked
 		ps.Persisted = ps.Acked
-		ps.lastAbort = nil
-		if r := ps.refused; r != nil && ps.Committed > r.offset {
-			ps.refused, ps.stuck = nil, nil
-			if c.deadLetter != "" {
-				c.metrics.IncDeadLetters()
-				c.log.Warn("record refused by the target written to the dead-letter topic; partition moves on",
-					"topic", ps.TP.Topic, "partition", ps.TP.Partition, "offset", r.offset, "dead_letter_topic", c.deadLetter, "refusal", r.err)
-			} else {
-				c.log.Info("the target accepted a record it had refused; partition moves on", "topic", ps.TP.Topic, "partition", ps.TP.Partition, "offset", r.offset)
+		if t := ps.t; t != nil {
+			t.lastAbort = nil
+			if r := t.refused; r != nil && ps.Committed > r.offset {
+				t.refused, t.stuck = nil, nil
+				if c.deadLetter != "" {
+					c.metrics.IncDeadLetters()
+					c.log.Warn("record refused by the target written to the dead-letter topic; partition moves on",
+						"topic", ps.TP.Topic, "partition", ps.TP.Partition, "offset", r.offset, "dead_letter_topic", c.deadLetter, "refusal", r.err)
+				} else {
+					c.log.Info("the target accepted a record it had refused; partition moves on", "topic", ps.TP.Topic, "partition", ps.TP.Partition, "offset", r.offset)
+				}
 			}
+			ps.dropTroubleIfOver()
 		}
 		if ps.Index != nil {
 			ps.Index.Committed() // durable
@@ -395,30 +398,30 @@ func (c *Copier) txnAbort(ctx context.Context, written []partitionWrites, why er
 		}
 		ps.inflight, ps.head = ps.inflight[:0], 0
 		if ps.failed != nil {
-			ps.failures++
 			if ps.passthrough && c.leavesBatchPath(ps) {
 				leave = append(leave, ps.TP)
 			}
 		}
-		if ps.poison != nil {
+		t := ps.trouble()
+		if t.poison != nil {
 			// Refused alone, for good (see refused): read again, it
 			// goes to the dead-letter topic in the next transaction;
 			// without one, the partition stops before it and retries
 			// it with backoff, and says so, as the copier does
 			// outside a transaction.
-			ps.refused, ps.poison = ps.poison, nil
+			t.refused, t.poison = t.poison, nil
 			if c.deadLetter != "" {
 				c.log.Warn("the target refuses a record for good: the next transaction writes it to the dead-letter topic instead",
-					"topic", ps.TP.Topic, "partition", ps.TP.Partition, "offset", ps.refused.offset, "dead_letter_topic", c.deadLetter, "refusal", ps.refused.err)
+					"topic", ps.TP.Topic, "partition", ps.TP.Partition, "offset", t.refused.offset, "dead_letter_topic", c.deadLetter, "refusal", t.refused.err)
 			} else {
-				ps.stuck = fmt.Errorf("record at offset %d refused by the target: %w", ps.refused.offset, ps.refused.err)
-				ps.poison = ps.refused // for logRefusal
+				t.stuck = fmt.Errorf("record at offset %d refused by the target: %w", t.refused.offset, t.refused.err)
+				t.poison = t.refused // for logRefusal
 				c.logRefusal(ps)
-				ps.poison = nil
+				t.poison = nil
 			}
 		}
-		ps.failed, ps.paused, ps.refusalLogged = nil, false, false
-		ps.lastAbort = why
+		ps.failed, ps.paused, t.refusalLogged = nil, false, false
+		t.lastAbort = why
 		ps.Mu.Unlock()
 	}
 	if len(leave) > 0 {
@@ -458,11 +461,12 @@ func (c *Copier) txnAbort(ctx context.Context, written []partitionWrites, why er
 // sends (fallbackErr, or refusals ptMaxRefusals times in a row), as
 // rewindFailed decides outside a transaction. The caller holds ps.mu.
 func (c *Copier) leavesBatchPath(ps *PartitionState) bool {
-	refusal := ps.expired == nil && !errors.Is(ps.failed, context.Canceled) && !errors.Is(ps.failed, errNoTxn)
+	t := ps.trouble()
+	refusal := t.expired == nil && !errors.Is(ps.failed, context.Canceled) && !errors.Is(ps.failed, errNoTxn)
 	if refusal {
-		ps.ptRefusals++
+		t.ptRefusals++
 	}
-	if !fallbackErr(ps.failed) && ps.ptRefusals < ptMaxRefusals {
+	if !fallbackErr(ps.failed) && t.ptRefusals < ptMaxRefusals {
 		return false
 	}
 	c.pt.logFallback(ps.TP, recordbatch.ReasonRefused, ps.failed)
