@@ -210,7 +210,7 @@ const ptAddTimeout = 30 * time.Second
 func (p *passthrough) requestAdd(ctx context.Context, req *kmsg.AddPartitionsToTxnRequest) (map[TopicPartition]error, error) {
 	ctx, cancel := context.WithTimeout(ctx, ptAddTimeout)
 	defer cancel()
-	backoff := 10 * time.Millisecond
+	start := time.Now()
 	for {
 		resp, err := req.RequestWith(ctx, p.dst)
 		if err != nil {
@@ -231,10 +231,28 @@ func (p *passthrough) requestAdd(ctx context.Context, req *kmsg.AddPartitionsToT
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("%w (the last transaction's end still being written: %w)", ctx.Err(), kerr.ConcurrentTransactions)
-		case <-time.After(backoff):
+		case <-time.After(concurrentTxnBackoff(time.Since(start))):
 		}
-		backoff = min(2*backoff, 500*time.Millisecond)
 	}
+}
+
+// concurrentTxnBackoff is the wait before asking again after
+// CONCURRENT_TRANSACTIONS, stalled for so long: the last transaction's
+// markers are being written, which takes a few milliseconds to a few tens,
+// so the wait stays short (20 ms, as franz-go and the Java producer wait)
+// and grows only once the stall is long (franz-go's steps). A backoff
+// doubling from 10 ms waited up to 150 ms for markers written in 100, and
+// the first records of the transaction waited with it.
+func concurrentTxnBackoff(stalled time.Duration) time.Duration {
+	switch {
+	case stalled > 5*time.Second:
+		return time.Second
+	case stalled > 5*time.Second/2:
+		return 500 * time.Millisecond
+	case stalled > time.Second:
+		return 200 * time.Millisecond
+	}
+	return 20 * time.Millisecond
 }
 
 // failTxnQueueLocked is failQueueLocked in a transactional copier: q's
@@ -333,7 +351,7 @@ func (c *Copier) endRaw(ctx context.Context, commit bool, sentBefore int64) erro
 	}
 	req := kmsg.NewPtrEndTxnRequest()
 	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = p.txnID, pid, epoch, commit
-	backoff := 10 * time.Millisecond
+	start := time.Now()
 	for {
 		resp, err := req.RequestWith(ctx, c.dst)
 		if err == nil {
@@ -348,8 +366,7 @@ func (c *Copier) endRaw(ctx context.Context, commit bool, sentBefore int64) erro
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("end the batch path's transaction (EndTxn): %w", ctx.Err())
-		case <-time.After(backoff):
+		case <-time.After(concurrentTxnBackoff(time.Since(start))):
 		}
-		backoff = min(2*backoff, 500*time.Millisecond)
 	}
 }

@@ -168,3 +168,48 @@ func TestPollWaitsForTheCommit(t *testing.T) {
 		t.Fatalf("transaction past due: wait %v, want 1ms", got)
 	}
 }
+
+// TestConcurrentTxnBackoffShort: while the last transaction's markers are
+// written (CONCURRENT_TRANSACTIONS), a slot asks again every 20 ms for the
+// first second, so its next transaction starts within 20 ms of the markers
+// (a backoff doubling from 10 ms started it up to 150 ms late); a stall
+// that lasts backs off to a second.
+func TestConcurrentTxnBackoffShort(t *testing.T) {
+	for stalled := time.Duration(0); stalled <= time.Second; stalled += time.Millisecond {
+		if b := concurrentTxnBackoff(stalled); b > 20*time.Millisecond {
+			t.Fatalf("stalled %v: waits %v, want at most 20ms", stalled, b)
+		}
+	}
+	if b := concurrentTxnBackoff(time.Minute); b != time.Second {
+		t.Fatalf("stalled a minute: waits %v, want 1s", b)
+	}
+	prev := time.Duration(0)
+	for stalled := time.Duration(0); stalled <= 10*time.Second; stalled += 10 * time.Millisecond {
+		b := concurrentTxnBackoff(stalled)
+		if b < prev {
+			t.Fatalf("stalled %v: waits %v, less than %v before", stalled, b, prev)
+		}
+		prev = b
+	}
+}
+
+// TestTxnCadenceFromCommitStart: a slot's commits follow one another every
+// commit interval counted from the last commit's start, so a commit's own
+// time is not added to the next transaction's wait; a commit slower than
+// half an interval still leaves the next transaction half an interval to
+// copy in.
+func TestTxnCadenceFromCommitStart(t *testing.T) {
+	now := time.Now()
+	tc := &TxnCycle{every: 100 * time.Millisecond}
+	if got := tc.nextBegan(now); !got.Equal(now) {
+		t.Fatalf("first transaction: began %v before now, want now", now.Sub(got))
+	}
+	tc.lastCommit = now.Add(-30 * time.Millisecond) // a commit of 30ms
+	if got := tc.nextBegan(now); !got.Equal(tc.lastCommit) {
+		t.Fatalf("after a 30ms commit: began %v before now, want 30ms (due 70ms from now)", now.Sub(got))
+	}
+	tc.lastCommit = now.Add(-80 * time.Millisecond) // a commit of 80ms
+	if got := tc.nextBegan(now); !got.Equal(now.Add(-50 * time.Millisecond)) {
+		t.Fatalf("after an 80ms commit: began %v before now, want 50ms (half an interval open)", now.Sub(got))
+	}
+}
