@@ -263,32 +263,43 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 	// sees everything the previous owners committed. (Without
 	// exactly_once a revoked owner persisted its progress before the
 	// group moved the slot; a lost one, what it last wrote.)
+	//
+	// The slots are fenced together: one after the other, 16 fences
+	// (each a FindCoordinator and an InitProducerID) took a second on a
+	// busy broker, and a slot revoked meanwhile was fenced anyway.
 	fenced := make(map[int32]*kgo.Client, len(ss))
 	endTxns := make(map[int32]*data.EndTxnCounter, len(ss))
+	var fencedMu sync.Mutex
+	var fences sync.WaitGroup
 	for _, slot := range ss {
-		// Revoked while earlier slots were fenced: fencing it now would
-		// fence its new owner's producer (which then takes it over
-		// again, a stall for nothing).
+		// Revoked already: fencing it now would fence its new owner's
+		// producer (which then takes it over again, a stall for
+		// nothing).
 		p.mu.Lock()
 		still := p.assigned[slot] && !p.closing
 		p.mu.Unlock()
 		if !still {
 			continue
 		}
-		var dst *kgo.Client
-		var ends *data.EndTxnCounter
-		var err error
-		if p.m.cfg.Cluster.ExactlyOnce {
-			dst, ends, err = p.slotProducer(ctx, slot)
-		} else {
-			dst, err = p.sharedProducer()
-		}
-		if err != nil {
-			p.m.log.Error("cannot take the slot over; it stays without a copier until the next rebalance", "slot", slot, "err", err)
-			continue
-		}
-		fenced[slot], endTxns[slot] = dst, ends
+		fences.Go(func() {
+			var dst *kgo.Client
+			var ends *data.EndTxnCounter
+			var err error
+			if p.m.cfg.Cluster.ExactlyOnce {
+				dst, ends, err = p.slotProducer(ctx, slot)
+			} else {
+				dst, err = p.sharedProducer()
+			}
+			if err != nil {
+				p.m.log.Error("cannot take the slot over; it stays without a copier until the next rebalance", "slot", slot, "err", err)
+				return
+			}
+			fencedMu.Lock()
+			fenced[slot], endTxns[slot] = dst, ends
+			fencedMu.Unlock()
+		})
 	}
+	fences.Wait()
 	if len(fenced) == 0 {
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -353,5 +354,36 @@ func TestSharedSlotReleaseBoundedWhileTargetRefuses(t *testing.T) {
 			}
 			return true
 		}, fmt.Sprintf("every record of partition %d on the target", p))
+	}
+}
+
+// TestSlotsFencedTogether: a worker taking slots over fences them all at
+// once rather than one after the other (16 fences in a row took a second
+// on a busy broker before the first record moved). Each InitProducerID is
+// held a while here; more than one is in flight at a time.
+func TestSlotsFencedTogether(t *testing.T) {
+	t.Parallel()
+	src, dst := kfaketest.Clusters(t)
+	var inFlight, most atomic.Int32
+	dst.ControlKey(int16(kmsg.InitProducerID), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		dst.KeepControl()
+		if r.(*kmsg.InitProducerIDRequest).TransactionalID == nil {
+			return nil, nil, false
+		}
+		n := inFlight.Add(1)
+		for {
+			m := most.Load()
+			if n <= m || most.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		dst.SleepControl(func() { time.Sleep(300 * time.Millisecond) })
+		inFlight.Add(-1)
+		return nil, nil, false
+	})
+	w := startClusterWorker(t, src, dst, 4)
+	kfaketest.WaitFor(t, func() bool { return len(w.owned()) == 4 }, "the worker owns its 4 slots")
+	if got := most.Load(); got < 2 {
+		t.Fatalf("at most %d fence in flight at a time: the slots were fenced one after the other", got)
 	}
 }

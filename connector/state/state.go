@@ -37,8 +37,16 @@ import (
 // partitions if it is missing (topicConfigs), and returns the
 // partition count it has.
 func EnsureCompacted(ctx context.Context, adm *kadm.Client, topic string, partitions int32, rf int16) (int32, error) {
-	if err := EnsureTopic(ctx, adm, topic, partitions, rf, topicConfigs()); err != nil {
+	created, err := ensureTopic(ctx, adm, topic, partitions, rf, topicConfigs())
+	if err != nil {
 		return 0, err
+	}
+	if created > 0 {
+		// Just created: its count is in the answer. A listing right
+		// after a creation may not know the topic yet (a KRaft broker's
+		// metadata catches up a moment later), which failed a fresh
+		// mirror's first start and retried it a second later.
+		return created, nil
 	}
 	return Partitions(ctx, adm, topic)
 }
@@ -64,14 +72,26 @@ func topicConfigs() map[string]*string {
 // EnsureTopic creates a topic of kmirror's own with configs if it is
 // missing; one that exists is left as it is.
 func EnsureTopic(ctx context.Context, adm *kadm.Client, topic string, partitions int32, rf int16, configs map[string]*string) error {
+	_, err := ensureTopic(ctx, adm, topic, partitions, rf, configs)
+	return err
+}
+
+// ensureTopic is EnsureTopic, also returning the partition count of the
+// topic it created (0: it existed, or the count is not known).
+func ensureTopic(ctx context.Context, adm *kadm.Client, topic string, partitions int32, rf int16, configs map[string]*string) (created int32, err error) {
 	resp, err := adm.CreateTopic(ctx, partitions, rf, configs, topic)
 	if err == nil {
 		err = resp.Err
 	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return fmt.Errorf("create internal topic %s: %w", topic, err)
+	switch {
+	case err == nil && resp.NumPartitions > 0:
+		return resp.NumPartitions, nil
+	case err == nil:
+		return max(partitions, 0), nil // an old broker's answer has no count
+	case errors.Is(err, kerr.TopicAlreadyExists):
+		return 0, nil
 	}
-	return nil
+	return 0, fmt.Errorf("create internal topic %s: %w", topic, err)
 }
 
 // Partitions returns how many partitions topic has. A listing that
