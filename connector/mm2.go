@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -18,7 +17,6 @@ import (
 	"github.com/kmirror/kmirror/connector/state"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -78,7 +76,7 @@ type mm2Positions map[string]map[data.TopicPartition]int64
 // last value of a key wins; a null value deletes it. A topic that does not
 // exist is an error naming the setting, never "MM2 copied nothing".
 func readMM2Positions(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm *kadm.Client, topic, alias string) (mm2Positions, error) {
-	exists, err := mm2TopicExists(ctx, adm, topic, "offsets topic")
+	exists, err := state.TopicExists(ctx, adm, topic, "MirrorMaker 2's offsets topic")
 	if err != nil {
 		return nil, err
 	}
@@ -127,21 +125,6 @@ func (ps mm2Positions) others(connector string, tp data.TopicPartition) []string
 	}
 	sort.Strings(out)
 	return out
-}
-
-// mm2TopicExists reports whether one of MM2's topics (what it is, for
-// errors) exists. A topic listed with an error (not authorized, a leader
-// moving) is that error, not "there is no such topic".
-func mm2TopicExists(ctx context.Context, adm *kadm.Client, topic, what string) (bool, error) {
-	tds, err := adm.ListTopics(ctx, topic)
-	if err != nil {
-		return false, fmt.Errorf("describe MirrorMaker 2's %s %s: %w", what, topic, err)
-	}
-	td, ok := tds[topic]
-	if ok && td.Err != nil && !errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
-		return false, fmt.Errorf("describe MirrorMaker 2's %s %s: %w", what, topic, td.Err)
-	}
-	return ok && td.Err == nil, nil
 }
 
 // adoption is what a mirror with mm2.adopt decided, per partition, about

@@ -137,7 +137,7 @@ func (e *MM2SyncsMissingError) Error() string {
 // topic listed with an error, or a record that is no offset sync, is
 // that error: never "no syncs".
 func readMM2OffsetSyncs(ctx context.Context, log *slog.Logger, opts []kgo.Opt, adm *kadm.Client, topic, cluster string, floors map[data.TopicPartition]int64) (map[data.TopicPartition][]mm2Sync, error) {
-	exists, err := mm2TopicExists(ctx, adm, topic, "offset-syncs topic")
+	exists, err := state.TopicExists(ctx, adm, topic, "MirrorMaker 2's offset-syncs topic")
 	if err != nil {
 		return nil, err
 	}

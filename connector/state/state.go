@@ -113,6 +113,22 @@ func Partitions(ctx context.Context, adm *kadm.Client, topic string) (int32, err
 	return int32(len(td.Partitions)), nil
 }
 
+// TopicExists reports whether topic (what it is, for errors: "MirrorMaker
+// 2's offsets topic") exists. A topic listed with an error (not
+// authorized, a leader moving) is that error, not "there is no such
+// topic".
+func TopicExists(ctx context.Context, adm *kadm.Client, topic, what string) (bool, error) {
+	tds, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return false, fmt.Errorf("describe %s %s: %w", what, topic, err)
+	}
+	td, ok := tds[topic]
+	if ok && td.Err != nil && !errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
+		return false, fmt.Errorf("describe %s %s: %w", what, topic, td.Err)
+	}
+	return ok && td.Err == nil, nil
+}
+
 // PartitionFor is the partition of a state topic with n partitions that
 // holds the records about name (a source topic with its partition, a
 // target topic, a group; part 0 where there is no partition).
