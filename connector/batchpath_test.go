@@ -208,7 +208,7 @@ func TestUndecodableBatchNeverSkipped(t *testing.T) {
 				})
 			}
 
-			logs := &lockedBuffer{}
+			logs := &kfaketest.LockedBuffer{}
 			m, stop := runOrdersMirror(t, src, dst, func(c *Config) {
 				c.SourceCompression = tc.batchPath
 				c.Logger = slog.New(slog.NewTextHandler(logs, nil))
@@ -227,7 +227,7 @@ func TestUndecodableBatchNeverSkipped(t *testing.T) {
 				}
 				return
 			}
-			kfaketest.WaitFor(t, func() bool { return logs.count(tc.warning) > 0 }, fmt.Sprintf("the warning %q", tc.warning))
+			kfaketest.WaitFor(t, func() bool { return logs.Count(tc.warning) > 0 }, fmt.Sprintf("the warning %q", tc.warning))
 			// Nothing past the undecodable batch is ever copied, and the
 			// position stays at it: a skip shows as d-* copied (and the
 			// position past them) with c-* missing.

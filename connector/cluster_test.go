@@ -229,7 +229,7 @@ func TestClusterStatusShowsUnownedAndUnsettled(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	metrics := NewMetrics(reg)
-	logs := &lockedBuffer{}
+	logs := &kfaketest.LockedBuffer{}
 	w := startClusterWorker(t, src, dst, 4, func(c *Config) {
 		c.Metrics = metrics
 		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
@@ -290,7 +290,7 @@ func TestClusterStatusShowsUnownedAndUnsettled(t *testing.T) {
 	}, "the status to show a rebalance that does not settle, and the worker not ready")
 	kfaketest.WaitFor(t, func() bool { return testutil.ToFloat64(rebalancing) > 8 }, "kmirror_cluster_rebalance_seconds past the session + rebalance timeout")
 	kfaketest.WaitFor(t, func() bool { return strings.Contains(logs.String(), "the slots group does not settle") }, "a warning")
-	if n := logs.count("the slots group does not settle"); n != 1 {
+	if n := logs.Count("the slots group does not settle"); n != 1 {
 		t.Errorf("%d warnings within a minute, want 1 (rate-limited)", n)
 	}
 	for _, want := range []string{"waiting_for=\"JoinGroup", "since=", "last_error="} {

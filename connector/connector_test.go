@@ -150,8 +150,8 @@ type loadedPlane struct {
 	*data.Copier
 	mu     sync.Mutex
 	stored data.Loaded
-	// copied are partitions the group tests make copied without the
-	// copier (groupHarness.copied).
+	// copied are partitions a test makes copied without the copier
+	// (TestTranslationViewReadsOnlyWhenNeeded).
 	copied map[data.TopicPartition]*data.PartitionState
 }
 

@@ -2,44 +2,23 @@ package connector
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/kmirror/kmirror/connector/index"
 	"github.com/kmirror/kmirror/internal/kfaketest"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/filters"
 )
-
-func TestTranslateOffset(t *testing.T) {
-	t.Parallel()
-	ix := index.New()
-	for _, m := range [][2]int64{{0, 0}, {1, 1}, {3, 2}, {4, 3}} { // 2 is a marker
-		ix.Add(m[0], m[1])
-	}
-	for _, tc := range []struct {
-		s, acked, want int64
-		behind         bool
-	}{
-		{0, 5, 0, false}, {2, 5, 2, false}, {4, 5, 3, false},
-		{5, 5, 4, false}, // everything before 5 is copied: the end is exact
-		{7, 5, 4, true},  // 5 and 6 are not copied yet
-	} {
-		got, behind, err := translateOffset(ix, tc.acked, tc.s)
-		if err != nil || got != tc.want || behind != tc.behind {
-			t.Errorf("translate(%d, acked %d) = %d, %v, %v; want %d, %v", tc.s, tc.acked, got, behind, err, tc.want, tc.behind)
-		}
-	}
-	if _, _, err := translateOffset(index.New(), 0, 0); err == nil {
-		t.Error("an empty index cannot translate")
-	}
-}
 
 // sourceRecords reads a topic partition read_committed from start to end
 // and returns offset -> value.
@@ -219,5 +198,120 @@ func produceTxn(t *testing.T, c *kfake.Cluster, topic string, values []string, c
 	}
 	if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTranslateApplyNeverRewinds: `kmirror translate --apply` refuses to
+// move a target partition backwards (a *RewindError naming the partition
+// with its current and new offsets, nothing committed) unless AllowRewind;
+// it refuses when the target group's current offsets cannot be read (an
+// error, not "nothing there"); and it never applies a partition that
+// cannot be translated exactly.
+func TestTranslateApplyNeverRewinds(t *testing.T) {
+	t.Parallel()
+	src, dst := kfaketest.Clusters(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srcCl := kfaketest.Client(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	srcAdm := kadm.NewClient(srcCl)
+	dstAdm := kadm.NewClient(kfaketest.Client(t, dst))
+	if _, err := srcAdm.CreateTopic(ctx, 2, 1, nil, "ledger"); err != nil {
+		t.Fatal(err)
+	}
+	var recs []*kgo.Record
+	for i := range 100 {
+		recs = append(recs, &kgo.Record{Topic: "ledger", Partition: 0, Value: []byte{byte(i)}})
+	}
+	if err := srcCl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{
+		Name: "m", SourceAlias: "src", TargetAlias: "dst",
+		SourceOpts:       []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)},
+		TargetOpts:       []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)},
+		Filters:          []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll(".*")}},
+		RefreshInterval:  200 * time.Millisecond,
+		ProgressInterval: 100 * time.Millisecond,
+		Logger:           kfaketest.Logger(),
+	}
+	worker, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = worker.Run(runCtx) }()
+	// Partition 1 has no record: nothing of it is ever copied, so an
+	// offset committed there has no target offset.
+	kfaketest.CommitOffsets(t, srcAdm, "payroll", "ledger", map[int32]int64{0: 40, 1: 3})
+	translate := func(opts TranslateOptions) (GroupStatus, error) {
+		t.Helper()
+		m, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Translate(ctx, "payroll", opts)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		st, err := translate(TranslateOptions{})
+		if err == nil && len(st.Partitions) > 0 && st.Partitions[0].TargetOffset == 40 {
+			if len(st.Partitions) != 2 || !st.Partitions[1].Untranslatable || st.Partitions[1].Reason == "" || st.State != GroupPartial {
+				t.Errorf("translate: %+v, want partition 1 untranslatable with a reason and the group partial", st)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("translate never printed ledger/0 at 40 within 60s: %+v, %v", st, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	stop()
+	<-done
+
+	// The target group is ahead: consumers moved on there.
+	kfaketest.CommitOffsets(t, dstAdm, "payroll", "src.ledger", map[int32]int64{0: 70})
+	target := func() map[int32]int64 {
+		t.Helper()
+		resp, err := dstAdm.FetchOffsets(ctx, "payroll")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[int32]int64{}
+		resp.Each(func(o kadm.OffsetResponse) {
+			if o.Err == nil && o.At >= 0 {
+				out[o.Partition] = o.At
+			}
+		})
+		return out
+	}
+	_, err = translate(TranslateOptions{Apply: true})
+	var rw *RewindError
+	if !errors.As(err, &rw) || len(rw.Partitions) != 1 || rw.Partitions[0] != (Rewind{Topic: "src.ledger", Partition: 0, Current: 70, New: 40}) {
+		t.Fatalf("apply over a target group that is ahead: err %v, want a RewindError for src.ledger/0 from 70 to 40", err)
+	}
+	if !strings.Contains(err.Error(), "src.ledger/0 from 70 to 40") {
+		t.Errorf("the error %q does not name the partition with its current and new offsets", err)
+	}
+	if got := target(); !maps.Equal(got, map[int32]int64{0: 70}) {
+		t.Errorf("after a refused apply the target group is at %v, want it untouched at 0:70", got)
+	}
+
+	// Unreadable current offsets: refused, even with AllowRewind.
+	fault := dst.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetFetch}, Group: "payroll", Count: -1})
+	_, err = translate(TranslateOptions{Apply: true, AllowRewind: true})
+	fault.Remove()
+	if err == nil || !strings.Contains(err.Error(), "read the current offsets of group payroll on the target") {
+		t.Errorf("apply while the target's offsets cannot be read: err %v, want a refusal naming them", err)
+	}
+	if got := target(); !maps.Equal(got, map[int32]int64{0: 70}) {
+		t.Errorf("after an apply refused for unreadable offsets the target group is at %v, want 0:70", got)
+	}
+
+	if _, err := translate(TranslateOptions{Apply: true, AllowRewind: true}); err != nil {
+		t.Fatalf("apply with AllowRewind: %v", err)
+	}
+	if got := target(); !maps.Equal(got, map[int32]int64{0: 40}) {
+		t.Errorf("after an apply with AllowRewind the target group is at %v, want 0:40 and nothing for the untranslatable partition 1", got)
 	}
 }

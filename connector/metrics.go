@@ -2,6 +2,7 @@ package connector
 
 import (
 	"github.com/kmirror/kmirror/connector/data"
+	"github.com/kmirror/kmirror/connector/groups"
 	"github.com/kmirror/kmirror/connector/recordbatch"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,21 +58,20 @@ type Metrics struct {
 
 // Kinds of kmirror's own records on the target, for
 // kmirror_internal_write_errors_total.
-// The data plane's are in package data (data.WriteProgress, ...).
+// The data plane's are in package data (data.WriteProgress, ...), the
+// groups plane's in package groups (groups.WriteCheckpoint).
 const (
-	writeCheckpoint = "checkpoint"
-	writeMetadata   = "metadata"
+	writeMetadata = "metadata"
 	// MM2's heartbeats and checkpoints (mm2.go).
 	writeMM2Heartbeat  = "mm2_heartbeat"
 	writeMM2Checkpoint = "mm2_checkpoint"
 )
 
-// Admin requests whose failures are counted in kmirror_admin_errors_total.
+// Admin requests whose failures are counted in kmirror_admin_errors_total;
+// the groups plane's are in package groups (groups.AdminDescribeGroups, ...).
 const (
 	adminListStartOffsets     = "list_start_offsets"
 	adminListCommittedOffsets = "list_committed_offsets"
-	adminDescribeGroups       = "describe_groups"
-	adminFetchOffsets         = "fetch_offsets"
 	adminDescribeConfigs      = "describe_configs"
 )
 
@@ -253,19 +253,22 @@ type mirrorMetrics struct {
 	// *data.Metrics are the data plane's (the copier's): nil counts
 	// nothing, like a nil mirrorMetrics.
 	*data.Metrics
-	createErrors, recreations, passes, passErrors                               prometheus.Counter
-	configChanges, configSyncErrors, aclsCreated, groupOffsets, groupSyncErrors prometheus.Counter
-	mm2Adopted, mm2AdoptErrors, mm2Heartbeats, mm2Checkpoints                   prometheus.Counter
-	lag, lastPassSuccess                                                        prometheus.Gauge
-	pending, mirroring, failed                                                  prometheus.Gauge
-	filterErrors                                                                prometheus.Counter
-	setChanges                                                                  *prometheus.CounterVec
-	adminErrors                                                                 *prometheus.CounterVec
-	untranslatable, failedParts                                                 prometheus.Gauge
-	slotsOwned, controlPlane, slotsTotal, slotsUnowned, rebalanceSecs           prometheus.Gauge
-	slotsTaken                                                                  *prometheus.CounterVec
-	indexBytes                                                                  prometheus.Gauge
-	indexEvictions                                                              prometheus.Counter
+	// groupSet is the groups plane's (see groups()).
+	groupSet *groups.Metrics
+
+	createErrors, recreations, passes, passErrors                     prometheus.Counter
+	configChanges, configSyncErrors, aclsCreated                      prometheus.Counter
+	mm2Adopted, mm2AdoptErrors, mm2Heartbeats, mm2Checkpoints         prometheus.Counter
+	lag, lastPassSuccess                                              prometheus.Gauge
+	pending, mirroring, failed                                        prometheus.Gauge
+	filterErrors                                                      prometheus.Counter
+	setChanges                                                        *prometheus.CounterVec
+	adminErrors                                                       *prometheus.CounterVec
+	failedParts                                                       prometheus.Gauge
+	slotsOwned, controlPlane, slotsTotal, slotsUnowned, rebalanceSecs prometheus.Gauge
+	slotsTaken                                                        *prometheus.CounterVec
+	indexBytes                                                        prometheus.Gauge
+	indexEvictions                                                    prometheus.Counter
 }
 
 // data is the data plane's metrics (nil when mm is).
@@ -276,6 +279,14 @@ func (mm *mirrorMetrics) data() *data.Metrics {
 	return mm.Metrics
 }
 
+// groups is the groups plane's metrics (nil when mm is).
+func (mm *mirrorMetrics) groups() *groups.Metrics {
+	if mm == nil {
+		return nil
+	}
+	return mm.groupSet
+}
+
 func (m *Metrics) forMirror(name string) *mirrorMetrics {
 	if m == nil {
 		return nil
@@ -283,21 +294,24 @@ func (m *Metrics) forMirror(name string) *mirrorMetrics {
 	for _, kind := range []string{"added", "removed", "changed", "group_added", "group_removed"} {
 		m.setChanges.WithLabelValues(name, kind) // pre-initialised: alerts see 0, not absence
 	}
-	for _, kind := range []string{data.WriteProgress, data.WriteIndex, writeCheckpoint, writeMetadata, data.WriteDeadLetter, writeMM2Heartbeat, writeMM2Checkpoint} {
+	for _, kind := range []string{data.WriteProgress, data.WriteIndex, groups.WriteCheckpoint, writeMetadata, data.WriteDeadLetter, writeMM2Heartbeat, writeMM2Checkpoint} {
 		m.internalWrites.WithLabelValues(name, kind)
 	}
-	for _, req := range []string{adminListStartOffsets, adminListCommittedOffsets, adminDescribeGroups, adminFetchOffsets, adminDescribeConfigs} {
+	for _, req := range []string{adminListStartOffsets, adminListCommittedOffsets, groups.AdminDescribeGroups, groups.AdminFetchOffsets, adminDescribeConfigs} {
 		m.adminErrors.WithLabelValues(name, req)
 	}
 	for _, reason := range fallbackReasons {
 		m.fallbacks.WithLabelValues(name, reason)
 	}
+	adminErrors := m.adminErrors.MustCurryWith(prometheus.Labels{"mirror": name})
+	internalWrites := m.internalWrites.MustCurryWith(prometheus.Labels{"mirror": name})
+	filterErrors := m.filterErrors.WithLabelValues(name)
 	return &mirrorMetrics{
 		Metrics: &data.Metrics{
 			BatchesPassthrough: m.batches.WithLabelValues(name, pathPassthrough),
 			BatchesRecords:     m.batches.WithLabelValues(name, pathRecords),
 			Fallbacks:          m.fallbacks.MustCurryWith(prometheus.Labels{"mirror": name}),
-			InternalWrites:     m.internalWrites.MustCurryWith(prometheus.Labels{"mirror": name}),
+			InternalWrites:     internalWrites,
 			DeadLetters:        m.deadLetters.WithLabelValues(name),
 			Txns:               m.txns.MustCurryWith(prometheus.Labels{"mirror": name}),
 			CommitLatency:      m.commitLatency.WithLabelValues(name),
@@ -306,8 +320,15 @@ func (m *Metrics) forMirror(name string) *mirrorMetrics {
 			Latency:            m.latency.WithLabelValues(name),
 			ProduceErrors:      m.produceErrors.WithLabelValues(name),
 		},
-		adminErrors:      m.adminErrors.MustCurryWith(prometheus.Labels{"mirror": name}),
-		untranslatable:   m.untranslatable.WithLabelValues(name),
+		groupSet: &groups.Metrics{
+			GroupOffsets:    m.groupOffsets.WithLabelValues(name),
+			GroupSyncErrors: m.groupSyncErrs.WithLabelValues(name),
+			FilterErrors:    filterErrors,
+			Untranslatable:  m.untranslatable.WithLabelValues(name),
+			AdminErrors:     adminErrors,
+			InternalWrites:  internalWrites,
+		},
+		adminErrors:      adminErrors,
 		failedParts:      m.failedParts.WithLabelValues(name),
 		slotsOwned:       m.slotsOwned.WithLabelValues(name),
 		controlPlane:     m.controlPlane.WithLabelValues(name),
@@ -318,7 +339,7 @@ func (m *Metrics) forMirror(name string) *mirrorMetrics {
 		indexBytes:       m.indexBytes.WithLabelValues(name),
 		indexEvictions:   m.indexEvictions.WithLabelValues(name),
 		setChanges:       m.setChanges.MustCurryWith(prometheus.Labels{"mirror": name}),
-		filterErrors:     m.filterErrors.WithLabelValues(name),
+		filterErrors:     filterErrors,
 		mm2Adopted:       m.mm2Adopted.WithLabelValues(name),
 		mm2AdoptErrors:   m.mm2AdoptErrors.WithLabelValues(name),
 		mm2Heartbeats:    m.mm2Heartbeats.WithLabelValues(name),
@@ -329,8 +350,6 @@ func (m *Metrics) forMirror(name string) *mirrorMetrics {
 		configChanges:    m.configChanges.WithLabelValues(name),
 		configSyncErrors: m.configSyncErrs.WithLabelValues(name),
 		aclsCreated:      m.aclsCreated.WithLabelValues(name),
-		groupOffsets:     m.groupOffsets.WithLabelValues(name),
-		groupSyncErrors:  m.groupSyncErrs.WithLabelValues(name),
 		passes:           m.passes.WithLabelValues(name),
 		passErrors:       m.passErrors.WithLabelValues(name),
 		lastPassSuccess:  m.lastPassSuccess.WithLabelValues(name),
@@ -388,18 +407,6 @@ func (mm *mirrorMetrics) incACLsCreated() {
 	}
 }
 
-func (mm *mirrorMetrics) addGroupOffsetsSynced(n int) {
-	if mm != nil {
-		mm.groupOffsets.Add(float64(n))
-	}
-}
-
-func (mm *mirrorMetrics) incGroupSyncErrors() {
-	if mm != nil {
-		mm.groupSyncErrors.Inc()
-	}
-}
-
 func (mm *mirrorMetrics) addSetChanges(kind string, n int) {
 	if mm != nil && n > 0 {
 		mm.setChanges.WithLabelValues(kind).Add(float64(n))
@@ -424,12 +431,6 @@ func (mm *mirrorMetrics) setIndexMemory(held int64, evicted int) {
 	if mm != nil {
 		mm.indexBytes.Set(float64(held))
 		mm.indexEvictions.Add(float64(evicted))
-	}
-}
-
-func (mm *mirrorMetrics) setUntranslatable(n int) {
-	if mm != nil {
-		mm.untranslatable.Set(float64(n))
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kmirror/kmirror/connector/data"
+	"github.com/kmirror/kmirror/connector/groups"
 	"github.com/kmirror/kmirror/connector/index"
 	"github.com/kmirror/kmirror/connector/loglimit"
 	"github.com/kmirror/kmirror/connector/state"
@@ -166,20 +167,16 @@ func (ts *topicState) currentErr() error {
 
 // Mirror copies one source cluster's selected topics to a target cluster.
 type Mirror struct {
-	cfg             Config
-	log             *slog.Logger
-	metrics         *mirrorMetrics
-	progressTopic   string
-	metadataTopic   string
-	checkpointTopic string
+	cfg           Config
+	log           *slog.Logger
+	metrics       *mirrorMetrics
+	progressTopic string
+	metadataTopic string
 	// stateParts is each state topic's partition count, known once
 	// start created or found the topics (see package state).
 	stateParts map[string]int32
-	// chunks caches offset index chunks read back for translations
-	// (indexbudget.go).
-	chunks   *chunkCache
-	sealer   data.Sealer // wraps offset records (progress, index, checkpoints)
-	logEvery *loglimit.Limiter
+	sealer     data.Sealer // wraps offset records (progress, index, checkpoints)
+	logEvery   *loglimit.Limiter
 	// logOnce: conditions only the operator ends (untrusted metadata).
 	logOnce *loglimit.Limiter
 	// The failures of each periodic job, logged with backoff.
@@ -197,6 +194,10 @@ type Mirror struct {
 	// sel is what the mirror selects with; Reconfigure swaps it.
 	sel atomic.Pointer[Selection]
 
+	// groupSync is the groups plane (package groups, wired in
+	// groups.go), with its own state and lock.
+	groupSync *groups.Syncer
+
 	mu            sync.Mutex
 	topics        map[string]*topicState                   // by source topic
 	indexes       map[data.TopicPartition]*index.Partition // loaded at start, handed to the copier
@@ -213,15 +214,10 @@ type Mirror struct {
 	// slots is the data plane: the copiers of the slots this worker owns.
 	slots *slotPlane
 	// plan collects what a dry-run pass would do; nil outside Plan.
-	plan   *Plan
-	groups map[string]*groupState // the translated groups, by name
+	plan *Plan
 	// adopt is the adoption of MM2's positions (mm2.go); nil unless
 	// mm2.adopt.
 	adopt *adoption
-	// mm2Syncs are MM2's offset syncs, for group offsets older than an
-	// adopted position (mm2syncs.go); nil without an mm2 block.
-	mm2Syncs       *mm2SyncStore
-	groupsSyncedAt time.Time
 	// What was last handed to the notifier.
 	publishedTopics     []listeners.Topic
 	publishedGroups     []listeners.Group
@@ -241,7 +237,6 @@ func New(cfg Config) (*Mirror, error) {
 		metrics:             cfg.Metrics.forMirror(cfg.Name),
 		progressTopic:       policy.InternalTopic(cfg.Name, "progress"),
 		metadataTopic:       metadataTopicName(cfg.Name),
-		checkpointTopic:     policy.InternalTopic(cfg.Name, "checkpoints"),
 		sealer:              data.NewSealer(cfg.OffsetCodec),
 		logEvery:            loglimit.New(time.Minute),
 		logOnce:             loglimit.Once(),
@@ -250,9 +245,7 @@ func New(cfg Config) (*Mirror, error) {
 		groupFailures:       newFailureLog(),
 		configFailures:      newFailureLog(),
 		aclFailures:         newFailureLog(),
-		chunks:              newChunkCache(64),
 		producerBufferBytes: data.ProducerMaxBufferedBytes,
-		groups:              make(map[string]*groupState),
 		produceCtx:          produceCtx,
 		cancelProduce:       cancel,
 		topics:              make(map[string]*topicState),
@@ -267,9 +260,7 @@ func New(cfg Config) (*Mirror, error) {
 	if cfg.MM2 != nil && cfg.MM2.Adopt {
 		m.adopt = &adoption{decided: make(map[data.TopicPartition]*index.Run)}
 	}
-	if cfg.MM2 != nil {
-		m.mm2Syncs = newMM2SyncStore()
-	}
+	m.groupSync = m.newGroupSyncer()
 	return m, nil
 }
 
@@ -676,7 +667,7 @@ func (m *Mirror) start(ctx context.Context, c *clients) error {
 			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
 			parts := make(map[string]int32, 3)
-			for _, topic := range []string{m.progressTopic, m.metadataTopic, m.checkpointTopic} {
+			for _, topic := range []string{m.progressTopic, m.metadataTopic, m.groupSync.CheckpointTopic()} {
 				n, err := state.EnsureCompacted(cctx, c.dstAdm, topic, m.cfg.StatePartitions, m.cfg.ReplicationFactor)
 				if err != nil {
 					return err

@@ -5,15 +5,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/kmirror/kmirror/connector/data"
+	"github.com/kmirror/kmirror/connector/groups"
 	"github.com/kmirror/kmirror/connector/index"
-	"github.com/kmirror/kmirror/connector/state"
 	"github.com/kmirror/kmirror/internal/kfaketest"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -83,25 +82,7 @@ func mm2Key(cluster, topic string, p int32) []byte {
 // tombstone.
 func writeMM2Offsets(t *testing.T, c *kfake.Cluster, topic string, recs ...*kgo.Record) {
 	t.Helper()
-	writeCompacted(t, c, topic, 3, recs...)
-}
-
-// writeCompacted creates a compacted topic on c (when missing) and
-// writes recs to it.
-func writeCompacted(t *testing.T, c *kfake.Cluster, topic string, partitions int32, recs ...*kgo.Record) {
-	t.Helper()
-	cl := kfaketest.Client(t, c)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := state.EnsureCompacted(ctx, kadm.NewClient(cl), topic, partitions, -1); err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range recs {
-		r.Topic = topic
-	}
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	kfaketest.WriteCompacted(t, c, topic, 3, recs...)
 }
 
 func offsetValue(n int64) []byte { return fmt.Appendf(nil, `{"offset":%d}`, n) }
@@ -242,8 +223,8 @@ func TestAdoptionContinuesWhereMM2Stopped(t *testing.T) {
 		}
 	}
 
-	// The stored progress carries the floor; a translation below it says
-	// why it cannot be done.
+	// The stored progress carries the floor; an offset below it has no
+	// exact translation (package groups says why to the operator).
 	lctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ld, err := data.LoadProgress(lctx, nil, cfg.TargetOpts, adm, m.progressTopic)
@@ -258,13 +239,11 @@ func TestAdoptionContinuesWhereMM2Stopped(t *testing.T) {
 		t.Fatalf("partition 1 was never copied by MM2 but has floor %v", f)
 	}
 	ix := ld.Indexes[p0]
-	gp := GroupPartition{SourceOffset: 3}
-	gp.translate(ix, ld.Positions[p0].Next)
-	if !gp.Untranslatable || !strings.Contains(gp.Reason, "MirrorMaker 2") {
-		t.Fatalf("offset 3 (copied by MM2): %+v", gp)
+	if _, _, err := groups.TranslateOffset(ix, ld.Positions[p0].Next, 3); !errors.Is(err, index.ErrBelowAdopted) {
+		t.Fatalf("offset 3 (copied by MM2): %v, want it below the adopted position", err)
 	}
 	for s, want := range map[int64]int64{7: 7, 9: 9, 10: 10} {
-		got, _, err := translateOffset(ix, ld.Positions[p0].Next, s)
+		got, _, err := groups.TranslateOffset(ix, ld.Positions[p0].Next, s)
 		if err != nil || got != want {
 			t.Fatalf("translate %d = %d, %v; want %d", s, got, err, want)
 		}
@@ -315,7 +294,7 @@ func TestAdoptionFaults(t *testing.T) {
 	}, "the mirror to see "+offsets)
 	var refusing atomic.Bool
 	refusing.Store(true)
-	refuseListOffsets(dst, offsets, &refusing)
+	kfaketest.RefuseListOffsets(dst, offsets, &refusing)
 	err = h.pass(t)
 	if err == nil || !errors.Is(err, kerr.TopicAuthorizationFailed) {
 		t.Fatalf("pass with an unreadable offsets topic: %v", err)
@@ -406,29 +385,6 @@ func TestMM2Checkpoints(t *testing.T) {
 	want := []mm2Checkpoint{{group: "g", topic: "src.orders", partition: 0, upstream: 10, downstream: 8}}
 	if len(got) != 1 || got[0] != want[0] {
 		t.Fatalf("checkpoints %+v, want %+v", got, want)
-	}
-}
-
-// TestAdoptedIndexBeforeAnyCopy: an adopted partition with nothing copied
-// since translates its floor exactly and later offsets as behind, at the
-// floor; older ones are untranslatable.
-func TestAdoptedIndexBeforeAnyCopy(t *testing.T) {
-	ix := index.NewAdopted(nil, 100, 90)
-	if got, behind, err := translateOffset(ix, 100, 100); err != nil || got != 90 || behind {
-		t.Fatalf("floor: %d %v %v", got, behind, err)
-	}
-	if got, behind, err := translateOffset(ix, 100, 105); err != nil || got != 90 || !behind {
-		t.Fatalf("past the floor: %d %v %v", got, behind, err)
-	}
-	if _, _, err := translateOffset(ix, 100, 99); !errors.Is(err, index.ErrBelowAdopted) {
-		t.Fatalf("below the floor: %v", err)
-	}
-	// Stored chunks of an earlier index are deleted by the adopted one.
-	old := index.New()
-	old.Add(0, 0)
-	old.ChunkAcked(0, true)
-	if got := index.NewAdopted(old, 5, 5).ChunksToDelete(); !slices.Contains(got, 0) {
-		t.Fatalf("dropped %v, want chunk 0", got)
 	}
 }
 

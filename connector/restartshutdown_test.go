@@ -48,7 +48,7 @@ func TestShutdownAfterTargetTopicRecopied(t *testing.T) {
 				}
 				produced <- nil
 			}()
-			logs := &lockedBuffer{}
+			logs := &kfaketest.LockedBuffer{}
 			// The worker's and its clients' logs, shown on a failure: a
 			// copy that stalls says nothing else.
 			t.Cleanup(func() {
@@ -92,7 +92,7 @@ func TestShutdownAfterTargetTopicRecopied(t *testing.T) {
 			kfaketest.WaitFor(t, copied, "the copy again after the target topic was deleted")
 			kfaketest.WaitFor(t, func() bool { return m.copierInFlight() == 0 }, "nothing in flight")
 			stop() // fails the test if Run returns an error (records abandoned)
-			if n := logs.count("target refused records"); n > 0 {
+			if n := logs.Count("target refused records"); n > 0 {
 				t.Fatalf("%d refusals logged, want none: the records the restart dropped were not refused\n%s", n, logs)
 			}
 		})

@@ -270,7 +270,7 @@ func TestUpstreamMetadataOnlyFromTrustedMirrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &lockedBuffer{}
+	logs := &kfaketest.LockedBuffer{}
 	h := newPassHarnessFor(t, src, dst, Config{
 		Name: "m", SourceAlias: "src", TargetAlias: "dst",
 		Filters:          []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll(".*")}, prop},
@@ -314,10 +314,10 @@ func TestUpstreamMetadataOnlyFromTrustedMirrors(t *testing.T) {
 	if md := metadata("orders"); md["team"] != "payments" || md[MetaOriginCluster] != "a" || md[MetaOriginTopic] != "orders" {
 		t.Errorf("orders' metadata = %v, want team=payments and origin a/orders from the trusted upstream", md)
 	}
-	if n := logs.count("topic=" + forged); n != 1 {
+	if n := logs.Count("topic=" + forged); n != 1 {
 		t.Errorf("%d log lines name %s over 3 passes, want 1:\n%s", n, forged, logs)
 	}
-	if n := logs.count("topic=" + trusted); n != 0 {
+	if n := logs.Count("topic=" + trusted); n != 0 {
 		t.Errorf("the trusted metadata topic was warned about:\n%s", logs)
 	}
 
@@ -333,7 +333,7 @@ func TestUpstreamMetadataOnlyFromTrustedMirrors(t *testing.T) {
 	if md := metadata("clicks"); md["tier"] != "" || md[MetaOriginCluster] != "src" || md[MetaOriginTopic] != "clicks" {
 		t.Errorf("after the trust was withdrawn, clicks' metadata = %v, want no tier and origin src/clicks", md)
 	}
-	if n := logs.count("topic=" + trusted); n != 1 {
+	if n := logs.Count("topic=" + trusted); n != 1 {
 		t.Errorf("%d log lines name %s once it is no longer trusted, want 1:\n%s", n, trusted, logs)
 	}
 }

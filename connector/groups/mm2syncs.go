@@ -1,4 +1,4 @@
-package connector
+package groups
 
 import (
 	"context"
@@ -191,27 +191,27 @@ func (st *mm2SyncStore) nextPass() {
 	st.mu.Unlock()
 }
 
-// translateBelowFloor translates source offset s of tp, below its floor,
+// translateBelowFloor translates source offset so of tp, below its floor,
 // from MM2's offset syncs. floors lists every adopted partition's floor
 // (source offset), for a read to cover them all at once; the syncs are
 // read when tp is not covered yet, at most once per pass after a failure.
-func (m *Mirror) translateBelowFloor(ctx context.Context, c *clients, tp data.TopicPartition, floor index.Run, s int64, floors func() map[data.TopicPartition]int64) (int64, error) {
-	st := m.mm2Syncs
+func (s *Syncer) translateBelowFloor(ctx context.Context, c Clients, tp data.TopicPartition, floor index.Run, so int64, floors func() map[data.TopicPartition]int64) (int64, error) {
+	st := s.mm2
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if f, ok := st.covered[tp]; !ok || f != floor.Src {
 		if st.err != nil && st.errPass == st.pass {
 			return 0, st.err
 		}
-		mc := m.cfg.MM2
-		opts, adm, cluster, explain := m.cfg.SourceOpts, c.srcAdm, "source", m.srcErr
-		if mc.OffsetSyncsOnTarget {
-			opts, adm, cluster, explain = m.cfg.TargetOpts, c.dstAdm, "target", m.dstErr
+		mc := s.cfg.MM2OffsetSyncs
+		opts, adm, cluster, explain := s.cfg.SourceOpts, c.SrcAdm, "source", s.mirror.SrcErr
+		if mc.OnTarget {
+			opts, adm, cluster, explain = s.cfg.TargetOpts, c.DstAdm, "target", s.mirror.DstErr
 		}
 		fl := floors()
 		fl[tp] = floor.Src
 		rctx, cancel := context.WithTimeout(ctx, mm2SyncsReadTimeout)
-		syncs, err := readMM2OffsetSyncs(rctx, m.log, opts, adm, mc.OffsetSyncsTopic, cluster, fl)
+		syncs, err := readMM2OffsetSyncs(rctx, s.cfg.Log, opts, adm, mc.Topic, cluster, fl)
 		cancel()
 		if err != nil {
 			var missing *MM2SyncsMissingError
@@ -225,10 +225,10 @@ func (m *Mirror) translateBelowFloor(ctx context.Context, c *clients, tp data.To
 		for _, ss := range syncs {
 			n += len(ss)
 		}
-		m.log.Info("read MirrorMaker 2's offset syncs: group offsets older than the adopted positions translate from them", "offset_syncs_topic", mc.OffsetSyncsTopic, "cluster", cluster, "partitions", len(fl), "syncs", n)
+		s.cfg.Log.Info("read MirrorMaker 2's offset syncs: group offsets older than the adopted positions translate from them", "offset_syncs_topic", mc.Topic, "cluster", cluster, "partitions", len(fl), "syncs", n)
 		st.syncs, st.covered, st.err = syncs, fl, nil
 	}
-	return translateMM2Syncs(st.syncs[tp], floor, s)
+	return translateMM2Syncs(st.syncs[tp], floor, so)
 }
 
 // mm2SyncsReason says why an offset below tp's floor has no translation
@@ -247,8 +247,8 @@ const mm2SyncsNote = "translated from MirrorMaker 2's offset syncs (MM2-accurate
 // translateFromMM2 sets gp, whose source offset is below tp's floor, from
 // MM2's offset syncs: Approximate with the translation, or untranslatable
 // with why not.
-func (m *Mirror) translateFromMM2(ctx context.Context, c *clients, gp *GroupPartition, tp data.TopicPartition, floor index.Run, floors func() map[data.TopicPartition]int64) {
-	to, err := m.translateBelowFloor(ctx, c, tp, floor, gp.SourceOffset, floors)
+func (s *Syncer) translateFromMM2(ctx context.Context, c Clients, gp *Partition, tp data.TopicPartition, floor index.Run, floors func() map[data.TopicPartition]int64) {
+	to, err := s.translateBelowFloor(ctx, c, tp, floor, gp.SourceOffset, floors)
 	if err != nil {
 		gp.TargetOffset, gp.Untranslatable, gp.Reason = -1, true, mm2SyncsReason(floor, gp.SourceOffset, err)
 		return
@@ -256,11 +256,11 @@ func (m *Mirror) translateFromMM2(ctx context.Context, c *clients, gp *GroupPart
 	gp.TargetOffset, gp.Behind, gp.Untranslatable, gp.Approximate, gp.Reason = to, false, false, true, mm2SyncsNote
 }
 
-// planeFloors lists the floors of the adopted partitions copied by cp.
-func planeFloors(cp dataPlane) func() map[data.TopicPartition]int64 {
+// planeFloors lists the floors of the adopted partitions copied by dp.
+func planeFloors(dp DataPlane) func() map[data.TopicPartition]int64 {
 	return func() map[data.TopicPartition]int64 {
 		out := make(map[data.TopicPartition]int64)
-		for _, ps := range cp.Snapshot() {
+		for _, ps := range dp.Snapshot() {
 			ps.Mu.Lock()
 			if ps.Index != nil && ps.Index.Adopted() {
 				out[ps.TP] = floorSource(ps.Index)

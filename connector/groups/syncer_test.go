@@ -1,13 +1,13 @@
-package connector
+package groups
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,8 +16,12 @@ import (
 
 	"github.com/kmirror/kmirror/connector/data"
 	"github.com/kmirror/kmirror/connector/index"
+	"github.com/kmirror/kmirror/connector/offsets"
+	"github.com/kmirror/kmirror/connector/policy"
 	"github.com/kmirror/kmirror/connector/state"
+	"github.com/kmirror/kmirror/filters"
 	"github.com/kmirror/kmirror/internal/kfaketest"
+	"github.com/kmirror/kmirror/listeners"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -26,53 +30,24 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/kmirror/kmirror/connector/offsets"
-	"github.com/kmirror/kmirror/filters"
 )
 
-// groupHarness drives syncGroups one pass at a time against two kfake
-// clusters. The copied partitions of source topic "orders" (target
-// "src.orders") are set up by hand in the copier, with their offset index
-// and acked position, so a test decides exactly what can be translated,
-// and nothing runs in the background: a sync's outcome is read after
-// syncGroups returned.
-type groupHarness struct {
-	*passHarness
+// harness drives a Syncer one pass at a time against two kfake clusters.
+// The copied partitions of source topic "orders" (target "src.orders")
+// are set up by hand in the data plane, with their offset index and acked
+// position, so a test decides exactly what can be translated, and nothing
+// runs in the background: a sync's outcome is read after Sync returned.
+type harness struct {
 	src, dst *kfake.Cluster
-	metrics  *Metrics
-	logs     *lockedBuffer
-}
-
-// lockedBuffer is a log sink safe for the promise goroutine and the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// count returns the number of log lines containing s.
-func (l *lockedBuffer) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, line := range strings.Split(l.b.String(), "\n") {
-		if strings.Contains(line, s) {
-			n++
-		}
-	}
-	return n
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	// srcAdm and dstAdm are the test's own admin clients; c are the
+	// Syncer's.
+	srcAdm, dstAdm *kadm.Client
+	c              Clients
+	s              *Syncer
+	mirror         *testMirror
+	plane          *testPlane
+	metrics        *Metrics
+	logs           *kfaketest.LockedBuffer
 }
 
 const (
@@ -84,28 +59,107 @@ const (
 	hShift = 1000
 )
 
-func newGroupHarness(t *testing.T, partitions int32) *groupHarness {
-	t.Helper()
-	src, dst := kfaketest.Clusters(t)
-	return newGroupHarnessOn(t, src, dst, partitions)
+// testMirror is the rest of the mirror as the Syncer sees it: "orders"
+// mirrored to "src.orders", every group selected.
+type testMirror struct {
+	mu        sync.Mutex
+	published []listeners.Group
 }
 
-func newGroupHarnessOn(t *testing.T, src, dst *kfake.Cluster, partitions int32) *groupHarness {
+func (*testMirror) Mirrored() map[string]string { return map[string]string{hTopic: hTarget} }
+
+func (*testMirror) GroupFilters() []filters.GroupFilter {
+	return []filters.GroupFilter{filters.Regex{Include: filters.MustCompileAll(".*")}}
+}
+
+func (m *testMirror) PublishGroups(set []listeners.Group) {
+	m.mu.Lock()
+	m.published = set
+	m.mu.Unlock()
+}
+
+func (*testMirror) StatePartitions(string) int32 { return 1 }
+
+func (*testMirror) Produce(dst *kgo.Client, r *kgo.Record, promise func(*kgo.Record, error)) {
+	dst.TryProduce(context.Background(), r, promise)
+}
+
+func (*testMirror) SrcErr(err error) error { return err }
+func (*testMirror) DstErr(err error) error { return err }
+
+// testPlane is the data plane: the partitions a test made copied.
+type testPlane struct {
+	mu     sync.Mutex
+	copied map[data.TopicPartition]*data.PartitionState
+}
+
+func (p *testPlane) Partition(tp data.TopicPartition) *data.PartitionState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.copied[tp]
+}
+
+func (p *testPlane) Snapshot() []*data.PartitionState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Collect(maps.Values(p.copied))
+}
+
+// testMetrics are metrics registered nowhere, for a test to read.
+func testMetrics() *Metrics {
+	counter := func(name string) prometheus.Counter { return prometheus.NewCounter(prometheus.CounterOpts{Name: name}) }
+	return &Metrics{
+		GroupOffsets:    counter("group_offsets"),
+		GroupSyncErrors: counter("group_sync_errors"),
+		FilterErrors:    counter("filter_errors"),
+		Untranslatable:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "untranslatable"}),
+		AdminErrors:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "admin_errors"}, []string{"request"}),
+		InternalWrites:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "internal_writes"}, []string{"kind"}),
+	}
+}
+
+func newHarness(t *testing.T, partitions int32) *harness {
 	t.Helper()
-	metrics := NewMetrics(prometheus.NewRegistry())
-	logs := &lockedBuffer{}
-	ph := newPassHarnessFor(t, src, dst, Config{
-		Name: "m", SourceAlias: "src", TargetAlias: "dst",
-		Filters:      []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll(".*")}},
-		GroupFilters: []filters.GroupFilter{filters.Regex{Include: filters.MustCompileAll(".*")}},
-		Metrics:      metrics,
-		Logger:       slog.New(slog.NewTextHandler(logs, nil)),
-	})
-	h := &groupHarness{passHarness: ph, src: src, dst: dst, metrics: metrics, logs: logs}
+	src, dst := kfaketest.Clusters(t)
+	return newHarnessOn(t, src, dst, partitions, nil)
+}
+
+// newHarnessOn builds a harness on src and dst whose Syncer has the
+// config tune changes (when not nil), with "orders" of partitions
+// partitions on the source and "src.orders" on the target.
+func newHarnessOn(t *testing.T, src, dst *kfake.Cluster, partitions int32, tune func(*Config)) *harness {
+	t.Helper()
+	logs := &kfaketest.LockedBuffer{}
+	cfg := Config{
+		Mirror: "m", SourceAlias: "src", Policy: policy.Default{},
+		SourceOpts:    []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)},
+		TargetOpts:    []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)},
+		ProgressTopic: policy.InternalTopic("m", "progress"),
+		Sealer:        data.NewSealer(offsets.DefaultCodec),
+		Log:           slog.New(slog.NewTextHandler(logs, nil)),
+		Metrics:       testMetrics(),
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	dstCl := kfaketest.Client(t, dst, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	h := &harness{
+		src: src, dst: dst,
+		srcAdm:  kadm.NewClient(kfaketest.Client(t, src)),
+		dstAdm:  kadm.NewClient(dstCl),
+		c:       Clients{SrcAdm: kadm.NewClient(kfaketest.Client(t, src)), DstAdm: kadm.NewClient(kfaketest.Client(t, dst)), Dst: dstCl},
+		mirror:  &testMirror{},
+		plane:   &testPlane{copied: make(map[data.TopicPartition]*data.PartitionState)},
+		metrics: cfg.Metrics,
+		logs:    logs,
+	}
+	h.s = New(cfg, h.mirror)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := state.EnsureCompacted(ctx, h.dstAdm, h.m.checkpointTopic, 1, -1); err != nil {
-		t.Fatal(err)
+	for _, topic := range []string{cfg.ProgressTopic, h.s.CheckpointTopic()} {
+		if _, err := state.EnsureCompacted(ctx, h.dstAdm, topic, 1, -1); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := h.srcAdm.CreateTopic(ctx, partitions, 1, nil, hTopic); err != nil {
 		t.Fatal(err)
@@ -113,14 +167,11 @@ func newGroupHarnessOn(t *testing.T, src, dst *kfake.Cluster, partitions int32) 
 	if _, err := h.dstAdm.CreateTopic(ctx, partitions, 1, nil, hTarget); err != nil {
 		t.Fatal(err)
 	}
-	h.m.mu.Lock()
-	h.m.topics[hTopic] = &topicState{source: hTopic, target: hTarget, partitions: partitions, assigned: partitions, state: StateMirroring, exists: true}
-	h.m.mu.Unlock()
 	return h
 }
 
 // copied makes partition p of "orders" copied with index ix up to acked.
-func (h *groupHarness) copied(p int32, ix *index.Partition, acked int64) {
+func (h *harness) copied(p int32, ix *index.Partition, acked int64) {
 	tp := data.TopicPartition{Topic: hTopic, Partition: p}
 	h.plane.mu.Lock()
 	h.plane.copied[tp] = &data.PartitionState{TP: tp, Target: hTarget, Index: ix, Acked: acked, Persisted: acked, End: -1}
@@ -129,30 +180,13 @@ func (h *groupHarness) copied(p int32, ix *index.Partition, acked int64) {
 
 // copiedShifted makes partition p copied up to acked, source offset s at
 // target offset s+hShift.
-func (h *groupHarness) copiedShifted(p int32, acked int64) {
+func (h *harness) copiedShifted(p int32, acked int64) {
 	h.copied(p, index.Assemble([]index.Chunk{{K: 0, Runs: []index.Run{{Src: 0, Dst: hShift, N: acked}}}}), acked)
-}
-
-func commitOffsets(t *testing.T, adm *kadm.Client, group, topic string, offs map[int32]int64) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	os := kadm.Offsets{}
-	for p, o := range offs {
-		os.Add(kadm.Offset{Topic: topic, Partition: p, At: o, LeaderEpoch: -1})
-	}
-	resp, err := adm.CommitOffsets(ctx, group, os)
-	if err == nil {
-		err = resp.Error()
-	}
-	if err != nil {
-		t.Fatalf("commit %v to group %s: %v", offs, group, err)
-	}
 }
 
 // targetOffsets returns the target group's committed offsets on
 // "src.orders" (empty when the group does not exist).
-func (h *groupHarness) targetOffsets(t *testing.T, group string) map[int32]int64 {
+func (h *harness) targetOffsets(t *testing.T, group string) map[int32]int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -172,32 +206,32 @@ func (h *groupHarness) targetOffsets(t *testing.T, group string) map[int32]int64
 	return out
 }
 
-func (h *groupHarness) sync(t *testing.T) {
+func (h *harness) sync(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := h.m.syncGroups(ctx, h.c, h.plane); err != nil {
-		t.Fatalf("syncGroups: %v", err)
+	if err := h.s.Sync(ctx, h.c, h.plane); err != nil {
+		t.Fatalf("Sync: %v", err)
 	}
 }
 
-func (h *groupHarness) status(t *testing.T, group string) GroupStatus {
+func (h *harness) status(t *testing.T, group string) Status {
 	t.Helper()
-	for _, g := range h.m.Groups() {
+	for _, g := range h.s.Groups() {
 		if g.Group == group {
 			return g
 		}
 	}
-	t.Fatalf("group %s not in %+v", group, h.m.Groups())
-	return GroupStatus{}
+	t.Fatalf("group %s not in %+v", group, h.s.Groups())
+	return Status{}
 }
 
-func (h *groupHarness) adminErrors(req string) float64 {
-	return testutil.ToFloat64(h.metrics.adminErrors.WithLabelValues("m", req))
+func (h *harness) adminErrors(req string) float64 {
+	return testutil.ToFloat64(h.metrics.AdminErrors.WithLabelValues(req))
 }
 
-func (h *groupHarness) checkpointWriteErrors() float64 {
-	return testutil.ToFloat64(h.metrics.internalWrites.WithLabelValues("m", writeCheckpoint))
+func (h *harness) checkpointWriteErrors() float64 {
+	return testutil.ToFloat64(h.metrics.InternalWrites.WithLabelValues(WriteCheckpoint))
 }
 
 // TestGroupSyncNoCommitWhenTargetOffsetsUnreadable: while the target
@@ -208,12 +242,12 @@ func (h *groupHarness) checkpointWriteErrors() float64 {
 // the fault ends the group moves forward again, never backwards.
 func TestGroupSyncNoCommitWhenTargetOffsetsUnreadable(t *testing.T) {
 	t.Parallel()
-	h := newGroupHarness(t, 2)
+	h := newHarness(t, 2)
 	h.copiedShifted(0, 100)
 	h.copiedShifted(1, 100)
-	commitOffsets(t, h.srcAdm, hGroup, hTopic, map[int32]int64{0: 50, 1: 60})
+	kfaketest.CommitOffsets(t, h.srcAdm, hGroup, hTopic, map[int32]int64{0: 50, 1: 60})
 	// Consumers moved on on the target: partition 0 is ahead there.
-	commitOffsets(t, h.dstAdm, hGroup, hTarget, map[int32]int64{0: hShift + 70})
+	kfaketest.CommitOffsets(t, h.dstAdm, hGroup, hTarget, map[int32]int64{0: hShift + 70})
 
 	fault := h.dst.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetFetch}, Group: hGroup, Count: -1})
 	const syncs = 3
@@ -228,13 +262,13 @@ func TestGroupSyncNoCommitWhenTargetOffsetsUnreadable(t *testing.T) {
 		t.Errorf("after syncs whose target offset fetch failed, the target group is at %v, want it untouched at %v", got, want)
 	}
 	st := h.status(t, hGroup)
-	if st.State != GroupError || !strings.Contains(st.Error, "cannot read the group's offsets on the target") {
+	if st.State != StateError || !strings.Contains(st.Error, "cannot read the group's offsets on the target") {
 		t.Errorf("status %+v, want state error naming the unreadable target offsets", st)
 	}
-	if n := h.adminErrors(adminFetchOffsets); n != syncs {
+	if n := h.adminErrors(AdminFetchOffsets); n != syncs {
 		t.Errorf("kmirror_admin_errors_total{request=fetch_offsets} = %v, want %d", n, syncs)
 	}
-	if n := h.logs.count("cannot read the group's offsets on the target"); n != 1 {
+	if n := h.logs.Count("cannot read the group's offsets on the target"); n != 1 {
 		t.Errorf("the failure was logged %d times over %d syncs, want once (rate-limited):\n%s", n, syncs, h.logs)
 	}
 
@@ -242,13 +276,13 @@ func TestGroupSyncNoCommitWhenTargetOffsetsUnreadable(t *testing.T) {
 	if got, want := h.targetOffsets(t, hGroup), map[int32]int64{0: hShift + 70, 1: hShift + 60}; !maps.Equal(got, want) {
 		t.Errorf("after the fault ended the target group is at %v, want %v (partition 0 never moved backwards)", got, want)
 	}
-	if st := h.status(t, hGroup); st.State != GroupSynced || st.Error != "" {
+	if st := h.status(t, hGroup); st.State != StateSynced || st.Error != "" {
 		t.Errorf("after the fault ended: status %+v, want synced", st)
 	}
-	if h.logs.count("group sync problems cleared") != 1 {
+	if h.logs.Count("group sync problems cleared") != 1 {
 		t.Errorf("the recovery was not logged:\n%s", h.logs)
 	}
-	commitOffsets(t, h.srcAdm, hGroup, hTopic, map[int32]int64{0: 80})
+	kfaketest.CommitOffsets(t, h.srcAdm, hGroup, hTopic, map[int32]int64{0: 80})
 	h.sync(t)
 	if got, want := h.targetOffsets(t, hGroup), map[int32]int64{0: hShift + 80, 1: hShift + 60}; !maps.Equal(got, want) {
 		t.Errorf("after the source group moved on the target group is at %v, want %v", got, want)
@@ -260,11 +294,11 @@ func TestGroupSyncNoCommitWhenTargetOffsetsUnreadable(t *testing.T) {
 // others are.
 func TestGroupSyncPartitionTargetOffsetUnreadable(t *testing.T) {
 	t.Parallel()
-	h := newGroupHarness(t, 2)
+	h := newHarness(t, 2)
 	h.copiedShifted(0, 100)
 	h.copiedShifted(1, 100)
-	commitOffsets(t, h.srcAdm, hGroup, hTopic, map[int32]int64{0: 50, 1: 60})
-	commitOffsets(t, h.dstAdm, hGroup, hTarget, map[int32]int64{0: hShift + 40})
+	kfaketest.CommitOffsets(t, h.srcAdm, hGroup, hTopic, map[int32]int64{0: 50, 1: 60})
+	kfaketest.CommitOffsets(t, h.dstAdm, hGroup, hTarget, map[int32]int64{0: hShift + 40})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	listed, err := h.dstAdm.ListTopics(ctx, hTarget)
@@ -303,10 +337,10 @@ func TestGroupSyncPartitionTargetOffsetUnreadable(t *testing.T) {
 		t.Errorf("target group at %v, want %v: partition 0 committed, partition 1 (its current offset unreadable) not", got, want)
 	}
 	st := h.status(t, hGroup)
-	if st.State != GroupError || !strings.Contains(st.Error, hTarget+"/1") {
+	if st.State != StateError || !strings.Contains(st.Error, hTarget+"/1") {
 		t.Errorf("status %+v, want state error naming %s/1", st, hTarget)
 	}
-	if n := h.adminErrors(adminFetchOffsets); n != 1 {
+	if n := h.adminErrors(AdminFetchOffsets); n != 1 {
 		t.Errorf("kmirror_admin_errors_total{request=fetch_offsets} = %v, want 1", n)
 	}
 }
@@ -321,10 +355,10 @@ func TestGroupSyncNoCommitWhenDescribeFails(t *testing.T) {
 	for _, key := range []kmsg.Key{kmsg.DescribeGroups, kmsg.ConsumerGroupDescribe} {
 		t.Run(key.Name(), func(t *testing.T) {
 			t.Parallel()
-			h := newGroupHarness(t, 2)
+			h := newHarness(t, 2)
 			h.copiedShifted(0, 100)
 			h.copiedShifted(1, 100)
-			commitOffsets(t, h.srcAdm, hGroup, hTopic, map[int32]int64{0: 50, 1: 60})
+			kfaketest.CommitOffsets(t, h.srcAdm, hGroup, hTopic, map[int32]int64{0: 50, 1: 60})
 			fault := h.dst.Fault(kfake.Fault{Keys: []kmsg.Key{key}, Group: hGroup, Count: -1})
 			h.sync(t)
 			fault.Remove()
@@ -332,17 +366,17 @@ func TestGroupSyncNoCommitWhenDescribeFails(t *testing.T) {
 				t.Errorf("the describe failed, yet the target group was committed: %v", got)
 			}
 			st := h.status(t, hGroup)
-			if st.State != GroupError || !strings.Contains(st.Error, "cannot tell whether the group has members") {
+			if st.State != StateError || !strings.Contains(st.Error, "cannot tell whether the group has members") {
 				t.Errorf("status %+v, want state error about members", st)
 			}
-			if n := h.adminErrors(adminDescribeGroups); n != 1 {
+			if n := h.adminErrors(AdminDescribeGroups); n != 1 {
 				t.Errorf("kmirror_admin_errors_total{request=describe_groups} = %v, want 1", n)
 			}
 			h.sync(t)
 			if got, want := h.targetOffsets(t, hGroup), map[int32]int64{0: hShift + 50, 1: hShift + 60}; !maps.Equal(got, want) {
 				t.Errorf("after the fault the target group is at %v, want %v", got, want)
 			}
-			if st := h.status(t, hGroup); st.State != GroupSynced {
+			if st := h.status(t, hGroup); st.State != StateSynced {
 				t.Errorf("after the fault: status %+v, want synced", st)
 			}
 		})
@@ -356,20 +390,20 @@ func TestGroupSyncNoCommitWhenDescribeFails(t *testing.T) {
 // group is "partial", not "synced"; its other partitions are committed.
 func TestGroupSyncUntranslatablePartitions(t *testing.T) {
 	t.Parallel()
-	h := newGroupHarness(t, 3)
+	h := newHarness(t, 3)
 	// Partition 0: the index's first chunk was pruned, it starts at 100.
 	h.copied(0, index.Assemble([]index.Chunk{{K: 1, Runs: []index.Run{{Src: 100, Dst: hShift + 100, N: 100}}}}), 200)
 	h.copiedShifted(1, 100)
 	h.copied(2, index.New(), 0) // nothing copied
-	commitOffsets(t, h.srcAdm, hGroup, hTopic, map[int32]int64{0: 20, 1: 60, 2: 5})
+	kfaketest.CommitOffsets(t, h.srcAdm, hGroup, hTopic, map[int32]int64{0: 20, 1: 60, 2: 5})
 	h.sync(t)
 
 	if got, want := h.targetOffsets(t, hGroup), map[int32]int64{1: hShift + 60}; !maps.Equal(got, want) {
 		t.Errorf("target group at %v, want %v: only the translatable partition", got, want)
 	}
 	st := h.status(t, hGroup)
-	if st.State != GroupPartial {
-		t.Errorf("state %q, want %q", st.State, GroupPartial)
+	if st.State != StatePartial {
+		t.Errorf("state %q, want %q", st.State, StatePartial)
 	}
 	want := map[int32]string{0: "older than the offset index", 2: "nothing of this partition is copied yet"}
 	if len(st.Partitions) != 3 {
@@ -381,11 +415,11 @@ func TestGroupSyncUntranslatablePartitions(t *testing.T) {
 			t.Errorf("partition %+v: want untranslatable=%v with a reason containing %q", p, bad, reason)
 		}
 	}
-	if n := testutil.ToFloat64(h.metrics.untranslatable.WithLabelValues("m")); n != 2 {
+	if n := testutil.ToFloat64(h.metrics.Untranslatable); n != 2 {
 		t.Errorf("kmirror_group_untranslatable_partitions = %v, want 2", n)
 	}
-	h.m.mu.Lock()
-	gs := h.m.groups[hGroup]
+	h.s.mu.Lock()
+	gs := h.s.groups[hGroup]
 	var checkpointed []int32
 	for tp := range gs.checkpointing {
 		checkpointed = append(checkpointed, tp.Partition)
@@ -393,7 +427,7 @@ func TestGroupSyncUntranslatablePartitions(t *testing.T) {
 	for tp := range gs.checkpointed {
 		checkpointed = append(checkpointed, tp.Partition)
 	}
-	h.m.mu.Unlock()
+	h.s.mu.Unlock()
 	if len(checkpointed) != 1 || checkpointed[0] != 1 {
 		t.Errorf("checkpoints written for partitions %v, want only 1", checkpointed)
 	}
@@ -406,10 +440,10 @@ func TestGroupSyncUntranslatablePartitions(t *testing.T) {
 	h.copiedShifted(0, 200)
 	h.copiedShifted(2, 10)
 	h.sync(t)
-	if st := h.status(t, hGroup); st.State != GroupSynced {
+	if st := h.status(t, hGroup); st.State != StateSynced {
 		t.Errorf("status %+v, want synced once every partition translates", st)
 	}
-	if n := testutil.ToFloat64(h.metrics.untranslatable.WithLabelValues("m")); n != 0 {
+	if n := testutil.ToFloat64(h.metrics.Untranslatable); n != 0 {
 		t.Errorf("kmirror_group_untranslatable_partitions = %v, want 0", n)
 	}
 }
@@ -421,23 +455,23 @@ func TestGroupSyncUntranslatablePartitions(t *testing.T) {
 // target accepts it.
 func TestGroupSyncCheckpointWriteRetried(t *testing.T) {
 	t.Parallel()
-	h := newGroupHarness(t, 1)
+	h := newHarness(t, 1)
 	h.copiedShifted(0, 100)
-	commitOffsets(t, h.srcAdm, hGroup, hTopic, map[int32]int64{0: 50})
-	fault := h.dst.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: h.m.checkpointTopic, Err: kerr.InvalidRecord, Count: -1})
+	kfaketest.CommitOffsets(t, h.srcAdm, hGroup, hTopic, map[int32]int64{0: 50})
+	fault := h.dst.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: h.s.checkpointTopic, Err: kerr.InvalidRecord, Count: -1})
 	for i := range 3 {
 		h.sync(t)
 		kfaketest.WaitFor(t, func() bool { return h.checkpointWriteErrors() >= float64(i+1) }, "the checkpoint write to fail")
 	}
-	h.m.mu.Lock()
-	gs := h.m.groups[hGroup]
+	h.s.mu.Lock()
+	gs := h.s.groups[hGroup]
 	written, pending := len(gs.checkpointed), len(gs.checkpointing)
-	h.m.mu.Unlock()
+	h.s.mu.Unlock()
 	if written != 0 || pending != 0 {
 		t.Errorf("after refused writes: %d checkpoints counted as written, %d pending; want 0 and 0", written, pending)
 	}
 	h.sync(t) // reports the third failure
-	if n := h.logs.count("could not write checkpoints"); n != 1 {
+	if n := h.logs.Count("could not write checkpoints"); n != 1 {
 		t.Errorf("the failing checkpoint write was logged %d times, want once (rate-limited):\n%s", n, h.logs)
 	}
 	fault.Remove()
@@ -448,9 +482,9 @@ func TestGroupSyncCheckpointWriteRetried(t *testing.T) {
 	want := checkpointValue{SourceOffset: 50, TargetTopic: hTarget, TargetOffset: hShift + 50}
 	kfaketest.WaitFor(t, func() bool {
 		h.sync(t)
-		h.m.mu.Lock()
-		defer h.m.mu.Unlock()
-		return h.m.groups[hGroup].checkpointed[data.TopicPartition{Topic: hTopic, Partition: 0}] == want
+		h.s.mu.Lock()
+		defer h.s.mu.Unlock()
+		return h.s.groups[hGroup].checkpointed[data.TopicPartition{Topic: hTopic, Partition: 0}] == want
 	}, "the checkpoint to be acknowledged")
 	got := readCheckpoints(t, h)
 	key := `{"group":"billing","topic":"orders","partition":0}`
@@ -460,16 +494,16 @@ func TestGroupSyncCheckpointWriteRetried(t *testing.T) {
 }
 
 // readCheckpoints reads the checkpoint topic to its end.
-func readCheckpoints(t *testing.T, h *groupHarness) map[string]checkpointValue {
+func readCheckpoints(t *testing.T, h *harness) map[string]checkpointValue {
 	t.Helper()
-	cl := kfaketest.Client(t, h.dst, kgo.ConsumeTopics(h.m.checkpointTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl := kfaketest.Client(t, h.dst, kgo.ConsumeTopics(h.s.checkpointTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ends, err := h.dstAdm.ListEndOffsets(ctx, h.m.checkpointTopic)
+	ends, err := h.dstAdm.ListEndOffsets(ctx, h.s.checkpointTopic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	end, _ := ends.Lookup(h.m.checkpointTopic, 0)
+	end, _ := ends.Lookup(h.s.checkpointTopic, 0)
 	out := map[string]checkpointValue{}
 	for read := int64(0); read < end.Offset; {
 		fs := cl.PollFetches(ctx)
@@ -492,121 +526,6 @@ func readCheckpoints(t *testing.T, h *groupHarness) map[string]checkpointValue {
 	return out
 }
 
-// TestTranslateApplyNeverRewinds: `kmirror translate --apply` refuses to
-// move a target partition backwards (a *RewindError naming the partition
-// with its current and new offsets, nothing committed) unless AllowRewind;
-// it refuses when the target group's current offsets cannot be read (an
-// error, not "nothing there"); and it never applies a partition that
-// cannot be translated exactly.
-func TestTranslateApplyNeverRewinds(t *testing.T) {
-	t.Parallel()
-	src, dst := kfaketest.Clusters(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	srcCl := kfaketest.Client(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	srcAdm := kadm.NewClient(srcCl)
-	dstAdm := kadm.NewClient(kfaketest.Client(t, dst))
-	if _, err := srcAdm.CreateTopic(ctx, 2, 1, nil, "ledger"); err != nil {
-		t.Fatal(err)
-	}
-	var recs []*kgo.Record
-	for i := range 100 {
-		recs = append(recs, &kgo.Record{Topic: "ledger", Partition: 0, Value: []byte{byte(i)}})
-	}
-	if err := srcCl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	cfg := Config{
-		Name: "m", SourceAlias: "src", TargetAlias: "dst",
-		SourceOpts:       []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)},
-		TargetOpts:       []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)},
-		Filters:          []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll(".*")}},
-		RefreshInterval:  200 * time.Millisecond,
-		ProgressInterval: 100 * time.Millisecond,
-		Logger:           kfaketest.Logger(),
-	}
-	worker, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = worker.Run(runCtx) }()
-	// Partition 1 has no record: nothing of it is ever copied, so an
-	// offset committed there has no target offset.
-	commitOffsets(t, srcAdm, "payroll", "ledger", map[int32]int64{0: 40, 1: 3})
-	translate := func(opts TranslateOptions) (GroupStatus, error) {
-		t.Helper()
-		m, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m.Translate(ctx, "payroll", opts)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		st, err := translate(TranslateOptions{})
-		if err == nil && len(st.Partitions) > 0 && st.Partitions[0].TargetOffset == 40 {
-			if len(st.Partitions) != 2 || !st.Partitions[1].Untranslatable || st.Partitions[1].Reason == "" || st.State != GroupPartial {
-				t.Errorf("translate: %+v, want partition 1 untranslatable with a reason and the group partial", st)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("translate never printed ledger/0 at 40 within 60s: %+v, %v", st, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	stop()
-	<-done
-
-	// The target group is ahead: consumers moved on there.
-	commitOffsets(t, dstAdm, "payroll", "src.ledger", map[int32]int64{0: 70})
-	target := func() map[int32]int64 {
-		t.Helper()
-		resp, err := dstAdm.FetchOffsets(ctx, "payroll")
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[int32]int64{}
-		resp.Each(func(o kadm.OffsetResponse) {
-			if o.Err == nil && o.At >= 0 {
-				out[o.Partition] = o.At
-			}
-		})
-		return out
-	}
-	_, err = translate(TranslateOptions{Apply: true})
-	var rw *RewindError
-	if !errors.As(err, &rw) || len(rw.Partitions) != 1 || rw.Partitions[0] != (Rewind{Topic: "src.ledger", Partition: 0, Current: 70, New: 40}) {
-		t.Fatalf("apply over a target group that is ahead: err %v, want a RewindError for src.ledger/0 from 70 to 40", err)
-	}
-	if !strings.Contains(err.Error(), "src.ledger/0 from 70 to 40") {
-		t.Errorf("the error %q does not name the partition with its current and new offsets", err)
-	}
-	if got := target(); !maps.Equal(got, map[int32]int64{0: 70}) {
-		t.Errorf("after a refused apply the target group is at %v, want it untouched at 0:70", got)
-	}
-
-	// Unreadable current offsets: refused, even with AllowRewind.
-	fault := dst.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetFetch}, Group: "payroll", Count: -1})
-	_, err = translate(TranslateOptions{Apply: true, AllowRewind: true})
-	fault.Remove()
-	if err == nil || !strings.Contains(err.Error(), "read the current offsets of group payroll on the target") {
-		t.Errorf("apply while the target's offsets cannot be read: err %v, want a refusal naming them", err)
-	}
-	if got := target(); !maps.Equal(got, map[int32]int64{0: 70}) {
-		t.Errorf("after an apply refused for unreadable offsets the target group is at %v, want 0:70", got)
-	}
-
-	if _, err := translate(TranslateOptions{Apply: true, AllowRewind: true}); err != nil {
-		t.Fatalf("apply with AllowRewind: %v", err)
-	}
-	if got := target(); !maps.Equal(got, map[int32]int64{0: 40}) {
-		t.Errorf("after an apply with AllowRewind the target group is at %v, want 0:40 and nothing for the untranslatable partition 1", got)
-	}
-}
-
 // TestGroupSyncSourceFetchErrorKeepsGroup: a group whose committed offsets
 // the source cannot answer this time is unknown, not gone: it stays in the
 // set handed to listeners and in /api/v1/groups with its last status, and
@@ -614,26 +533,26 @@ func TestTranslateApplyNeverRewinds(t *testing.T) {
 // not listed until it can be read. Both are counted.
 func TestGroupSyncSourceFetchErrorKeepsGroup(t *testing.T) {
 	t.Parallel()
-	h := newGroupHarness(t, 1)
+	h := newHarness(t, 1)
 	h.copiedShifted(0, 100)
-	commitOffsets(t, h.srcAdm, hGroup, hTopic, map[int32]int64{0: 50})
+	kfaketest.CommitOffsets(t, h.srcAdm, hGroup, hTopic, map[int32]int64{0: 50})
 	h.sync(t)
 	before := h.status(t, hGroup)
-	if before.State != GroupSynced {
+	if before.State != StateSynced {
 		t.Fatalf("status %+v, want synced", before)
 	}
 	published := func() []string {
-		h.m.mu.Lock()
-		defer h.m.mu.Unlock()
+		h.mirror.mu.Lock()
+		defer h.mirror.mu.Unlock()
 		var out []string
-		for _, g := range h.m.publishedGroups {
+		for _, g := range h.mirror.published {
 			out = append(out, g.Name)
 		}
 		return out
 	}
 
-	commitOffsets(t, h.srcAdm, hGroup, hTopic, map[int32]int64{0: 80})
-	commitOffsets(t, h.srcAdm, "newcomer", hTopic, map[int32]int64{0: 30})
+	kfaketest.CommitOffsets(t, h.srcAdm, hGroup, hTopic, map[int32]int64{0: 80})
+	kfaketest.CommitOffsets(t, h.srcAdm, "newcomer", hTopic, map[int32]int64{0: 30})
 	fault := h.src.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetFetch}, Count: -1})
 	h.sync(t)
 	fault.Remove()
@@ -644,7 +563,7 @@ func TestGroupSyncSourceFetchErrorKeepsGroup(t *testing.T) {
 	if got := published(); len(got) != 1 || got[0] != hGroup {
 		t.Errorf("groups handed to listeners: %v, want [%s] (kept although its fetch failed)", got, hGroup)
 	}
-	for _, g := range h.m.Groups() {
+	for _, g := range h.s.Groups() {
 		if g.Group == "newcomer" {
 			t.Errorf("a group whose first fetch failed is listed: %+v", g)
 		}
@@ -652,10 +571,10 @@ func TestGroupSyncSourceFetchErrorKeepsGroup(t *testing.T) {
 	if got, want := h.targetOffsets(t, hGroup), map[int32]int64{0: hShift + 50}; !maps.Equal(got, want) {
 		t.Errorf("target group at %v, want %v (nothing committed while the source offsets are unknown)", got, want)
 	}
-	if n := h.adminErrors(adminFetchOffsets); n != 2 {
+	if n := h.adminErrors(AdminFetchOffsets); n != 2 {
 		t.Errorf("kmirror_admin_errors_total{request=fetch_offsets} = %v, want 2 (one per group)", n)
 	}
-	if h.logs.count("cannot read the group's offsets at the source") != 2 {
+	if h.logs.Count("cannot read the group's offsets at the source") != 2 {
 		t.Errorf("want one log line for the known group and one for the newcomer:\n%s", h.logs)
 	}
 
@@ -684,7 +603,7 @@ func TestGroupSyncPartialListingKeepsGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(dst.Close)
-	h := newGroupHarnessOn(t, src, dst, 1)
+	h := newHarnessOn(t, src, dst, 1, nil)
 	h.copiedShifted(0, 100)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -693,7 +612,7 @@ func TestGroupSyncPartialListingKeepsGroups(t *testing.T) {
 	var groups []string
 	for i := 0; len(groups) < 2 && i < 100; i++ {
 		g := fmt.Sprintf("g%d", i)
-		commitOffsets(t, h.srcAdm, g, hTopic, map[int32]int64{0: 50})
+		kfaketest.CommitOffsets(t, h.srcAdm, g, hTopic, map[int32]int64{0: 50})
 		described, err := h.srcAdm.DescribeGroups(ctx, g)
 		if err != nil {
 			t.Fatal(err)
@@ -711,8 +630,8 @@ func TestGroupSyncPartialListingKeepsGroups(t *testing.T) {
 	h.sync(t)
 	before := h.status(t, lost)
 
-	commitOffsets(t, h.srcAdm, lost, hTopic, map[int32]int64{0: 70})
-	commitOffsets(t, h.srcAdm, listed, hTopic, map[int32]int64{0: 70})
+	kfaketest.CommitOffsets(t, h.srcAdm, lost, hTopic, map[int32]int64{0: 70})
+	kfaketest.CommitOffsets(t, h.srcAdm, listed, hTopic, map[int32]int64{0: 70})
 	fault := h.src.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListGroups}, Nodes: []int32{coordinator[lost]}, TopLevel: true, Count: -1})
 	h.sync(t)
 	fault.Remove()
@@ -728,7 +647,7 @@ func TestGroupSyncPartialListingKeepsGroups(t *testing.T) {
 	if got := h.targetOffsets(t, listed); got[0] != hShift+70 {
 		t.Errorf("group %s, listed: target at %v, want %d", listed, got, hShift+70)
 	}
-	if n := h.adminErrors(adminDescribeGroups); n != 1 {
+	if n := h.adminErrors(AdminDescribeGroups); n != 1 {
 		t.Errorf("kmirror_admin_errors_total{request=describe_groups} = %v, want 1 (the listing)", n)
 	}
 }

@@ -1,4 +1,4 @@
-package connector
+package groups
 
 import (
 	"context"
@@ -18,7 +18,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestDecodeMM2OffsetSync: byte-exact against OffsetSync.java's schemas
@@ -106,9 +105,11 @@ func TestKeepMM2Sync(t *testing.T) {
 	}
 }
 
-// offsetSync is an offset-syncs record as MM2 writes it.
+// offsetSync is an offset-syncs record as MM2 writes it: key {topic
+// (int16 length), partition int32}, value {upstreamOffset, offset}.
 func offsetSync(topic string, p int32, upstream, downstream int64) *kgo.Record {
-	k := appendMM2String(nil, topic)
+	k := binary.BigEndian.AppendUint16(nil, uint16(len(topic)))
+	k = append(k, topic...)
 	k = binary.BigEndian.AppendUint32(k, uint32(p))
 	v := binary.BigEndian.AppendUint64(nil, uint64(upstream))
 	v = binary.BigEndian.AppendUint64(v, uint64(downstream))
@@ -119,7 +120,7 @@ func offsetSync(topic string, p int32, upstream, downstream int64) *kgo.Record {
 // as MM2 does) and writes recs to it.
 func writeOffsetSyncs(t *testing.T, c *kfake.Cluster, topic string, recs ...*kgo.Record) {
 	t.Helper()
-	writeCompacted(t, c, topic, 1, recs...)
+	kfaketest.WriteCompacted(t, c, topic, 1, recs...)
 }
 
 // waitSeen waits until adm's metadata (cached by the client) has topic.
@@ -129,30 +130,6 @@ func waitSeen(t *testing.T, adm *kadm.Client, topic string) {
 		tds, err := adm.ListTopics(context.Background(), topic)
 		return err == nil && tds.Has(topic)
 	}, "the client to see "+topic)
-}
-
-// refuseListOffsets makes c refuse ListOffsets for topic while on is set.
-func refuseListOffsets(c *kfake.Cluster, topic string, on *atomic.Bool) {
-	c.ControlKey(int16(kmsg.ListOffsets), func(kr kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		req := kr.(*kmsg.ListOffsetsRequest)
-		if !on.Load() || len(req.Topics) == 0 || req.Topics[0].Topic != topic {
-			return nil, nil, false
-		}
-		resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewListOffsetsResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewListOffsetsResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
-	})
 }
 
 func TestReadMM2OffsetSyncs(t *testing.T) {
@@ -189,7 +166,7 @@ func TestReadMM2OffsetSyncs(t *testing.T) {
 	// Unreadable: that error, not "no syncs" and not "missing".
 	var refusing atomic.Bool
 	refusing.Store(true)
-	refuseListOffsets(src, topic, &refusing)
+	kfaketest.RefuseListOffsets(src, topic, &refusing)
 	_, err = readMM2OffsetSyncs(ctx, nil, opts, adm, topic, "source", floors)
 	if !errors.Is(err, kerr.TopicAuthorizationFailed) || errors.As(err, &missing) {
 		t.Fatalf("unreadable topic: %v", err)
@@ -207,30 +184,25 @@ func TestReadMM2OffsetSyncs(t *testing.T) {
 // offset MM2 copied is untranslatable (naming the topic) while MM2's
 // offset-syncs topic is missing, untranslatable with the error while it
 // cannot be read, and, once it can, translated from its syncs, marked
-// approximate and committed; `kmirror translate` (Translate) says the same.
+// approximate and committed; Translate (`kmirror translate`) says the same.
 func TestGroupOffsetsBelowAdoptionFromMM2Syncs(t *testing.T) {
 	src, dst := kfaketest.Clusters(t)
-	mm2Setup(t, src, dst)
-	writeMM2Offsets(t, dst, "mm2-offsets.src.internal", &kgo.Record{Key: mm2Key("src", "orders", 0), Value: offsetValue(6)})
-	cfg := adoptConfig()
-	h := newPassHarnessFor(t, src, dst, cfg)
-	h.mustPass(t) // orders/0 adopted at 7 -> 7
-	commitOffsets(t, h.srcAdm, "g", "orders", map[int32]int64{0: 3})
 	const syncsTopic = "mm2-offset-syncs.dst.internal"
-	sync := func() GroupPartition {
+	h := newHarnessOn(t, src, dst, 1, func(c *Config) { c.MM2OffsetSyncs = &MM2OffsetSyncs{Topic: syncsTopic} })
+	// orders/0 adopted at 7 -> 7 (MM2 copied the records before), nothing
+	// copied since.
+	h.copied(0, index.NewAdopted(nil, 7, 7), 7)
+	kfaketest.CommitOffsets(t, h.srcAdm, "g", "orders", map[int32]int64{0: 3})
+	sync := func() Partition {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := h.m.syncGroups(ctx, h.c, h.plane); err != nil {
-			t.Fatalf("syncGroups: %v", err)
-		}
-		for _, g := range h.m.Groups() {
+		h.sync(t)
+		for _, g := range h.s.Groups() {
 			if g.Group == "g" && len(g.Partitions) == 1 {
 				return g.Partitions[0]
 			}
 		}
-		t.Fatalf("group g with one partition not in %+v", h.m.Groups())
-		return GroupPartition{}
+		t.Fatalf("group g with one partition not in %+v", h.s.Groups())
+		return Partition{}
 	}
 
 	gp := sync()
@@ -239,10 +211,10 @@ func TestGroupOffsetsBelowAdoptionFromMM2Syncs(t *testing.T) {
 	}
 
 	writeOffsetSyncs(t, src, syncsTopic, offsetSync("orders", 0, 0, 0), offsetSync("orders", 0, 2, 2), offsetSync("orders", 0, 5, 5))
-	waitSeen(t, h.c.srcAdm, syncsTopic)
+	waitSeen(t, h.c.SrcAdm, syncsTopic)
 	var refusing atomic.Bool
 	refusing.Store(true)
-	refuseListOffsets(src, syncsTopic, &refusing)
+	kfaketest.RefuseListOffsets(src, syncsTopic, &refusing)
 	gp = sync()
 	if !gp.Untranslatable || !strings.Contains(gp.Reason, "TOPIC_AUTHORIZATION_FAILED") || !strings.Contains(gp.Reason, "tried again") {
 		t.Fatalf("unreadable offset-syncs topic: %+v", gp)
@@ -253,35 +225,26 @@ func TestGroupOffsetsBelowAdoptionFromMM2Syncs(t *testing.T) {
 	if gp.Untranslatable || !gp.Approximate || gp.TargetOffset != 3 || !strings.Contains(gp.Reason, "MM2-accurate") {
 		t.Fatalf("from MM2's syncs: %+v, want target offset 3 (after the sync 2->2), approximate", gp)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	resp, err := h.dstAdm.FetchOffsets(ctx, "g")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o, ok := resp.Lookup("src.orders", 0); !ok || o.At != 3 {
-		t.Fatalf("target group g at %+v, want 3", o)
+	if got := h.targetOffsets(t, "g"); got[0] != 3 {
+		t.Fatalf("target group g at %v, want 0:3", got)
 	}
 
-	// Offline, from the stored index and MM2's syncs.
-	cfg.SourceOpts = []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)}
-	cfg.TargetOpts = []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}
-	// The progress the worker stores for the adopted partition.
+	// Offline, from the stored index and MM2's syncs: the progress the
+	// worker stores for the adopted partition.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	k, v := data.EncodeProgress(data.TopicPartition{Topic: "orders", Partition: 0}, data.Position{Next: 7, Floor: &index.Run{Src: 7, Dst: 7}})
-	if err := h.dst.ProduceSync(ctx, &kgo.Record{Topic: h.m.progressTopic, Key: k, Value: h.m.sealer.Seal(v)}).FirstErr(); err != nil {
+	if err := h.c.Dst.ProduceSync(ctx, &kgo.Record{Topic: h.s.cfg.ProgressTopic, Key: k, Value: h.s.cfg.Sealer.Seal(v)}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	offline, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := offline.Translate(ctx, "g", TranslateOptions{})
+	offline := New(h.s.cfg, h.mirror)
+	st, err := offline.Translate(ctx, h.c, "g", TranslateOptions{})
 	if err != nil || len(st.Partitions) != 1 || !st.Partitions[0].Approximate || st.Partitions[0].TargetOffset != 3 {
 		t.Fatalf("Translate: %+v, %v", st, err)
 	}
 	// At a synced record: its target offset.
-	commitOffsets(t, h.srcAdm, "g0", "orders", map[int32]int64{0: 0})
-	if st, err := offline.Translate(ctx, "g0", TranslateOptions{}); err != nil || st.Partitions[0].TargetOffset != 0 || !st.Partitions[0].Approximate {
+	kfaketest.CommitOffsets(t, h.srcAdm, "g0", "orders", map[int32]int64{0: 0})
+	if st, err := offline.Translate(ctx, h.c, "g0", TranslateOptions{}); err != nil || st.Partitions[0].TargetOffset != 0 || !st.Partitions[0].Approximate {
 		t.Fatalf("Translate at the first sync: %+v, %v", st, err)
 	}
 }
