@@ -18,8 +18,10 @@
 //   - membership (cluster.go, package slots) makes every worker a member of
 //     its mirror's group on the target, which hands out the slots that
 //     partitions hash to; each slot owned here is copied here;
-//   - groups (groups.go, mm2syncs.go) translate the source's committed
-//     group offsets through the offset index and commit them on the target.
+//   - the groups plane (package groups, wired in groups.go) translates the
+//     source's committed group offsets through the offset index and commits
+//     them on the target; it sees the mirror only through its groups.Mirror
+//     and groups.DataPlane interfaces.
 //
 // Leaf packages hold what the planes share: recordbatch (v2 record batches,
 // read and rewritten without decompressing), state (kmirror's compacted

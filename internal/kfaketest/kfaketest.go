@@ -1,6 +1,7 @@
 // Package kfaketest holds what the tests of several packages share to run
-// against kfake clusters: the clusters, clients on them, a logger and a
-// bounded wait.
+// against kfake clusters: the clusters, clients on them, a logger (and a
+// log buffer to count lines in), a bounded wait, and a few writes and
+// faults (committed offsets, compacted topics, a refused ListOffsets).
 package kfaketest
 
 import (
