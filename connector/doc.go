@@ -18,7 +18,7 @@
 //   - membership (cluster.go, package slots) makes every worker a member of
 //     its mirror's group on the target, which hands out the slots that
 //     partitions hash to; each slot owned here is copied here;
-//   - the groups plane (package groups, wired in groups.go) translates the
+//   - the groups plane (package groups, wired in groupsync.go) translates the
 //     source's committed group offsets through the offset index and commits
 //     them on the target; it sees the mirror only through its groups.Mirror
 //     and groups.DataPlane interfaces.

@@ -195,7 +195,7 @@ type Mirror struct {
 	sel atomic.Pointer[Selection]
 
 	// groupSync is the groups plane (package groups, wired in
-	// groups.go), with its own state and lock.
+	// groupsync.go), with its own state and lock.
 	groupSync *groups.Syncer
 
 	mu            sync.Mutex
