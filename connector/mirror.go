@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -384,7 +385,9 @@ func (m *Mirror) producerOpts() []kgo.Opt {
 		opts = append(opts, kgo.ProducerBatchMaxBytes(m.cfg.BatchMaxBytes))
 	}
 	if len(m.cfg.Compression) > 0 {
-		opts = append(opts, kgo.ProducerBatchCompression(m.cfg.Compression...))
+		// A copy per client: franz-go's NewClient sorts out the codecs
+		// in place, and slot producers are made concurrently.
+		opts = append(opts, kgo.ProducerBatchCompression(slices.Clone(m.cfg.Compression)...))
 	}
 	return append(opts, kgo.WithHooks(recordBatchHook{m}))
 }
