@@ -68,9 +68,14 @@ func (r *contenderRun) startContender(s spec) error {
 	return err
 }
 
+// procs are the contender's workers, the first one first.
+func (r *contenderRun) procs() []*kafkatest.Process {
+	return append([]*kafkatest.Process{r.proc}, r.more...)
+}
+
 // stopContender stops the contender (SIGTERM, then SIGKILL after 60s).
 func (r *contenderRun) stopContender() {
-	for _, proc := range append([]*kafkatest.Process{r.proc}, r.more...) {
+	for _, proc := range r.procs() {
 		if proc == nil {
 			continue
 		}
@@ -83,7 +88,7 @@ func (r *contenderRun) stopContender() {
 func (r *contenderRun) end(failed bool) {
 	r.stopContender()
 	if failed {
-		for _, proc := range append([]*kafkatest.Process{r.proc}, r.more...) {
+		for _, proc := range r.procs() {
 			if proc != nil {
 				log.Printf("  %s log %s, last lines:\n%s", r.c.name, proc.LogPath, proc.Tail(40))
 			}
@@ -97,7 +102,7 @@ func (r *contenderRun) end(failed bool) {
 
 // alive fails when the contender exited.
 func (r *contenderRun) alive() error {
-	for _, proc := range append([]*kafkatest.Process{r.proc}, r.more...) {
+	for _, proc := range r.procs() {
 		if done, err := proc.Exited(); done {
 			return fmt.Errorf("%s exited (%v); log %s:\n%s", r.c.name, err, proc.LogPath, proc.Tail(30))
 		}
