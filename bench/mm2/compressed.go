@@ -63,8 +63,8 @@ func compressedPhase(ctx context.Context, e *env, o *options, c contender) (map[
 			return out, strings.Join(settings, "\n"), fmt.Errorf("%s: %w", codec, err)
 		}
 		out[codec] = r
-		log.Printf("  %s %s: %.0f records/s, %.2f CPU s/GB, peak RSS %s, on disk source %s MiB, target %s MiB, brokers' CPU %.1f s (copy window: source %.1f s, target %.1f s), other %.1f s",
-			c.name, codec, r.recordsPerSec(), cpuPerGBBytes(r.cpuWindow, r.logical*r.windowRecords/r.records), mib(r.peakRSS), mib(r.srcDisk), mib(r.dstDisk), r.brokerCPU.Seconds(), r.srcWindowCPU.Seconds(), r.dstWindowCPU.Seconds(), r.otherCPU.Seconds())
+		log.Printf("  %s %s: %.0f records/s (start to done %.1f s), %.2f CPU s/GB, peak RSS %s, on disk source %s MiB, target %s MiB, brokers' CPU %.1f s (copy window: source %.1f s, target %.1f s), other %.1f s",
+			c.name, codec, r.recordsPerSec(), r.total.Seconds(), cpuPerGBBytes(r.cpuWindow, r.logical*r.windowRecords/r.records), mib(r.peakRSS), mib(r.srcDisk), mib(r.dstDisk), r.brokerCPU.Seconds(), r.srcWindowCPU.Seconds(), r.dstWindowCPU.Seconds(), r.otherCPU.Seconds())
 	}
 	return out, strings.Join(settings, "\n"), nil
 }
@@ -105,12 +105,12 @@ func compressedRun(ctx context.Context, e *env, o *options, c contender, codec s
 		if err != nil {
 			return res, r.settings, err
 		}
-		src1, dst1 = processCPU(r.p.src), processCPU(r.p.dst)
 		w, err := r.waitCommitted(wctx, targetTopic(topic), perPartition, 20*time.Millisecond)
 		if err != nil {
 			return res, r.settings, err
 		}
 		t1, st1, n1, t2, st2 = w.first.at, w.first.st, w.firstN, w.done.at, w.done.st
+		res.srcWindowCPU, res.dstWindowCPU = w.done.srcCPU-w.first.srcCPU, w.done.dstCPU-w.first.dstCPU
 	} else {
 		_, err = r.waitTarget(wctx, []string{targetTopic(topic)}, 20*time.Millisecond,
 			func(m map[string]map[int32]int64) bool { return sum(m) >= want },
@@ -121,8 +121,8 @@ func compressedRun(ctx context.Context, e *env, o *options, c contender, codec s
 			return res, r.settings, err
 		}
 		t2, st2 = time.Now(), r.stat()
+		res.srcWindowCPU, res.dstWindowCPU = processCPU(r.p.src)-src1, processCPU(r.p.dst)-dst1
 	}
-	res.srcWindowCPU, res.dstWindowCPU = processCPU(r.p.src)-src1, processCPU(r.p.dst)-dst1
 	res.throughput = throughput{
 		records: want, windowRecords: want - n1,
 		total: t2.Sub(r.proc.Started), window: t2.Sub(t1),

@@ -48,6 +48,8 @@ type spec struct {
 	// exactlyOnce: the target is written in transactions (kmirror
 	// `exactly_once: true`, MM2 `exactly.once.source.support = enabled`).
 	exactlyOnce bool
+	// slots: with exactlyOnce, kmirror's cluster.slots (0: its default).
+	slots int
 	// codec: the compressed phase's source codec. The limit and MM2
 	// produce with it; kmirror runs with its defaults (compression:
 	// source).
@@ -77,6 +79,7 @@ var allContenders = []contender{
 	{name: "kmirror-eos-2w", start: startKmirror, exactlyOnce: true, workers: 2},
 	{name: "mm2-eos", start: startMM2, exactlyOnce: true},
 	{name: "kmirror-prof", start: startKmirrorProf},
+	{name: "kmirror-eos-prof", start: startKmirrorProf, exactlyOnce: true},
 }
 
 // startLimit runs this binary as "limit-child": the plain consume-then-
@@ -107,6 +110,9 @@ func kmirrorConfig(p *pair, s spec) string {
 		// Cluster mode with its defaults: 16 slots, each a transactional
 		// producer committing every 100ms (docs/cluster.md).
 		eos = "\n    exactly_once: true"
+		if s.slots > 0 {
+			eos += fmt.Sprintf("\n    cluster: {slots: %d}", s.slots)
+		}
 	}
 	// The compressed phase runs kmirror with its default compression
 	// (source); the other phases compare uncompressed copies.

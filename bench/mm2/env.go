@@ -32,6 +32,8 @@ type env struct {
 	brokerJVM                   []string
 	keep                        bool
 	cpuprofile                  string
+	// eosSlots is kmirror-eos's cluster.slots (0: kmirror's default).
+	eosSlots int
 }
 
 func newEnv(ctx context.Context, o *options) (*env, error) {
@@ -46,7 +48,7 @@ func newEnv(ctx context.Context, o *options) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &env{rt: rt, dir: dir, brokerHeap: o.brokerHeap, keep: o.keep, cpuprofile: o.cpuprofile,
+	e := &env{rt: rt, dir: dir, brokerHeap: o.brokerHeap, keep: o.keep, cpuprofile: o.cpuprofile, eosSlots: o.eosSlots,
 		// C2 on (the harness defaults to C1 only, for fast test starts).
 		brokerJVM: []string{"-XX:TieredStopAtLevel=4"},
 		mm2JVM:    append([]string{"-Xms256m", "-Xmx" + o.mm2Heap}, kafkatest.MirrorMakerJVMOpts[2:]...),

@@ -37,6 +37,10 @@ type lsoPoll struct {
 	at  time.Time
 	st  kafkatest.ProcStat
 	lso map[int32]int64
+	// srcCPU and dstCPU are the brokers' CPU at the poll: the copy
+	// window's broker CPU ends at the poll that saw every record, not
+	// after the settle and the read_committed scan that follow it.
+	srcCPU, dstCPU time.Duration
 }
 
 // committedCopy is what the trace and the read_committed scan found.
@@ -94,7 +98,7 @@ func (r *contenderRun) waitCommitted(ctx context.Context, topic string, want map
 		}
 		lso, err := lastStableOffsets(ctx, adm, topic)
 		if err == nil {
-			p := lsoPoll{at: time.Now(), st: r.stat(), lso: lso}
+			p := lsoPoll{at: time.Now(), st: r.stat(), lso: lso, srcCPU: processCPU(r.p.src), dstCPU: processCPU(r.p.dst)}
 			if len(trace) == 0 || !mapsEqual(lso, trace[len(trace)-1].lso) {
 				changed = p.at
 			}

@@ -48,6 +48,9 @@ func (e *env) begin(ctx context.Context, c contender, phase string) (*contenderR
 
 func (r *contenderRun) startContender(s spec) error {
 	s.exactlyOnce = r.c.exactlyOnce
+	if s.exactlyOnce {
+		s.slots = r.e.eosSlots
+	}
 	proc, settings, err := r.c.start(r.e, r.p, s, r.dir)
 	r.proc, r.settings = proc, settings
 	for i := 2; err == nil && i <= r.c.workers; i++ {
@@ -247,6 +250,10 @@ func throughputPhase(ctx context.Context, e *env, o *options, c contender) (res 
 	var t1, t2 time.Time
 	var st1, st2 kafkatest.ProcStat
 	var n1 int64
+	// afterDone is the brokers' CPU after the copy was done and before
+	// the phase ends: exactly-once's settle and read_committed scan, which
+	// at least once does after the phase (verify).
+	var afterDone func() time.Duration
 	want := int64(o.records)
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute+time.Duration(o.records/2000)*time.Second)
 	defer cancel()
@@ -262,6 +269,7 @@ func throughputPhase(ctx context.Context, e *env, o *options, c contender) (res 
 			return res, r.settings, err
 		}
 		t1, st1, n1, t2, st2 = w.first.at, w.first.st, w.firstN, w.done.at, w.done.st
+		afterDone = func() time.Duration { return r.p.brokerCPU() - (w.done.srcCPU + w.done.dstCPU) }
 	} else {
 		_, err = r.waitTarget(wctx, []string{targetTopic(topic)}, 20*time.Millisecond,
 			func(m map[string]map[int32]int64) bool { return sum(m) >= want },
@@ -277,6 +285,9 @@ func throughputPhase(ctx context.Context, e *env, o *options, c contender) (res 
 		cpuTotal: st2.CPU, cpuWindow: st2.CPU - st1.CPU, peakRSS: st2.PeakRSS,
 	}
 	res.brokerCPU, res.otherCPU, res.steal, res.load = dist.end(r.p, st2.CPU)
+	if afterDone != nil {
+		res.brokerCPU -= max(0, afterDone())
+	}
 	r.stopContender()
 	if !c.exactlyOnce {
 		if err := r.verify(ctx, topic); err != nil {
