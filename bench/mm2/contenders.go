@@ -69,6 +69,9 @@ type contender struct {
 	// (0: one). On one 2-core machine a second worker shows what the
 	// coordination costs, not how it scales.
 	workers int
+	// slots is kmirror's cluster.slots for an exactly-once contender (0:
+	// -eos-slots, else kmirror's default).
+	slots int
 }
 
 var allContenders = []contender{
@@ -78,6 +81,9 @@ var allContenders = []contender{
 	{name: "kmirror-eos", start: startKmirror, exactlyOnce: true},
 	{name: "kmirror-eos-2w", start: startKmirror, exactlyOnce: true, workers: 2},
 	{name: "mm2-eos", start: startMM2, exactlyOnce: true},
+	// Four slots: each slot is a transactional producer, and a request
+	// carries only its own slot's partitions (docs/cluster.md, Cost).
+	{name: "kmirror-eos-4s", start: startKmirror, exactlyOnce: true, slots: 4},
 	{name: "kmirror-prof", start: startKmirrorProf},
 	{name: "kmirror-eos-prof", start: startKmirrorProf, exactlyOnce: true},
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -49,7 +50,7 @@ func (e *env) begin(ctx context.Context, c contender, phase string) (*contenderR
 func (r *contenderRun) startContender(s spec) error {
 	s.exactlyOnce = r.c.exactlyOnce
 	if s.exactlyOnce {
-		s.slots = r.e.eosSlots
+		s.slots = cmp.Or(r.c.slots, r.e.eosSlots)
 	}
 	proc, settings, err := r.c.start(r.e, r.p, s, r.dir)
 	r.proc, r.settings = proc, settings
