@@ -286,20 +286,22 @@ func renderCompressed(o *options, cp map[string]map[string]compressed) string {
 	// Issue 25: exactly once keeps the source's batches.
 	var eos []string
 	for _, codec := range compressedCodecs {
-		e, okE := cp["kmirror-eos"][codec]
-		if !okE {
-			continue
+		for _, name := range []string{"kmirror-eos", "kmirror-eos-4s"} {
+			e, okE := cp[name][codec]
+			if !okE {
+				continue
+			}
+			eb := e.logical * e.windowRecords / e.records
+			parts := []string{fmt.Sprintf("target on disk %.3f× the source's (goal within 1%%)", float64(e.dstDisk)/float64(e.srcDisk))}
+			if l, ok := cp["limit"][codec]; ok {
+				lb := l.logical * l.windowRecords / l.records
+				parts = append(parts, fmt.Sprintf("CPU s/GB %.2f× the limit's (goal ≤ 0.3×)", cpuPerGBBytes(e.cpuWindow, eb)/cpuPerGBBytes(l.cpuWindow, lb)))
+			}
+			if k, ok := cp["kmirror"][codec]; ok {
+				parts = append(parts, fmt.Sprintf("records/s %.2f× kmirror's at least once (goal ≥ 0.85×)", e.recordsPerSec()/k.recordsPerSec()))
+			}
+			eos = append(eos, fmt.Sprintf("- %s: %s %s\n", codec, name, strings.Join(parts, "; ")))
 		}
-		eb := e.logical * e.windowRecords / e.records
-		parts := []string{fmt.Sprintf("target on disk %.3f× the source's (goal within 1%%)", float64(e.dstDisk)/float64(e.srcDisk))}
-		if l, ok := cp["limit"][codec]; ok {
-			lb := l.logical * l.windowRecords / l.records
-			parts = append(parts, fmt.Sprintf("CPU s/GB %.2f× the limit's (goal ≤ 0.3×)", cpuPerGBBytes(e.cpuWindow, eb)/cpuPerGBBytes(l.cpuWindow, lb)))
-		}
-		if k, ok := cp["kmirror"][codec]; ok {
-			parts = append(parts, fmt.Sprintf("records/s %.2f× kmirror's at least once (goal ≥ 0.85×)", e.recordsPerSec()/k.recordsPerSec()))
-		}
-		eos = append(eos, fmt.Sprintf("- %s: kmirror-eos %s\n", codec, strings.Join(parts, "; ")))
 	}
 	if len(eos) > 0 {
 		b.WriteString("\nGoals (issue 25), exactly once, per codec:\n\n" + strings.Join(eos, ""))
