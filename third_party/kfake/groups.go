@@ -582,9 +582,15 @@ func (gs *groups) handleOffsetFetch(creq *clientReq) *kmsg.OffsetFetchResponse {
 			}
 		}
 
-		// KIP-447: real Kafka returns UNSTABLE_OFFSET_COMMIT
-		// per-partition, not per-group.
-		unstable := req.RequireStable && gs.c.pids.hasUnstableOffsets(rg.Group)
+		// KIP-447: UNSTABLE_OFFSET_COMMIT per partition, as real
+		// Kafka (kmirror patch, third_party/kfake/PATCHES.md, 4).
+		var unstable func(topic string, partition int32) bool
+		if req.RequireStable {
+			group := rg.Group
+			unstable = func(topic string, partition int32) bool {
+				return gs.c.pids.hasUnstableOffset(group, topic, partition)
+			}
+		}
 		g, ok := gs.gs[rg.Group]
 		if !ok {
 			sg.ErrorCode = kerr.GroupIDNotFound.Code
@@ -596,7 +602,7 @@ func (gs *groups) handleOffsetFetch(creq *clientReq) *kmsg.OffsetFetchResponse {
 }
 
 // fillOffsetFetch fills one group's portion of an OffsetFetch response.
-func (g *group) fillOffsetFetch(creq *clientReq, rg kmsg.OffsetFetchRequestGroup, sg *kmsg.OffsetFetchResponseGroup, unstable bool) {
+func (g *group) fillOffsetFetch(creq *clientReq, rg kmsg.OffsetFetchRequestGroup, sg *kmsg.OffsetFetchResponseGroup, unstable func(topic string, partition int32) bool) {
 	// KIP-848: validate MemberID/MemberEpoch for consumer
 	// groups. Admin fetches (MemberID absent with
 	// MemberEpoch < 0) skip validation. MemberID="" is a
@@ -627,7 +633,7 @@ func (g *group) fillOffsetFetch(creq *clientReq, rg kmsg.OffsetFetchRequestGroup
 			for p, c := range ps {
 				sp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 				sp.Partition = p
-				if unstable {
+				if unstable != nil && unstable(t, p) {
 					sp.ErrorCode = kerr.UnstableOffsetCommit.Code
 					sp.Offset = -1
 					sp.LeaderEpoch = -1
@@ -655,7 +661,7 @@ func (g *group) fillOffsetFetch(creq *clientReq, rg kmsg.OffsetFetchRequestGroup
 					st.Partitions = append(st.Partitions, sp)
 					continue
 				}
-				if unstable {
+				if unstable != nil && unstable(t.Topic, p) {
 					sp.ErrorCode = kerr.UnstableOffsetCommit.Code
 					sp.Offset = -1
 					sp.LeaderEpoch = -1

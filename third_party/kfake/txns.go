@@ -114,6 +114,21 @@ func (pids *pids) hasUnstableOffsets(group string) bool {
 	return false
 }
 
+// hasUnstableOffset reports whether an active transaction has a pending
+// (uncommitted) offset commit for one partition of the group.
+//
+// kmirror patch (third_party/kfake/PATCHES.md, 4): OffsetFetch with
+// RequireStable answers per partition, as Kafka's
+// OffsetMetadataManager.hasPendingTransactionalOffsets does.
+func (pids *pids) hasUnstableOffset(group, topic string, partition int32) bool {
+	for pidinf := range pids.txs {
+		if offs := pidinf.txOffsets[group]; offs.checkp(topic, partition) {
+			return true
+		}
+	}
+	return false
+}
+
 // updateTimer reschedules the transaction timeout timer based on the
 // next expiring transaction. This also handles any already-expired
 // transactions inline: under high request throughput, this function
