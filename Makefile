@@ -70,7 +70,7 @@ bench:
 ## (throughput, latency, startup with 1,000 topics, failover re-delivery, compressed topics;
 ## throughput and latency again with exactly-once: kmirror-eos and mm2-eos); needs Java 17 and Maven
 ## like test-e2e; writes bench/results/latest.md (the kfake bench writes kfake-latest.md). Smoke run:
-## make bench-mm2 BENCH_MM2_FLAGS="-records 200000 -latency-duration 10s -startup-topics 100 -out ''"
+## make bench-mm2 BENCH_MM2_FLAGS="-records 200000 -latency-duration 10s -startup-topics 100 -compressed-records 200000 -out ''"
 BENCH_MM2_FLAGS ?=
 bench-mm2:
 	$(GO) run ./bench/mm2 $(BENCH_MM2_FLAGS)
