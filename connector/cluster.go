@@ -2,11 +2,11 @@ package connector
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -25,13 +25,16 @@ import (
 // control topic kmirror.<mirror>.slots.internal are the task slots, and the
 // group coordinator hands them out (connector/slots). Each source partition
 // belongs to one slot forever (slots.SlotOf). A worker copies the
-// partitions of the slots it owns, each slot with a copier of its own that
-// writes through a transactional producer (data/txn.go): taking a slot over
-// fences its previous owner, and records, progress and index commit
-// together. The owner of slot 0 also runs the control plane's writes
-// (creating and growing topics, metadata, config, ACL and group sync,
-// listeners); every worker discovers and selects, so each knows what to
-// copy.
+// partitions of every slot it owns with one copier, whose partitions come
+// and go with the slots. With exactly_once that copier writes through one
+// transactional producer per worker (data/txn.go), and every commit
+// carries the slots it touched to the group with the member's generation
+// (TxnFence, docs/design/one-producer-per-worker.md): a worker that lost
+// its slots can never commit, and a new owner waits until the slots'
+// commits are settled before it reads where they stand. The owner of slot
+// 0 also runs the control plane's writes (creating and growing topics,
+// metadata, config, ACL and group sync, listeners); every worker discovers
+// and selects, so each knows what to copy.
 
 // ClusterConfig is how the workers of a mirror share it: its slots and
 // whether they write exactly once.
@@ -101,14 +104,26 @@ type slotPlane struct {
 	// progress is this worker's copy of the progress topic, kept current
 	// by each takeover and group-sync pass (progressLog).
 	progress *data.ProgressLog
-	// shared is, without exactly_once, the one copier of every slot this
-	// worker owns (created with the first slot): a single worker's data
-	// path, whose partitions come and go with the slots. One copier
-	// rather than one per slot: its fetches and produce requests carry
-	// the partitions of every slot (16 copiers cost a third more CPU per
-	// record and half as much again memory at 100,000 partitions), and
-	// nothing needs a producer per slot without transactions.
+	// shared is the one copier of every slot this worker owns (created
+	// with the first slot): a single worker's data path, whose
+	// partitions come and go with the slots. One copier rather than one
+	// per slot: its fetches and produce requests carry the partitions of
+	// every slot (16 copiers cost a third more CPU per record and half as
+	// much again memory at 100,000 partitions; with exactly_once, a
+	// transactional producer per slot sent one batch per request and
+	// copied compressed topics at half at least once's rate).
 	shared *slotWorker
+	// txnID is this worker's transactional ID with exactly_once,
+	// kmirror.<mirror>.worker-<random>: new for each process, so that two
+	// workers never share one, and the same for every copier this
+	// process builds (taking its own ID over again settles a commit
+	// whose outcome was unknown).
+	txnID string
+	// commitMu orders doom with Commit.
+	commitMu sync.Mutex
+	// lost counts the slots lost (the session expired) while copying: a
+	// transaction open across a loss aborts (txnMembership).
+	lost uint64
 	// recordPath: partitions whose slot copies them on the record path
 	// although the batch path is on (exactly_once: txnAbort). It
 	// survives the slot's copiers.
@@ -121,13 +136,15 @@ type slotPlane struct {
 	batchBudget *data.BatchBudget
 }
 
-// slotWorker is one owned slot: its copier and what it found in the
-// progress topic when it took the slot over.
+// slotWorker is one owned slot, copied through the plane's shared copier
+// (cp, dst and writer are the shared worker's, which outlives the slot),
+// with what it found in the progress topic when it took the slot over; or
+// the shared worker itself (slot -1).
 type slotWorker struct {
 	slot int32
 	cp   *data.Copier
-	// dst is the slot's producer: transactional (kmirror.<mirror>.slot-<n>)
-	// with exactly_once, else idempotent.
+	// dst is the copier's producer: with exactly_once transactional
+	// (the worker's txnID), else idempotent.
 	dst *kgo.Client
 	// loaded holds the committed progress and indexes of the slot's
 	// partitions not resumed yet (and those of the slots taken over with
@@ -138,9 +155,7 @@ type slotWorker struct {
 	// records (cp.txn).
 	writer *data.ProgressWriter
 
-	// shared is set on the owned slots that copy through the plane's
-	// shared copier (without exactly_once): cp, dst and writer are the
-	// shared worker's, which outlives the slot.
+	// shared is set on the owned slots (not on the shared worker).
 	shared bool
 
 	stop          context.CancelFunc // ends the poll loop and the writer's ticks
@@ -152,11 +167,16 @@ type slotWorker struct {
 
 func newSlotPlane(m *Mirror) *slotPlane {
 	return &slotPlane{m: m, owned: make(map[int32]*slotWorker), assigned: make(map[int32]bool),
+		txnID:    policy.InternalTopicPrefix + m.cfg.Name + ".worker-" + rand.Text()[:16],
 		progress: data.NewProgressLog(m.log, m.cfg.TargetOpts, m.progressTopic), recordPath: data.NewRecordPathSet(),
 		srcLeaders: data.NewLeaderCache(), dstLeaders: data.NewLeaderCache(), batchBudget: data.NewBatchBudget()}
 }
 
-func (p *slotPlane) transactionalID(slot int32) string {
+// legacyTransactionalID is the transactional ID a worker of kmirror
+// before the one producer per worker wrote slot with (exactly_once): a
+// new owner still fences it, for such a worker may still own the slot in
+// a rolling upgrade.
+func (p *slotPlane) legacyTransactionalID(slot int32) string {
 	return policy.InternalTopicPrefix + p.m.cfg.Name + ".slot-" + fmt.Sprint(slot)
 }
 
@@ -241,230 +261,389 @@ func (p *slotPlane) ownsControl() bool {
 	return ok
 }
 
-// takeOver starts the slots the group handed this worker: for each, create
-// its producer (with exactly_once, fencing the previous owner:
-// InitProducerID with the slot's transactional ID), then read the slot's
-// committed progress, then copy its partitions from there. A slot that
-// cannot start is logged and retried on the next assignment or pass.
+// takeOver starts the slots the group handed this worker: read where
+// each stands in the progress topic, then copy its partitions from there
+// through the shared copier. With exactly_once it first makes sure no
+// earlier owner can still commit: a worker of an earlier version is fenced
+// (its slot's transactional ID taken over), and the slots' commits in the
+// group are waited for until none is pending and the progress they name
+// is read (settleSlots). A slot that cannot start is logged and retried on
+// the next assignment or pass.
 func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 	p.takeMu.Lock()
 	defer p.takeMu.Unlock()
 	p.mu.Lock()
-	ss = slices.DeleteFunc(slices.Clone(ss), func(s int32) bool { return !p.assigned[s] || p.owned[s] != nil })
+	// Revoked already: its new owner copies it. Fencing its legacy ID now
+	// would stall nothing, but reading it is work for nothing.
+	ss = slices.DeleteFunc(slices.Clone(ss), func(s int32) bool { return !p.assigned[s] || p.owned[s] != nil || p.closing })
 	p.mu.Unlock()
 	if len(ss) == 0 {
 		return
 	}
+	slices.Sort(ss)
 	begin := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	// data.Fence every slot first, then read the progress once for all of
-	// them: it holds every slot's positions, and a read after the fences
-	// sees everything the previous owners committed. (Without
-	// exactly_once a revoked owner persisted its progress before the
-	// group moved the slot; a lost one, what it last wrote.)
-	//
-	// The slots are fenced together: one after the other, 16 fences
-	// (each a FindCoordinator and an InitProducerID) took a second on a
-	// busy broker, and a slot revoked meanwhile was fenced anyway.
-	fenced := make(map[int32]*kgo.Client, len(ss))
-	endTxns := make(map[int32]*data.EndTxnCounter, len(ss))
-	var fencedMu sync.Mutex
-	var fences sync.WaitGroup
-	for _, slot := range ss {
-		// Revoked already: fencing it now would fence its new owner's
-		// producer (which then takes it over again, a stall for
-		// nothing).
-		p.mu.Lock()
-		still := p.assigned[slot] && !p.closing
-		p.mu.Unlock()
-		if !still {
-			continue
-		}
-		fences.Go(func() {
-			var dst *kgo.Client
-			var ends *data.EndTxnCounter
-			var err error
-			if p.m.cfg.Cluster.ExactlyOnce {
-				dst, ends, err = p.slotProducer(ctx, slot)
-			} else {
-				dst, err = p.sharedProducer()
-			}
-			if err != nil {
-				p.m.log.Error("cannot take the slot over; it stays without a copier until the next rebalance", "slot", slot, "err", err)
-				return
-			}
-			fencedMu.Lock()
-			fenced[slot], endTxns[slot] = dst, ends
-			fencedMu.Unlock()
-		})
+	fail := func(what string, err error) {
+		p.m.log.Error("cannot take the slots over ("+what+"); they stay without a copier until the next rebalance or pass", "slots", ss, "err", err)
 	}
-	fences.Wait()
-	if len(fenced) == 0 {
+	if p.m.cfg.Cluster.ExactlyOnce {
+		if err := p.fenceLegacy(ctx, ss); err != nil {
+			fail("fence a worker of an earlier version", err)
+			return
+		}
+	}
+	dst, err := p.sharedProducer(ctx)
+	if err != nil {
+		fail("create the worker's producer", err)
 		return
 	}
-	var any *kgo.Client
-	for _, cl := range fenced {
-		any = cl
-		break
+	// Only these slots' partitions: the progress log holds them all.
+	keep := func(tp data.TopicPartition) bool { return slices.Contains(ss, p.slotOf(tp)) }
+	var ld data.Loaded
+	if p.m.cfg.Cluster.ExactlyOnce {
+		ld, err = p.settleSlots(ctx, dst, ss, keep)
+	} else {
+		// A revoked owner persisted its progress before the group
+		// moved the slot; a lost one, what it last wrote.
+		ld, err = p.progress.Current(ctx, kadm.NewClient(dst), keep)
 	}
-	// Only the fenced slots' partitions: the progress log holds them all.
-	ld, err := p.progress.Current(ctx, kadm.NewClient(any), func(tp data.TopicPartition) bool {
-		_, ok := fenced[p.slotOf(tp)]
-		return ok
-	})
 	if err != nil {
-		p.m.log.Error("cannot read the slots' progress; they stay without a copier until the next rebalance", "slots", ss, "progress_topic", p.m.progressTopic, "err", err)
-		p.closeProducers(fenced)
+		fail("read their progress in "+p.m.progressTopic, err)
 		return
 	}
 	// The slots taken over together share what was loaded: a partition
 	// belongs to one slot, and Assign resumes each (taking it out of the
 	// maps) under p.mu. A copy per slot cost 10 MB at 100,000 partitions.
 	var installed []int32
-	for slot, dst := range fenced {
-		w := p.newSlotWorker(slot, dst, endTxns[slot], ld)
-		p.mu.Lock()
-		still := p.assigned[slot] && p.owned[slot] == nil && !p.closing
-		if still {
-			p.owned[slot] = w
+	p.mu.Lock()
+	sh := p.shared
+	for _, slot := range ss {
+		if !p.assigned[slot] || p.owned[slot] != nil || p.closing || sh == nil {
+			continue // revoked while it was being taken over
 		}
-		p.mu.Unlock()
-		if !still {
-			// Revoked while it was being taken over: whoever owns
-			// it now fences this producer anyway.
-			if !w.shared {
-				dst.Close()
-			}
-			continue
-		}
+		p.owned[slot] = &slotWorker{slot: slot, cp: sh.cp, dst: sh.dst, writer: sh.writer, loaded: ld, shared: true}
 		installed = append(installed, slot)
+	}
+	p.mu.Unlock()
+	for _, slot := range installed {
 		p.m.metrics.slotOwned(slot, true, "assigned")
 	}
-	ss = installed
-	slices.Sort(installed)
 	p.m.log.Info("slots taken over", "slots", installed, "partitions_stored", len(ld.Positions), "took", time.Since(begin).Round(time.Millisecond))
 	// Partitions of topics already mirrored start now, not at the next
 	// pass.
-	p.assignKnown(ss)
+	p.assignKnown(installed)
 }
 
-// sharedProducer is the shared copier's idempotent producer (without
-// exactly_once), created with the shared copier on the first call.
-func (p *slotPlane) sharedProducer() (*kgo.Client, error) {
+// fenceLegacy takes over the transactional IDs that workers of kmirror
+// before the one producer per worker wrote the slots with
+// (legacyTransactionalID): InitProducerID aborts what such a worker left
+// open and refuses it any further write. The slots are fenced together:
+// one after the other, 16 fences (each a FindCoordinator and an
+// InitProducerID) took a second on a busy broker.
+func (p *slotPlane) fenceLegacy(ctx context.Context, ss []int32) error {
+	errs := make([]error, len(ss))
+	var fences sync.WaitGroup
+	for i, slot := range ss {
+		fences.Go(func() {
+			if err := p.fenceID(ctx, p.legacyTransactionalID(slot)); err != nil {
+				errs[i] = fmt.Errorf("slot %d: %w", slot, err)
+			}
+		})
+	}
+	fences.Wait()
+	return errors.Join(errs...)
+}
+
+// fenceID takes the transactional ID id over with a client of its own,
+// closed at once: see data.Fence.
+func (p *slotPlane) fenceID(ctx context.Context, id string) error {
+	cl, err := kgo.NewClient(append(p.m.producerOpts(), kgo.TransactionalID(id), kgo.MaxVersions(data.ClassicTransactions()))...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return data.Fence(ctx, cl)
+}
+
+// settleSlots waits until no commit of the slots ss is pending in the
+// group (an earlier owner's transaction that carried them, still open)
+// and reads the progress of their partitions (keep) up to what their last
+// commits wrote: a commit returns before its markers land, so the progress
+// it committed may look open for a moment. An earlier owner that left the
+// group (killed, or its session expired) is fenced first (fenceDeparted):
+// its open transaction would otherwise hold the slots, and what
+// read_committed consumers of its partitions see, until its transaction
+// timeout. Bounded by ctx.
+func (p *slotPlane) settleSlots(ctx context.Context, dst *kgo.Client, ss []int32, keep func(data.TopicPartition) bool) (data.Loaded, error) {
+	p.fenceDeparted(ctx, dst, ss)
+	committed, err := slots.AwaitStable(ctx, dst, p.group(), p.slotsTopic(), ss)
+	if err != nil {
+		return data.Loaded{}, fmt.Errorf("wait for the slots' commits in group %s: %w", p.group(), err)
+	}
+	var marks []data.Mark
+	for slot, c := range committed {
+		mk, err := data.ParseMark(c.Metadata)
+		if err != nil {
+			return data.Loaded{}, fmt.Errorf("slot %d: %w", slot, err)
+		}
+		marks = append(marks, mk)
+	}
+	adm := kadm.NewClient(dst)
+	backoff := 10 * time.Millisecond
+	for {
+		ld, err := p.progress.Current(ctx, adm, keep)
+		if err != nil {
+			return ld, err
+		}
+		settled := true
+		for _, mk := range marks {
+			if !p.progress.Decided(mk.ProducerID, mk.Offsets) {
+				settled = false
+				break
+			}
+		}
+		if settled {
+			return ld, nil
+		}
+		select {
+		case <-ctx.Done():
+			return data.Loaded{}, fmt.Errorf("the progress the slots' last commits wrote is not decided in %s yet: %w", p.m.progressTopic, ctx.Err())
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 200*time.Millisecond)
+	}
+}
+
+// fenceDeparted takes over the transactional IDs of the workers that last
+// committed the slots ss and are no longer members of the group, as their
+// last commits' marks name them: InitProducerID aborts what such a worker
+// left open (or completes a commit it had begun), and refuses it any
+// further write, should it be paused rather than dead (it then takes its
+// slots over again with a new copier, as a new member). Nothing is fenced
+// when the group or the commits cannot be read (unknown, not departed):
+// the takeover then waits for the open transactions to end, at worst
+// their timeout.
+func (p *slotPlane) fenceDeparted(ctx context.Context, dst *kgo.Client, ss []int32) {
+	p.mu.Lock()
+	member := p.member
+	p.mu.Unlock()
+	if member == nil {
+		return
+	}
+	offs, err := kadm.NewClient(dst).FetchOffsets(ctx, p.group())
+	if err == nil {
+		err = offs.Error()
+	}
+	if err != nil {
+		p.m.log.Warn("cannot read the slots' last commits: a worker that left the group is not fenced, and the takeover waits for its open transaction to end", "group", p.group(), "err", err)
+		return
+	}
+	txnIDs := make(map[string]string) // transactional ID -> member
+	for _, s := range ss {
+		o, ok := offs.Lookup(p.slotsTopic(), s)
+		if !ok || o.Metadata == "" {
+			continue // never committed: nobody to fence
+		}
+		mk, err := data.ParseMark(o.Metadata)
+		if err != nil {
+			p.m.log.Warn("a slot's last commit has metadata this kmirror cannot read: its writer is not fenced", "slot", s, "err", err)
+			continue
+		}
+		if mk.TransactionID != "" && mk.TransactionID != p.txnID {
+			txnIDs[mk.TransactionID] = mk.Member
+		}
+	}
+	if len(txnIDs) == 0 {
+		return
+	}
+	members, err := member.MemberIDs(ctx)
+	if err != nil {
+		p.m.log.Warn("cannot list the group's members: a worker that left the group is not fenced, and the takeover waits for its open transaction to end", "group", p.group(), "err", err)
+		return
+	}
+	var fences sync.WaitGroup
+	for id, m := range txnIDs {
+		if members[m] {
+			continue // still a member: it committed what it gave up before the group moved it
+		}
+		fences.Go(func() {
+			if err := p.fenceID(ctx, id); err != nil {
+				p.m.log.Warn("cannot fence a worker that left the group: the takeover waits for its open transaction to end", "transactional_id", id, "member", m, "err", err)
+				return
+			}
+			p.m.log.Info("fenced a worker that left the group", "transactional_id", id, "member", m)
+		})
+	}
+	fences.Wait()
+}
+
+func (p *slotPlane) group() string      { return policy.InternalTopicPrefix + p.m.cfg.Name }
+func (p *slotPlane) slotsTopic() string { return policy.InternalTopic(p.m.cfg.Name, "slots") }
+
+// sharedProducer is the shared copier's producer, created with the shared
+// copier on the first call: idempotent, or with exactly_once transactional
+// with the worker's ID, which it takes over (InitProducerID: what an
+// earlier copier of this worker left open is settled).
+func (p *slotPlane) sharedProducer(ctx context.Context) (*kgo.Client, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.shared != nil {
 		return p.shared.dst, nil
 	}
-	dst, err := kgo.NewClient(append(p.m.producerOpts(), p.m.metadataMinAge())...)
+	cfg := p.m.cfg
+	opts := append(p.m.producerOpts(), p.m.metadataMinAge())
+	var ends *data.EndTxnCounter
+	if cfg.Cluster.ExactlyOnce {
+		ends = new(data.EndTxnCounter)
+		opts = append(opts,
+			kgo.WithHooks(ends),
+			kgo.TransactionalID(p.txnID),
+			kgo.TransactionTimeout(max(time.Minute, 10*cfg.Cluster.CommitInterval)),
+			// Transactions the pre-Kafka-4 way (EndTxn at most v4, so
+			// franz-go adds partitions with AddPartitionsToTxn): see
+			// data.ClassicTransactions.
+			kgo.MaxVersions(data.ClassicTransactions()),
+		)
+	}
+	dst, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, err
 	}
-	cfg := p.m.cfg
+	if cfg.Cluster.ExactlyOnce {
+		if err := data.Fence(ctx, dst); err != nil {
+			dst.Close()
+			return nil, err
+		}
+	}
 	produceCtx, cancelProduce := context.WithCancel(context.Background())
 	w := &slotWorker{slot: -1, dst: dst, produceCtx: produceCtx, cancelProduce: cancelProduce, done: make(chan struct{})}
 	w.cp = data.NewCopier(p.m.log, p.m.metrics.data(), dst, produceCtx, data.CopierOpts{DeadLetter: cfg.DeadLetterTopic, DeliveryTimeout: cfg.DeliveryTimeout, Passthrough: cfg.SourceCompression, DstOpts: cfg.TargetOpts,
-		SourceLeaders: p.srcLeaders, TargetLeaders: p.dstLeaders, BatchBudget: p.batchBudget})
-	w.writer = p.m.newProgressWriter(dst, w.cp)
+		RecordPath: p.recordPath, SourceLeaders: p.srcLeaders, TargetLeaders: p.dstLeaders, BatchBudget: p.batchBudget})
+	if cfg.Cluster.ExactlyOnce {
+		// The batch path writes inside the transactions too
+		// (data/pttxn.go), with the producer's ID and epoch.
+		w.cp.Transactional(p.txnID, cfg.Cluster.CommitInterval, p.m.newProgressWriter(dst, w.cp), ends, p)
+	} else {
+		w.writer = p.m.newProgressWriter(dst, w.cp)
+	}
 	p.shared = w
 	return dst, nil
 }
 
-// closeProducers closes the producers of slots that will not be installed:
-// the transactional ones (the shared one stays).
-func (p *slotPlane) closeProducers(bySlot map[int32]*kgo.Client) {
-	if p.m.cfg.Cluster.ExactlyOnce {
-		for _, cl := range bySlot {
-			cl.Close()
-		}
-	}
+// txnMembership is what a transaction of the shared copier began under
+// (Began): the member's ID and how many slots had been lost.
+type txnMembership struct {
+	member string
+	lost   uint64
 }
 
-// slotProducer creates an exactly_once slot's transactional producer, which
-// has taken the transactional ID over, with a hook counting its EndTxn
-// requests (endRaw).
-func (p *slotPlane) slotProducer(ctx context.Context, slot int32) (*kgo.Client, *data.EndTxnCounter, error) {
-	cfg := p.m.cfg
-	ends := new(data.EndTxnCounter)
-	opts := append(p.m.producerOpts(),
-		kgo.WithHooks(ends),
-		p.m.metadataMinAge(),
-		kgo.TransactionalID(p.transactionalID(slot)),
-		kgo.TransactionTimeout(max(time.Minute, 10*cfg.Cluster.CommitInterval)),
-		// Transactions the pre-Kafka-4 way (EndTxn at most v4, so
-		// franz-go adds partitions with AddPartitionsToTxn): see
-		// classicTransactions.
-		kgo.MaxVersions(data.ClassicTransactions()),
-	)
-	dst, err := kgo.NewClient(opts...)
+// Began implements data.TxnFence.
+func (p *slotPlane) Began() any {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b := txnMembership{lost: p.lost}
+	if p.member != nil {
+		b.member, _ = p.member.Generation()
+	}
+	return b
+}
+
+// Commit implements data.TxnFence: it commits, inside the transaction, the
+// slots it touched (those of the partitions whose progress it wrote, and
+// every slot owned now) to the group, under this member's ID and current
+// generation, with the mark a new owner waits for (data.Mark). It refuses
+// a transaction that began under another membership or saw slots lost:
+// Kafka checks the generation and the member, never which member owns a
+// slot, so committing is safe only while this member has not rejoined or
+// lost anything since the transaction began (a worker whose session
+// expired rejoins as a new member, maybe given the same slots back).
+func (p *slotPlane) Commit(ctx context.Context, dst *kgo.Client, began any, w data.TxnWrites) error {
+	b, _ := began.(txnMembership)
+	p.commitMu.Lock()
+	defer p.commitMu.Unlock()
+	p.mu.Lock()
+	member, lost := p.member, p.lost
+	touched := make(map[int32]bool, len(p.owned))
+	for s := range p.owned {
+		touched[s] = true
+	}
+	for _, tp := range w.Partitions {
+		touched[p.slotOfLocked(tp)] = true
+	}
+	p.mu.Unlock()
+	if member == nil {
+		return errors.New("not a member of the group")
+	}
+	id, gen := member.Generation()
+	switch {
+	case b.member == "" || id != b.member:
+		return fmt.Errorf("this worker's membership changed during the transaction (member %q, then %q)", b.member, id)
+	case lost != b.lost:
+		return errors.New("slots were lost during the transaction")
+	}
+	pid, _, err := dst.ProducerID(ctx)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	if err := data.Fence(ctx, dst); err != nil {
-		dst.Close()
-		return nil, nil, err
-	}
-	return dst, ends, nil
+	mark := data.Mark{ProducerID: pid, TransactionID: p.txnID, Member: id, Offsets: w.Offsets}
+	return slots.CommitInTxn(ctx, dst, p.group(), p.slotsTopic(), id, gen, slices.Sorted(maps.Keys(touched)), mark.String())
 }
 
-// newSlotWorker is a slot's copier over its producer: with exactly_once a
-// transactional copier of its own (endTxns counts its producer's EndTxn
-// requests), else the shared copier.
-func (p *slotPlane) newSlotWorker(slot int32, dst *kgo.Client, endTxns *data.EndTxnCounter, ld data.Loaded) *slotWorker {
-	cfg := p.m.cfg
-	if !cfg.Cluster.ExactlyOnce {
-		p.mu.Lock()
-		sh := p.shared
-		p.mu.Unlock()
-		return &slotWorker{slot: slot, cp: sh.cp, dst: sh.dst, writer: sh.writer, loaded: ld, shared: true}
-	}
-	produceCtx, cancelProduce := context.WithCancel(context.Background())
-	w := &slotWorker{slot: slot, dst: dst, loaded: ld, produceCtx: produceCtx, cancelProduce: cancelProduce, done: make(chan struct{})}
-	// The batch path writes inside the slot's transactions (data/pttxn.go),
-	// with the slot producer's ID and epoch.
-	w.cp = data.NewCopier(p.m.log.With("slot", slot), p.m.metrics.data(), dst, produceCtx, data.CopierOpts{DeadLetter: cfg.DeadLetterTopic, DeliveryTimeout: cfg.DeliveryTimeout,
-		Passthrough: cfg.SourceCompression, DstOpts: cfg.TargetOpts, RecordPath: p.recordPath,
-		SourceLeaders: p.srcLeaders, TargetLeaders: p.dstLeaders, BatchBudget: p.batchBudget})
-	w.cp.Transactional(p.transactionalID(slot), cfg.Cluster.CommitInterval, p.m.newProgressWriter(dst, w.cp), endTxns)
-	return w
-}
+var _ data.TxnFence = (*slotPlane)(nil)
 
-// release stops slots that leave this worker. Revoked (a rebalance): the
-// open transaction is committed first, so the next owner continues where
-// this one stopped. Lost (the session expired): nothing more is written;
-// the next owner's fence aborts what is open.
+// release stops slots that leave this worker. Revoked (a rebalance): what
+// was copied of them is committed (with exactly_once, the open
+// transaction; else the progress, once their records in flight settled)
+// before the group hands them on, so the next owner continues where this
+// one stopped. Lost (the session expired): another worker may own them
+// already, and nothing more is written for them; with exactly_once the
+// open transaction aborts.
 func (p *slotPlane) release(ctx context.Context, ss []int32, commit bool) {
-	var ws, shared []*slotWorker
+	var gone []*slotWorker
 	p.routeMu.Lock()
+	if !commit {
+		p.doom()
+	}
 	p.mu.Lock()
 	for _, slot := range ss {
 		if w := p.owned[slot]; w != nil {
-			if w.shared {
-				shared = append(shared, w)
-			} else {
-				ws = append(ws, w)
-			}
+			gone = append(gone, w)
 		}
 		delete(p.owned, slot)
 		delete(p.assigned, slot)
 	}
 	p.mu.Unlock()
 	var out []data.TopicPartition
-	if len(shared) > 0 {
-		out = p.takeOutShared(shared)
+	if len(gone) > 0 {
+		out = p.takeOutShared(gone)
 	}
 	p.routeMu.Unlock()
-	p.stopSlots(ctx, ws, commit)
-	if len(shared) > 0 {
+	if len(gone) > 0 {
 		if err := p.settleShared(ctx, out, commit); err != nil {
-			p.m.log.Error("released slots: their records not acknowledged in time are copied again by the next owner", "err", err)
+			p.m.log.Error("released slots: what was copied of them and not committed in time is copied again by the next owner", "err", err)
 		}
 	}
-	for _, w := range append(ws, shared...) {
+	if !commit {
+		p.doom() // a transaction begun while they were taken out
+	}
+	for _, w := range gone {
 		p.m.metrics.slotOwned(w.slot, false, map[bool]string{true: "revoked", false: "lost"}[commit])
 		p.m.log.Info("slot released", "slot", w.slot, "committed", commit)
 	}
+}
+
+// doom makes the shared copier's open transaction abort instead of
+// committing (Commit refuses it): it holds records of slots this worker
+// no longer owns. commitMu orders it with a Commit in progress: one that
+// checked before it has sent its TxnOffsetCommit already, which the next
+// owner's settleSlots then waits for.
+func (p *slotPlane) doom() {
+	p.commitMu.Lock()
+	defer p.commitMu.Unlock()
+	p.mu.Lock()
+	p.lost++
+	p.mu.Unlock()
 }
 
 // takeOutShared stops the shared copier copying the partitions of slots
@@ -476,7 +655,7 @@ func (p *slotPlane) takeOutShared(ws []*slotWorker) []data.TopicPartition {
 	for _, w := range ws {
 		gone[w.slot] = true
 	}
-	cp := p.shared.cp
+	cp := ws[0].cp
 	var tps []data.TopicPartition
 	for _, ps := range cp.Persistable() {
 		if gone[p.slotOf(ps.TP)] {
@@ -488,20 +667,41 @@ func (p *slotPlane) takeOutShared(ws []*slotWorker) []data.TopicPartition {
 }
 
 // settleShared finishes releasing the shared copier's partitions tps.
-// Revoked (commit): their records in flight settle and the progress is
-// persisted, within the shutdown timeout, before the group hands the
-// slots on: the next owner resumes where this worker stopped, nothing
-// copied twice. Lost: another worker may own them already; progress
-// written now could move theirs back. Either way their states go, so that
-// the slots taken again later resume from the progress topic.
+// Revoked (commit): within the shutdown timeout, before the group hands
+// the slots on, with exactly_once the open transaction commits; else
+// their records in flight settle and the progress is persisted. The next
+// owner resumes where this worker stopped, nothing copied twice. Lost:
+// another worker may own them already; progress written now could move
+// theirs back. Either way their states go, so that the slots taken again
+// later resume from the progress topic.
 func (p *slotPlane) settleShared(ctx context.Context, tps []data.TopicPartition, commit bool) error {
+	p.mu.Lock()
 	sh := p.shared
+	p.mu.Unlock()
+	if sh == nil {
+		return nil // rebuilt meanwhile: its states went with it
+	}
 	defer sh.cp.DropParked(tps)
 	if !commit {
 		return nil
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.m.cfg.ShutdownTimeout)
 	defer cancel()
+	if p.m.cfg.Cluster.ExactlyOnce {
+		ended := make(chan error, 1)
+		go func() { ended <- sh.cp.EndTxnNow(cctx) }()
+		select {
+		case err := <-ended:
+			if err != nil {
+				return fmt.Errorf("the transaction holding the released slots' records did not commit: %w", err)
+			}
+			return nil
+		case <-cctx.Done():
+			// It must not commit once the group moved the slots on.
+			p.doom()
+			return fmt.Errorf("the transaction holding the released slots' records did not end within shutdown_timeout (%v): it aborts", p.m.cfg.ShutdownTimeout)
+		}
+	}
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	var abandonedErr error
@@ -543,26 +743,15 @@ func (p *slotPlane) settleShared(ctx context.Context, tps []data.TopicPartition,
 	return abandonedErr
 }
 
-// stopSlots stops slots side by side, so that stopping several takes one
-// shutdown timeout, not one each. It returns each slot's error.
-func (p *slotPlane) stopSlots(ctx context.Context, ws []*slotWorker, commit bool) []error {
-	errs := make([]error, len(ws))
-	var wg sync.WaitGroup
-	for i, w := range ws {
-		wg.Go(func() { errs[i] = p.stopSlot(ctx, w, commit) })
-	}
-	wg.Wait()
-	return errs
-}
-
-// stopSlot ends a slot's copier: its poll loop, then (commit) its last
+// stopShared ends the shared copier: its poll loop, then its last
 // transaction, or without exactly_once its records in flight and its last
 // progress, all within the shutdown timeout. The loop may be blocked in a
 // flush or a produce that the target keeps refusing: once the timeout
 // passes, the produce context is cancelled, which ends both; the open
-// transaction is then left to the next owner's fence (it aborts it), and
-// records not acknowledged are copied again by the next owner.
-func (p *slotPlane) stopSlot(ctx context.Context, w *slotWorker, commit bool) error {
+// transaction is then left open (it can no longer commit: the member
+// leaves the group next, and its coordinator aborts it at its timeout),
+// and records not acknowledged are copied again by the next owner.
+func (p *slotPlane) stopShared(ctx context.Context, w *slotWorker) error {
 	p.mu.Lock()
 	stop, running := w.stop, w.running
 	p.mu.Unlock()
@@ -576,9 +765,6 @@ func (p *slotPlane) stopSlot(ctx context.Context, w *slotWorker, commit bool) er
 	var err error
 	stopped := !running || p.waitLoop(w, cctx)
 	switch {
-	case !commit:
-		// Lost: another worker may own the slot already. Progress
-		// written now could move it back behind what that one wrote.
 	case w.writer != nil:
 		// At least once: what was acknowledged is worth persisting
 		// even after a loop that did not stop in time.
@@ -684,10 +870,11 @@ func (p *slotPlane) Assign(as []data.Assignment, srcOpts []kgo.Opt) (bool, error
 			errs = append(errs, fmt.Errorf("slot %d: %w", w.slot, err))
 			continue
 		}
-		if started && w.shared {
-			p.run(p.shared) // its poll loop serves every slot
-		} else if started {
-			p.run(w)
+		p.mu.Lock()
+		sh := p.shared
+		p.mu.Unlock()
+		if started && sh != nil && sh.cp == w.cp {
+			p.run(sh) // its poll loop serves every slot
 		}
 	}
 	return false, errors.Join(errs...)
@@ -731,33 +918,47 @@ func (p *slotPlane) run(w *slotWorker) {
 		if !w.cp.TxnStopped() {
 			return
 		}
-		stop() // the writer's ticks too (none with a transaction)
-		// Fenced while the group still gives it to this worker (the
-		// group moved it away and back, or a stale takeover raced), or
-		// a commit's outcome unknown: drop the copier and take the
-		// slot over again, which reads where it stands.
-		p.mu.Lock()
-		mine := p.owned[w.slot] == w
-		if mine {
-			delete(p.owned, w.slot)
-		}
-		runCtx := p.ctx
-		p.mu.Unlock()
-		if !mine {
-			return
-		}
-		p.m.metrics.slotOwned(w.slot, false, "lost")
-		w.cancelProduce()
-		w.cp.Close()
-		w.dst.Close()
-		if w.cp.Fenced() {
-			// Fenced: whoever fenced it may own it now; the next
-			// pass takes it over again if the group still says so.
-			p.m.log.Warn("slot fenced by another producer: this copier stops; the next pass takes the slot over again if it is still assigned here", "slot", w.slot)
-			return
-		}
-		p.takeOver(runCtx, []int32{w.slot})
+		stop()
+		p.rebuildShared(w)
 	}()
+}
+
+// rebuildShared replaces the shared copier w after its transactions
+// stopped: a commit's outcome unknown, or the worker's producer fenced
+// (its coordinator aborted a transaction that outlived its timeout). Every
+// slot it copied is taken over again with a new copier, whose producer
+// takes the worker's transactional ID over again (settling what was left
+// open) and reads where each slot stands. A shutdown in progress closes
+// it instead.
+func (p *slotPlane) rebuildShared(w *slotWorker) {
+	p.routeMu.Lock()
+	p.mu.Lock()
+	mine := p.shared == w && !p.closing
+	var slotsGone []int32
+	if mine {
+		p.shared = nil
+		for s, ow := range p.owned {
+			if ow.cp == w.cp {
+				slotsGone = append(slotsGone, s)
+				delete(p.owned, s)
+			}
+		}
+	}
+	runCtx := p.ctx
+	p.mu.Unlock()
+	p.routeMu.Unlock()
+	if !mine {
+		return
+	}
+	for _, s := range slotsGone {
+		p.m.metrics.slotOwned(s, false, "lost")
+	}
+	w.cancelProduce()
+	w.cp.Close()
+	w.dst.Close()
+	slices.Sort(slotsGone)
+	p.m.log.Warn("the worker's transactions stopped: its slots are taken over again by a new copier, from where their commits stand", "slots", slotsGone, "fenced", w.cp.Fenced())
+	p.takeOverMissing(runCtx)
 }
 
 // owns reports whether this worker owns slot s.
@@ -767,14 +968,14 @@ func (p *slotPlane) owns(s int32) bool {
 	return p.owned[s] != nil
 }
 
-func (p *slotPlane) each(fn func(*slotWorker)) {
+// sharedCopier is the shared copier, nil before the first slot.
+func (p *slotPlane) sharedCopier() *data.Copier {
 	p.mu.Lock()
-	ws := slices.Collect(maps.Values(p.owned))
-	p.mu.Unlock()
-	sort.Slice(ws, func(i, j int) bool { return ws[i].slot < ws[j].slot })
-	for _, w := range ws {
-		fn(w)
+	defer p.mu.Unlock()
+	if p.shared == nil {
+		return nil
 	}
+	return p.shared.cp
 }
 
 func (p *slotPlane) worker(tp data.TopicPartition) *slotWorker {
@@ -835,51 +1036,32 @@ func (p *slotPlane) InFlight() int {
 	return n
 }
 
-// copiers are the copiers of the slots this worker owns, each once (the
-// shared one serves every slot without exactly_once, and is there while
-// it has records in flight of slots gone).
+// copiers are the copiers of the slots this worker owns: the shared one,
+// which serves every slot (and is there while it has records in flight of
+// slots gone).
 func (p *slotPlane) copiers() []*data.Copier {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []*data.Copier
-	if p.shared != nil {
-		out = append(out, p.shared.cp)
+	if p.shared == nil {
+		return nil
 	}
-	for _, w := range p.owned {
-		if !w.shared {
-			out = append(out, w.cp)
-		}
-	}
-	return out
+	return []*data.Copier{p.shared.cp}
 }
 
-// shutdown commits and stops every slot, then leaves the group so that the
-// others take the slots over at once. It returns an error when a slot's
-// last transaction did not commit, or (at least once) records were not
-// acknowledged in time: the next owner copies them again.
+// shutdown commits and stops the shared copier, then leaves the group so
+// that the others take the slots over at once. It returns an error when
+// the last transaction did not commit, or (at least once) records were
+// not acknowledged in time: the next owner copies them again.
 func (p *slotPlane) shutdown(ctx context.Context) error {
 	p.mu.Lock()
 	p.closing = true
+	sh := p.shared
 	p.mu.Unlock()
-	var ws []*slotWorker
-	p.each(func(w *slotWorker) {
-		if !w.shared {
-			ws = append(ws, w)
-		}
-	})
-	p.mu.Lock()
-	if p.shared != nil {
-		ws = append(ws, p.shared) // every other slot's: stopped with its progress persisted
-	}
-	p.mu.Unlock()
-	var errs []error
-	for i, err := range p.stopSlots(ctx, ws, true) {
-		switch w := ws[i]; {
-		case err == nil:
-		case w.writer != nil:
-			errs = append(errs, err)
-		default:
-			errs = append(errs, fmt.Errorf("slot %d: last transaction not committed (%w); the next owner copies its records again", w.slot, err))
+	var err error
+	if sh != nil {
+		err = p.stopShared(ctx, sh)
+		if err != nil && sh.writer == nil {
+			err = fmt.Errorf("last transaction not committed (%w); the next owner copies its records again", err)
 		}
 	}
 	p.mu.Lock()
@@ -889,7 +1071,7 @@ func (p *slotPlane) shutdown(ctx context.Context) error {
 	if member != nil {
 		member.Close()
 	}
-	return errors.Join(errs...)
+	return err
 }
 
 var _ dataPlane = (*slotPlane)(nil)
@@ -1051,29 +1233,17 @@ func (p *slotPlane) status() *ClusterStatus {
 			}
 		}
 	}
-	sharedDone := false
+	// One walk over the shared copier serves every slot.
 	for _, w := range workers {
-		if w.shared {
-			if !sharedDone { // one walk for every slot of the shared copier
-				sharedDone = true
-				for _, ps := range w.cp.Snapshot() {
-					acked, end, _ := ps.Status()
-					if s := p.slotOf(ps.TP); p.owns(s) {
-						st.SlotLag[s] += lag(acked, end)
-					}
-				}
-			}
-			if _, ok := st.SlotLag[w.slot]; !ok {
-				st.SlotLag[w.slot] = 0
-			}
-			continue
-		}
-		var lagSum int64
-		for _, ps := range w.cp.Snapshot() {
+		st.SlotLag[w.slot] = 0
+	}
+	if sh := p.sharedCopier(); sh != nil {
+		for _, ps := range sh.Snapshot() {
 			acked, end, _ := ps.Status()
-			lagSum += lag(acked, end)
+			if s := p.slotOf(ps.TP); p.owns(s) {
+				st.SlotLag[s] += lag(acked, end)
+			}
 		}
-		st.SlotLag[w.slot] = lagSum
 	}
 	return st
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -86,7 +87,7 @@ func TestTxnBatchPathForwardsCompressed(t *testing.T) {
 	dst.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
 		dst.KeepControl()
 		if req := kr.(*kmsg.ProduceRequest); len(req.Topics) > 0 && req.Topics[0].Topic != "" && req.Topics[0].Topic[:4] == "src." &&
-			(req.TransactionID == nil || *req.TransactionID != "kmirror.m.slot-0") {
+			(req.TransactionID == nil || !strings.HasPrefix(*req.TransactionID, "kmirror.m.worker-")) {
 			unnamed.Add(1)
 		}
 		return nil, nil, false
@@ -106,7 +107,7 @@ func TestTxnBatchPathForwardsCompressed(t *testing.T) {
 	}
 	w.shutdown(t) // every transaction ended: the logs are complete
 	if n := unnamed.Load(); n > 0 {
-		t.Fatalf("%d Produce requests to the target topics named no transactional ID, or another one than the slot's", n)
+		t.Fatalf("%d Produce requests to the target topics named no transactional ID, or another one than the worker's", n)
 	}
 
 	for topic, codec := range codecs {

@@ -44,7 +44,7 @@ func startTxnCopier(t *testing.T, src, dst *kfake.Cluster, topic string, partiti
 		f(&opts)
 	}
 	cp := data.NewCopier(kfaketest.Logger(), nil, dstCl, produceCtx, opts)
-	cp.Transactional("kmirror.m.slot-0", 50*time.Millisecond, data.NewProgressWriter(progressTopic, 1, dstCl, cp, data.Sealer{}, nil), nil)
+	cp.Transactional("kmirror.m.slot-0", 50*time.Millisecond, data.NewProgressWriter(progressTopic, 1, dstCl, cp, data.Sealer{}, nil), nil, nil)
 	var as []data.Assignment
 	for p := range partitions {
 		tp := data.TopicPartition{Topic: topic, Partition: p}

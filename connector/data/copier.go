@@ -133,6 +133,9 @@ type Copier struct {
 	// isolating its records must not wait a whole poll timeout per record.
 	cancelPoll atomic.Pointer[context.CancelFunc]
 	woken      atomic.Bool
+	// loopMu is held by each turn of the poll loop (step), so that
+	// EndTxnNow ends a transaction between two turns.
+	loopMu sync.Mutex
 	// recordPath holds the partitions a transactional copier copies on
 	// the record path although it has a batch path (see txnAbort).
 	recordPath *RecordPathSet
@@ -927,74 +930,89 @@ func (c *Copier) pollWait(now time.Time) time.Duration {
 // records will be produced; the caller then flushes the producer.
 func (c *Copier) Run(ctx context.Context) {
 	for ctx.Err() == nil {
-		if c.txn != nil {
-			if !c.txnStep(ctx) {
-				return // fenced
-			}
-			if !c.txn.open {
-				c.txnWait(ctx) // after an abort: read nothing outside a transaction
-				continue
-			}
-		}
-		pollCtx, cancel := context.WithTimeout(ctx, c.pollWait(time.Now()))
-		c.cancelPoll.Store(&cancel)
-		if c.woken.Swap(false) {
-			cancel() // woken between polls: do not wait
-		}
-		var fetches kgo.Fetches
-		var gen uint64
-		if src := c.source(); src != nil {
-			fetches, gen = c.poll(pollCtx, src)
-		} else {
-			<-pollCtx.Done() // the batch path's fetches wake it
-		}
-		c.cancelPoll.Store(nil)
-		cancel()
-		if ctx.Err() != nil {
-			// Records fetched but not produced are simply read again
-			// after a restart: progress never moved past them.
+		c.loopMu.Lock()
+		more, wait := c.step(ctx)
+		c.loopMu.Unlock()
+		if !more {
 			return
 		}
-		errs := 0
-		fetches.EachError(func(topic string, partition int32, err error) {
-			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-				return
-			}
-			errs++
-			tp := TopicPartition{topic, partition}
-			if time.Since(c.fetchErrLogged[tp]) > fetchErrLogEvery {
-				c.fetchErrLogged[tp] = time.Now()
-				c.log.Warn("fetch from source failed", "topic", topic, "partition", partition, "err", err)
-			}
-		})
-		if errs > 0 && fetches.NumRecords() == 0 {
-			// Only errors: do not spin on a partition that fails at once.
-			select {
-			case <-ctx.Done():
-			case <-time.After(fetchErrBackoff):
-			}
-		}
-		fetches.EachPartition(func(fp kgo.FetchTopicPartition) { c.producePartition(fp, gen) })
-		if c.pt != nil {
-			for _, f := range c.pt.take() {
-				c.producePassthrough(f)
-			}
-		}
-		c.expireDeliveries()
-		if c.attention.Load() {
-			if c.txn != nil && c.failedPartition() != nil {
-				// A refusal dooms the transaction: end it now (it
-				// aborts, and every partition goes back to its
-				// committed position).
-				c.attention.Store(false)
-				c.TxnEnd(ctx)
-				continue
-			}
-			// Isolation steps (one record at a time after a batch
-			// refused for good), in a transaction too.
-			c.rewindFailed()
+		if wait {
+			c.txnWait(ctx) // after an abort: read nothing outside a transaction
 		}
 	}
+}
+
+// step is one turn of the poll loop, under loopMu: a poll and what it
+// fetched produced. It reports whether the loop goes on, and whether it
+// waits before the next turn (after an abort, no transaction is open).
+func (c *Copier) step(ctx context.Context) (more, wait bool) {
+	if c.txn != nil {
+		if !c.txnStep(ctx) {
+			return false, false // fenced
+		}
+		if !c.txn.open {
+			return true, true
+		}
+	}
+	pollCtx, cancel := context.WithTimeout(ctx, c.pollWait(time.Now()))
+	c.cancelPoll.Store(&cancel)
+	if c.woken.Swap(false) {
+		cancel() // woken between polls: do not wait
+	}
+	var fetches kgo.Fetches
+	var gen uint64
+	if src := c.source(); src != nil {
+		fetches, gen = c.poll(pollCtx, src)
+	} else {
+		<-pollCtx.Done() // the batch path's fetches wake it
+	}
+	c.cancelPoll.Store(nil)
+	cancel()
+	if ctx.Err() != nil {
+		// Records fetched but not produced are simply read again
+		// after a restart: progress never moved past them.
+		return false, false
+	}
+	errs := 0
+	fetches.EachError(func(topic string, partition int32, err error) {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			return
+		}
+		errs++
+		tp := TopicPartition{topic, partition}
+		if time.Since(c.fetchErrLogged[tp]) > fetchErrLogEvery {
+			c.fetchErrLogged[tp] = time.Now()
+			c.log.Warn("fetch from source failed", "topic", topic, "partition", partition, "err", err)
+		}
+	})
+	if errs > 0 && fetches.NumRecords() == 0 {
+		// Only errors: do not spin on a partition that fails at once.
+		select {
+		case <-ctx.Done():
+		case <-time.After(fetchErrBackoff):
+		}
+	}
+	fetches.EachPartition(func(fp kgo.FetchTopicPartition) { c.producePartition(fp, gen) })
+	if c.pt != nil {
+		for _, f := range c.pt.take() {
+			c.producePassthrough(f)
+		}
+	}
+	c.expireDeliveries()
+	if c.attention.Load() {
+		if c.txn != nil && c.failedPartition() != nil {
+			// A refusal dooms the transaction: end it now (it
+			// aborts, and every partition goes back to its
+			// committed position).
+			c.attention.Store(false)
+			c.TxnEnd(ctx)
+			return true, false
+		}
+		// Isolation steps (one record at a time after a batch
+		// refused for good), in a transaction too.
+		c.rewindFailed()
+	}
+	return true, false
 }
 
 // poll polls the record path's consumer and returns the fetches with the

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -506,6 +507,20 @@ func (l *ProgressLog) Current(ctx context.Context, adm *kadm.Client, keep func(T
 	return view.loaded(), nil
 }
 
+// Decided reports whether what the previous read saw of producer pid's
+// records up to offsets (per progress partition) is decided: see
+// state.Reader.Decided.
+func (l *ProgressLog) Decided(pid int64, offsets map[int32]int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for p, off := range offsets {
+		if !l.reader.Decided(pid, p, off) {
+			return false
+		}
+	}
+	return true
+}
+
 // progressWriter persists, per partition, the index chunks that changed and
 // the acked position, in that order.
 type ProgressWriter struct {
@@ -530,6 +545,110 @@ type ProgressWriter struct {
 	// and each slot's producer would otherwise buffer them all (its record
 	// bound is franz-go's 10,000; 16 slots held 40 MB of them).
 	outstanding chan struct{}
+	// txnWrites are, in a transaction (exactly_once), what the open
+	// transaction wrote: the partitions whose progress or index went
+	// into it, and per progress partition the highest offset the target
+	// acknowledged for it (TxnFence.Commit names them).
+	txnMu     sync.Mutex
+	txnWrites TxnWrites
+}
+
+// TxnWrites is what a transaction wrote to the progress topic: the source
+// partitions whose progress or index chunks it holds, and per progress
+// partition the offset of the last of its records there. A worker taking
+// a slot over reads the progress topic until the transaction that the
+// slot's committed offset names is decided at those offsets (its commit
+// markers land on each partition after the commit returns).
+type TxnWrites struct {
+	Partitions []TopicPartition
+	Offsets    map[int32]int64
+}
+
+// Mark is what a slot's committed offset in the group says of the
+// transaction that committed it (TxnFence), as JSON in the offset's
+// metadata (well below Kafka's offset.metadata.max.bytes, 4,096, for a
+// progress topic of a hundred partitions): the producer and worker that
+// wrote it, and per progress partition the offset of its last record
+// there. A new owner of the slot fences the worker's transactional ID if
+// that member left the group (its open transaction would hold the slot
+// until the transaction timeout), and reads the progress topic until those
+// records are decided (ProgressLog.Decided).
+type Mark struct {
+	Version       int             `json:"v"`
+	ProducerID    int64           `json:"pid"`
+	TransactionID string          `json:"txn"`
+	Member        string          `json:"member"`
+	Offsets       map[int32]int64 `json:"progress"`
+}
+
+// markVersion is the version of the marks this kmirror writes.
+const markVersion = 1
+
+// String encodes the mark as the offset's metadata.
+func (m Mark) String() string {
+	m.Version = markVersion
+	b, err := json.Marshal(m)
+	if err != nil {
+		panic(err) // ints and strings always marshal
+	}
+	return string(b)
+}
+
+// ParseMark decodes a mark; metadata written by anything else is an
+// error naming it.
+func ParseMark(s string) (Mark, error) {
+	var m Mark
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return Mark{}, fmt.Errorf("slot offset metadata %q: %w", s, err)
+	}
+	if m.Version != markVersion {
+		return Mark{}, fmt.Errorf("slot offset metadata %q: version %d, this kmirror reads %d", s, m.Version, markVersion)
+	}
+	for p, off := range m.Offsets {
+		if p < 0 || off < 0 {
+			return Mark{}, fmt.Errorf("slot offset metadata %q: progress partition %d at offset %d", s, p, off)
+		}
+	}
+	return m, nil
+}
+
+// takeTxnWrites returns what was written since its last call and starts
+// again.
+func (w *ProgressWriter) takeTxnWrites() TxnWrites {
+	w.txnMu.Lock()
+	defer w.txnMu.Unlock()
+	out := w.txnWrites
+	w.txnWrites = TxnWrites{}
+	return out
+}
+
+// txnTouched notes that the open transaction holds progress or index
+// writes about tp (none outside a transaction).
+func (w *ProgressWriter) txnTouched(tp TopicPartition) {
+	if w.c.txn == nil {
+		return
+	}
+	w.txnMu.Lock()
+	w.txnWrites.Partitions = append(w.txnWrites.Partitions, tp)
+	w.txnMu.Unlock()
+}
+
+// txnAcked notes a write the target acknowledged at offset off of progress
+// partition partition.
+func (w *ProgressWriter) txnAcked(partition int32, off int64) {
+	if w.c.txn == nil {
+		return
+	}
+	w.txnMu.Lock()
+	defer w.txnMu.Unlock()
+	if w.txnWrites.Offsets == nil {
+		w.txnWrites.Offsets = make(map[int32]int64)
+	}
+	if cur, ok := w.txnWrites.Offsets[partition]; !ok || off > cur {
+		w.txnWrites.Offsets[partition] = off
+	}
 }
 
 // progressMaxOutstanding bounds the records one writer has produced and
@@ -558,6 +677,9 @@ func (w *ProgressWriter) produce(ctx context.Context, r *kgo.Record, promise fun
 	}
 	w.dst.Produce(ctx, r, func(r *kgo.Record, err error) {
 		<-w.outstanding
+		if err == nil {
+			w.txnAcked(r.Partition, r.Offset)
+		}
 		promise(r, err)
 	})
 }
@@ -614,6 +736,9 @@ func (w *ProgressWriter) WriteAsync(ctx context.Context) []partitionWrites {
 		ps.Mu.Unlock()
 		if len(writes) > 0 {
 			out = append(out, partitionWrites{ps, writes})
+		}
+		if len(writes) > 0 || (acked >= 0 && acked != persisted) {
+			w.txnTouched(ps.TP)
 		}
 		for _, cw := range writes {
 			var value []byte

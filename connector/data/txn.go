@@ -69,6 +69,31 @@ type TxnCycle struct {
 	// when it has no such hook): the batch path ends a transaction
 	// franz-go did not (endRaw).
 	endTxns *EndTxnCounter
+	// fence, when set, ties the transactions to a group membership
+	// (TxnFence); membership is what its Began returned when the open
+	// transaction began.
+	fence      TxnFence
+	membership any
+}
+
+// TxnFence ties a copier's transactions to its worker's membership in the
+// mirror's group, Kafka Streams' way since KIP-447: one transactional
+// producer copies every slot a worker owns, and each commit carries the
+// slots it touched to the group with the member's generation
+// (TxnOffsetCommit), which the group coordinator refuses from a member it
+// no longer knows. A zombie (a paused worker whose slots moved on) can
+// therefore never commit, although its producer is never fenced.
+type TxnFence interface {
+	// Began is called just before each transaction begins; what it
+	// returns is handed to Commit.
+	Began() any
+	// Commit puts the fence's offsets into the open transaction, after
+	// its records and progress were acknowledged and before it ends:
+	// w says what the transaction wrote to the progress topic. Any
+	// error (a refusal, an unknown outcome, a membership that changed
+	// since began) aborts the transaction: Kafka would commit the data
+	// of a transaction whose TxnOffsetCommit it refused.
+	Commit(ctx context.Context, dst *kgo.Client, began any, w TxnWrites) error
 }
 
 // ptTxnFlushTimeout bounds the wait for the batch path's batches at a
@@ -115,6 +140,10 @@ func (c *Copier) txnStep(ctx context.Context) bool {
 		return false
 	}
 	if !t.open && !time.Now().Before(t.retryAt) {
+		if t.fence != nil {
+			t.membership = t.fence.Began()
+		}
+		t.writer.takeTxnWrites() // what an aborted transaction wrote is not this one's
 		if err := c.dst.BeginTransaction(); err != nil {
 			// franz-go refuses to begin only when the producer ID has
 			// a fatal error, which no retry clears: fenced (another
@@ -231,6 +260,13 @@ func (c *Copier) TxnEnd(ctx context.Context) error {
 			err = c.failedSinceCommit()
 		}
 	}
+	if err == nil && t.fence != nil {
+		fctx, cancel := context.WithTimeout(c.produceCtx, 30*time.Second)
+		if err = t.fence.Commit(fctx, c.dst, t.membership, t.writer.takeTxnWrites()); err != nil {
+			err = fmt.Errorf("commit the slots to the group: %w", err)
+		}
+		cancel()
+	}
 	if err == nil {
 		// Bounded by the produce context too: a stop that waited its
 		// shutdown timeout cancels it (the outcome is then unknown, and
@@ -265,6 +301,21 @@ func (c *Copier) TxnEnd(ctx context.Context) error {
 	c.metrics.TxnEnded(TxnAborted, 0)
 	c.txnAbort(ctx, written, err)
 	return err
+}
+
+// EndTxnNow ends the open transaction between two steps of the poll loop
+// (committing it, or aborting it when it cannot commit) and returns how
+// it ended: a worker giving slots up commits what it copied of them before
+// the group hands them on. It waits for the loop's step in progress,
+// whose poll it cuts short.
+func (c *Copier) EndTxnNow(ctx context.Context) error {
+	c.wakePoll()
+	c.loopMu.Lock()
+	defer c.loopMu.Unlock()
+	if t := c.txn; t.fenced != nil || t.unknown != nil {
+		return errors.Join(t.fenced, t.unknown)
+	}
+	return c.TxnEnd(ctx)
 }
 
 // txnUnknown stops the copier after a commit whose outcome is unknown.
@@ -522,10 +573,11 @@ func (c *Copier) Fenced() bool { return c.txn != nil && c.txn.fenced != nil }
 // transactional makes the copier write inside transactions of its
 // producer (transactional ID id), committed every interval with the
 // progress w writes; endTxns counts the producer's EndTxn requests
-// (endRaw). The batch path writes inside them too (pttxn.go), with the
+// (endRaw); fence, when not nil, ties them to a group membership
+// (TxnFence). The batch path writes inside them too (pttxn.go), with the
 // producer's ID and epoch.
-func (c *Copier) Transactional(id string, every time.Duration, w *ProgressWriter, endTxns *EndTxnCounter) {
-	c.txn = &TxnCycle{every: every, writer: w, endTxns: endTxns}
+func (c *Copier) Transactional(id string, every time.Duration, w *ProgressWriter, endTxns *EndTxnCounter, fence TxnFence) {
+	c.txn = &TxnCycle{every: every, writer: w, endTxns: endTxns, fence: fence}
 	if c.pt != nil {
 		c.pt.useTransactions(id)
 	}
@@ -547,7 +599,7 @@ func (c *Copier) Transactional(id string, every time.Duration, w *ProgressWriter
 // version since 0.11 supports. Fencing and exactly-once are the same under
 // both protocols.
 //
-// Produce stays below v12 and AddPartitionsToTxn at v3 (franz-go uses
+// Produce stays below v12, AddPartitionsToTxn at v3 and TxnOffsetCommit at v4 (franz-go uses
 // those for its own records under the classic protocol anyway) for the
 // batch path's raw requests, which take the slot producer's versions (or
 // its lanes', built with these): a Produce v12 would let a broker that
@@ -559,5 +611,9 @@ func ClassicTransactions() *kversion.Versions {
 	v.SetMaxKeyVersion(int16(kmsg.EndTxn), 4)
 	v.SetMaxKeyVersion(int16(kmsg.Produce), 11)
 	v.SetMaxKeyVersion(int16(kmsg.AddPartitionsToTxn), 3)
+	// TxnOffsetCommit v5 is for KIP-890 part 2 transactions (franz-go
+	// keeps its own below it under the classic protocol); the slots'
+	// commits (slots.CommitInTxn) follow an explicit AddOffsetsToTxn.
+	v.SetMaxKeyVersion(int16(kmsg.TxnOffsetCommit), 4)
 	return v
 }

@@ -582,6 +582,16 @@ func (m *Member) ID() string {
 	return id
 }
 
+// Generation returns this member's ID and the generation of the group it
+// last joined, for CommitInTxn: the coordinator refuses a commit under any
+// other pair. They do not say the member is still in the group (franz-go
+// keeps them after the member was removed or left, and the coordinator
+// then refuses them). The ID is empty or the generation -1 before the
+// first join completes, which CommitInTxn refuses too.
+func (m *Member) Generation() (memberID string, generation int32) {
+	return m.cl.GroupMetadata()
+}
+
 // Owned returns the slots this member owns, sorted: those passed to
 // OnAssigned and not yet to OnRevoked or OnLost. A slot joins the set just
 // before OnAssigned is called and leaves it just before OnRevoked or OnLost
@@ -595,6 +605,30 @@ func (m *Member) Owned() []int32 {
 	}
 	slices.Sort(owned)
 	return owned
+}
+
+// MemberIDs asks the group's coordinator which members the group has,
+// in any state (a rebalance included, where Members fails: assignments
+// are not reported then). A member listed may be on its way out (its
+// session not expired yet); one not listed has left the group or was
+// removed. Any error means "unknown this time", never "no members".
+func (m *Member) MemberIDs(ctx context.Context) (map[string]bool, error) {
+	gs, err := kadm.NewClient(m.cl).DescribeGroups(ctx, m.cfg.Group)
+	if err != nil {
+		return nil, fmt.Errorf("slots: describe group %q: %w", m.cfg.Group, err)
+	}
+	g, ok := gs[m.cfg.Group]
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("slots: describe group %q: not in the response", m.cfg.Group)
+	case g.Err != nil:
+		return nil, fmt.Errorf("slots: describe group %q: %w", m.cfg.Group, g.Err)
+	}
+	ids := make(map[string]bool, len(g.Members))
+	for _, gm := range g.Members {
+		ids[gm.MemberID] = true
+	}
+	return ids, nil
 }
 
 // MemberInfo is one member of the group as its coordinator describes it.

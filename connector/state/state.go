@@ -324,6 +324,24 @@ func (cr *Reader) HeldBack(fn func(key, value []byte) error) error {
 	return nil
 }
 
+// Decided reports whether the records producer pid wrote to partition p
+// up to offset were read and decided (committed or aborted): the markers
+// of a transaction land on its partitions after its commit returned, so a
+// transaction known to be committed may still look open for a moment.
+func (cr *Reader) Decided(pid int64, p int32, offset int64) bool {
+	if cr.next[p] <= offset {
+		return false
+	}
+	if f := cr.folds[p]; f != nil {
+		for _, e := range f.pending[pid] {
+			if e.r.Offset <= offset {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // committedFold hands a partition's committed records to fn in the log's
 // order, as a read_committed consumer would see them if nothing were open:
 // records outside transactions at once, a transaction's records once its
