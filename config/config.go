@@ -274,11 +274,12 @@ type Mirror struct {
 	// cluster, which hands out task slots, a single worker taking them
 	// all. Its defaults when not set.
 	Cluster *MirrorCluster `yaml:"cluster,omitempty"`
-	// ExactlyOnce makes each slot write through a transactional producer
-	// that fences its previous owner and commits its records, progress
-	// and offset index together: every source record reaches a
-	// read_committed consumer of the target exactly once, across crashes
-	// and takeovers. Without it, at least once.
+	// ExactlyOnce makes each worker write through a transactional
+	// producer whose commits carry its slots to the mirror's group under
+	// its generation (a worker that lost them can never commit), with its
+	// records, progress and offset index together: every source record
+	// reaches a read_committed consumer of the target exactly once,
+	// across crashes and takeovers. Without it, at least once.
 	ExactlyOnce bool `yaml:"exactly_once"`
 	// Sync keeps topic configs and ACLs of mirrored topics in step.
 	Sync Sync `yaml:"sync"`

@@ -39,11 +39,12 @@ import (
 // ClusterConfig is how the workers of a mirror share it: its slots and
 // whether they write exactly once.
 type ClusterConfig struct {
-	// ExactlyOnce makes each slot write through a transactional producer
-	// that fences the slot's previous owner, committing records, progress
-	// and index together (data/txn.go). Without it a slot writes through an
-	// idempotent producer and persists its progress every
-	// ProgressInterval: at least once.
+	// ExactlyOnce makes the worker's copier write through a
+	// transactional producer whose commits carry the slots to the group
+	// under the member's generation (data.TxnFence), committing records,
+	// progress and index together (data/txn.go). Without it the copier
+	// writes through an idempotent producer and persists its progress
+	// every ProgressInterval: at least once.
 	ExactlyOnce bool
 	// Slots is the slot count when the control topic is created.
 	Slots int32

@@ -386,7 +386,8 @@ func (m *Mirror) producerOpts() []kgo.Opt {
 	}
 	if len(m.cfg.Compression) > 0 {
 		// A copy per client: franz-go's NewClient sorts out the codecs
-		// in place, and slot producers are made concurrently.
+		// in place, and fences of transactional IDs (cluster.go) make
+		// clients concurrently.
 		opts = append(opts, kgo.ProducerBatchCompression(slices.Clone(m.cfg.Compression)...))
 	}
 	return append(opts, kgo.WithHooks(recordBatchHook{m}))
@@ -434,7 +435,8 @@ func (m *Mirror) Run(ctx context.Context) error {
 		return nil // ctx was cancelled during startup: nothing to flush
 	}
 
-	// The data plane: a copier per slot this worker owns (cluster.go).
+	// The data plane: one copier for the slots this worker owns
+	// (cluster.go).
 	// Every worker is a member of the mirror's group, a single one a
 	// group of one.
 	if err := m.slots.join(ctx); err != nil {

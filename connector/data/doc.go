@@ -13,10 +13,12 @@
 //     its offset index (package index) in the mirror's compacted progress
 //     topic, written only once the target acknowledged the data before it,
 //     so that a restart resumes exactly there.
-//   - Exactly once (txn.go, pttxn.go): a slot's copier writes inside
-//     transactions of the slot's producer, with its progress, and both paths
-//     write in them; a fence by a new owner stops it.
+//   - Exactly once (txn.go, pttxn.go): the copier writes inside
+//     transactions of the worker's producer, with its progress, and both
+//     paths write in them; each commit carries the worker's slots to the
+//     mirror's group (TxnFence), which refuses a member it no longer knows.
 //
 // The control plane drives a Copier through Assign and Unassign; the
-// membership plane gives each slot's partitions to a copier and runs it.
+// membership plane gives the partitions of the worker's slots to its copier
+// and runs it.
 package data

@@ -142,11 +142,11 @@ type passthrough struct {
 	loggedFallback map[string]bool // partition+reason, logged once
 
 	// Exactly once (txn, set by useTransactions): batches are written
-	// inside the slot's transaction, with the slot producer's ID and
+	// inside the transaction, with the worker producer's ID and
 	// epoch (txnBegin), never one of the batch path's own: an
-	// InitProducerID with the slot's transactional ID would fence the
-	// slot itself, and one without would be neither fenced nor in the
-	// transaction. Under mu:
+	// InitProducerID with the transactional ID would fence the
+	// worker's own producer, and one without would be neither fenced nor
+	// in the transaction. Under mu:
 	//   - txnOpen: a transaction is open. Only then is a batch sent;
 	//     batches are queued only on the poll loop's goroutine while one
 	//     is (producePassthrough), and a commit waits for all of them.
@@ -725,7 +725,7 @@ func (p *passthrough) enqueue(ps *PartitionState, u *ptUnit) {
 		// under the old sequences.
 		q = &ptQueue{ps: ps, pid: -2}
 		if p.txn {
-			// No ID of its own inside the slot's transaction: the
+			// No ID of its own inside the transaction: the
 			// sequence goes on from the old queue's (the same target
 			// partition, or a recreated one, which has no state for
 			// the producer and takes any first sequence). Should an

@@ -542,7 +542,7 @@ type ProgressWriter struct {
 	firstFailure error
 	// outstanding holds a token per record produced and not yet answered:
 	// a worker starting on 100,000 partitions writes two records for each,
-	// and each slot's producer would otherwise buffer them all (its record
+	// and the producer would otherwise buffer them all (its record
 	// bound is franz-go's 10,000; 16 slots held 40 MB of them).
 	outstanding chan struct{}
 	// txnWrites are, in a transaction (exactly_once), what the open

@@ -15,9 +15,9 @@ import (
 
 // The batch path inside a slot's transaction (exactly_once). Source
 // batches are forwarded as they are, as without exactly_once, but written
-// as the slot's transactional producer writes its records:
+// as the worker's transactional producer writes its records:
 //
-//   - with the slot producer's ID and epoch (txnBegin, read again at every
+//   - with the worker producer's ID and epoch (txnBegin, read again at every
 //     BeginTransaction: franz-go may bump the epoch after an abort), the
 //     transactional bit set (recordbatch.Rewrite), so that a fence (the next
 //     owner's InitProducerID) refuses them like any write of the old owner,
@@ -54,7 +54,7 @@ type ptSend struct {
 var errNoTxn = errors.New("no transaction open: the batch is read and written again in the next one")
 
 // useTransactions makes the batch path write inside the slot's
-// transactions (txnID is the slot producer's transactional ID). Call it
+// transactions (txnID is the worker producer's transactional ID). Call it
 // before the first partition is added. The lanes keep to the slot
 // producer's protocol versions: Produce below v12, so that the broker
 // checks each batch's partition is in the transaction instead of adding it
@@ -181,7 +181,7 @@ func (p *passthrough) addToTxn(ctx context.Context, ready []ptSend) {
 			p.txnAdded[target] = true
 			continue
 		}
-		p.c.logEvery.Warn(p.c.log, "pt-add-txn:"+perr.Error(), "could not add a target partition to the slot's transaction (logged once a minute per error)", "topic", target.Topic, "partition", target.Partition, "err", perr)
+		p.c.logEvery.Warn(p.c.log, "pt-add-txn:"+perr.Error(), "could not add a target partition to the transaction (logged once a minute per error)", "topic", target.Topic, "partition", target.Partition, "err", perr)
 		for _, q := range qs {
 			// Nothing of q was sent in this transaction: its
 			// partition was not in it.
@@ -302,7 +302,7 @@ func refusedForSure(err error) bool {
 	return false
 }
 
-// endTxnCounter counts the EndTxn requests a slot producer wrote (a kgo
+// endTxnCounter counts the EndTxn requests a transactional producer wrote (a kgo
 // hook): EndTransaction sends none when franz-go added no partition to
 // the transaction itself, and the batch path's partitions may be in it
 // (endRaw).

@@ -14,16 +14,19 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 )
 
-// Transactions (exactly_once). A slot's copier writes through a producer
-// with a fixed transactional ID (kmirror.<mirror>.slot-<n>), and everything
-// it writes (records, progress, index chunks) goes into transactions that it
-// commits every commitInterval:
+// Transactions (exactly_once). A worker's copier writes through a producer
+// with the worker's transactional ID (kmirror.<mirror>.worker-<random>),
+// and everything it writes (records, progress, index chunks) goes into
+// transactions that it commits every commitInterval:
 //
-//   - Fencing: the slot's next owner calls InitProducerID with the same ID
-//     (Fence, by the slot plane in connector/cluster.go) before it reads the slot's progress. The broker
-//     bumps the producer epoch and aborts the old owner's open transaction;
-//     the old owner can never commit again (PRODUCER_FENCED or
-//     INVALID_PRODUCER_EPOCH), whatever it still has in flight.
+//   - Fencing: each commit carries the slots it touched to the mirror's
+//     group with the member's generation (TxnFence, implemented by the slot
+//     plane in connector/cluster.go); the group coordinator refuses a
+//     member it no longer knows, and the copier then aborts. A new owner
+//     of a slot waits until no transaction holds a commit of it, and may
+//     take a departed worker's ID over (Fence: InitProducerID bumps the
+//     epoch and aborts what was left open; the old producer can never
+//     commit again, PRODUCER_FENCED or INVALID_PRODUCER_EPOCH).
 //   - Exactly once: records, the progress that says they were copied and
 //     the index entries that translate them commit together or not at all.
 //     A read_committed consumer of the target sees every source record once;
@@ -65,7 +68,7 @@ type TxnCycle struct {
 	// the fence completes or aborts the transaction, and the slot's
 	// progress, committed in it or not, says where to resume.
 	unknown error
-	// endTxns counts the EndTxn requests the slot producer wrote (nil
+	// endTxns counts the EndTxn requests the transactional producer wrote (nil
 	// when it has no such hook): the batch path ends a transaction
 	// franz-go did not (endRaw).
 	endTxns *EndTxnCounter
@@ -447,7 +450,7 @@ func (c *Copier) txnAbort(ctx context.Context, written []partitionWrites, why er
 	}
 	t.retryAt = time.Now().Add(t.backoff)
 	c.log.Warn("transaction aborted: partitions go back to their committed positions", "retry_in", t.backoff, "err", why)
-	// Many aborts come from stale metadata: a slot's producer is not the
+	// Many aborts come from stale metadata: the copier's producer is not the
 	// control plane's, so it never learns grown partition counts
 	// (awaitProducerPartitions) and fails every record for a new
 	// partition at once. Refresh before the retry, as the plain copier
@@ -583,7 +586,7 @@ func (c *Copier) Transactional(id string, every time.Duration, w *ProgressWriter
 	}
 }
 
-// ClassicTransactions are the request versions a slot's producer may use:
+// ClassicTransactions are the request versions a transactional producer of kmirror may use:
 // the newest, except EndTxn at most v4, which keeps franz-go off Kafka 4's
 // transaction protocol (KIP-890 part 2, transaction.version=2, on by
 // default in Kafka 4). Under it a produce registers its partition in the
@@ -601,7 +604,7 @@ func (c *Copier) Transactional(id string, every time.Duration, w *ProgressWriter
 //
 // Produce stays below v12, AddPartitionsToTxn at v3 and TxnOffsetCommit at v4 (franz-go uses
 // those for its own records under the classic protocol anyway) for the
-// batch path's raw requests, which take the slot producer's versions (or
+// batch path's raw requests, which take the transactional producer's versions (or
 // its lanes', built with these): a Produce v12 would let a broker that
 // runs KIP-890 part 2 add the partition to the transaction itself, in a
 // transaction the coordinator runs the classic way; AddPartitionsToTxn v4+
