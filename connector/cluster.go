@@ -386,7 +386,14 @@ func (p *slotPlane) settleSlots(ctx context.Context, dst *kgo.Client, ss []int32
 	for slot, c := range committed {
 		mk, err := data.ParseMark(c.Metadata)
 		if err != nil {
-			return data.Loaded{}, fmt.Errorf("slot %d: %w", slot, err)
+			// Committed by something else (an offset reset of the
+			// group, say): the mark of kmirror's last commit is gone,
+			// and with it what to wait for. Refusing the slot would
+			// stop its copy for good; reading the progress now risks
+			// only what a commit's markers still in flight hold.
+			p.m.logEvery.Warn(p.m.log, fmt.Sprintf("slot-mark-%d", slot), "a slot's committed offset in the group has metadata kmirror did not write: the takeover reads the slot's progress without waiting for its last commit's markers (did something reset the group's offsets?)",
+				"group", p.group(), "slot", slot, "err", err)
+			continue
 		}
 		marks = append(marks, mk)
 	}

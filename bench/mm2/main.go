@@ -102,7 +102,7 @@ func run() int {
 	flag.StringVar(&contenders, "contenders", "limit,kmirror,mm2,kmirror-eos,kmirror-eos-2w,mm2-eos", "contenders, comma-separated: limit, kmirror, mm2, kmirror-eos and mm2-eos (exactly once: throughput, latency and compressed phases only), kmirror-eos-2w (two exactly once workers of one mirror: throughput only; CPU and peak RSS summed over both), kmirror-eos-4s (exactly once with 4 slots instead of 16), kmirror-prof (kmirror in-process with a CPU profile) and kmirror-eos-prof (the same with exactly-once)")
 	flag.StringVar(&phases, "phases", "throughput,latency,startup,failover,compressed", "phases, comma-separated")
 	flag.StringVar(&o.out, "out", "bench/results/latest.md", "also write the report here when every run passed; empty to skip")
-	flag.IntVar(&o.eosSlots, "eos-slots", 0, "kmirror-eos (and its -2w and -prof): cluster.slots, each slot a transactional producer (0: kmirror's default, 16)")
+	flag.IntVar(&o.eosSlots, "eos-slots", 0, "kmirror-eos (and its -2w and -prof): cluster.slots (0: kmirror's default, 16)")
 	flag.StringVar(&o.mm2Heap, "mm2-heap", "1g", "MirrorMaker 2's -Xmx")
 	flag.StringVar(&o.brokerHeap, "broker-heap", "1g", "each broker's -Xmx")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "with the contenders kmirror-prof and kmirror-eos-prof (kmirror in this process's child, wired as `kmirror run`): write its CPU profile here")

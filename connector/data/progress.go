@@ -603,6 +603,9 @@ func ParseMark(s string) (Mark, error) {
 	if err := dec.Decode(&m); err != nil {
 		return Mark{}, fmt.Errorf("slot offset metadata %q: %w", s, err)
 	}
+	if dec.More() {
+		return Mark{}, fmt.Errorf("slot offset metadata %q: more after the mark", s)
+	}
 	if m.Version != markVersion {
 		return Mark{}, fmt.Errorf("slot offset metadata %q: version %d, this kmirror reads %d", s, m.Version, markVersion)
 	}
