@@ -49,11 +49,11 @@ func TestEOSFencesDepartedCommitter(t *testing.T) {
 	// longer has; then its next transaction, the slot's commit in it
 	// pending, never ended.
 	mark := data.Mark{ProducerID: pid, TransactionID: deadID, Member: "kgo-dead-member", Offsets: map[int32]int64{}}
-	commitSlotZero(t, ctx, dead, deadID, "a committed record of the dead worker", mark)
+	commitSlotZero(t, ctx, dead, deadID, "src.orders", "a committed record of the dead worker", mark)
 	if err := dead.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
-	commitSlotZero(t, ctx, dead, deadID, "zombie", mark)
+	commitSlotZero(t, ctx, dead, deadID, "src.orders", "zombie", mark)
 
 	s.produce("b", 20)
 	logs := &kfaketest.LockedBuffer{}
@@ -76,15 +76,15 @@ func TestEOSFencesDepartedCommitter(t *testing.T) {
 }
 
 // commitSlotZero begins a transaction of cl (transactional ID id), writes
-// value to the target topic and commits slot 0 of the group kmirror.m in
+// value to partition 0 of topic and commits slot 0 of the group kmirror.m in
 // it with mark, under no member (generation -1: Kafka takes such a commit
 // unchecked), leaving the transaction open.
-func commitSlotZero(t *testing.T, ctx context.Context, cl *kgo.Client, id, value string, mark data.Mark) {
+func commitSlotZero(t *testing.T, ctx context.Context, cl *kgo.Client, id, topic, value string, mark data.Mark) {
 	t.Helper()
 	if err := cl.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "src.orders", Partition: 0, Value: []byte(value)}).FirstErr(); err != nil {
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: 0, Value: []byte(value)}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	pid, epoch, err := cl.ProducerID(ctx)

@@ -525,7 +525,6 @@ func TestEOSNewOwnerReadsUntilCommitDecided(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	progressTopic := policy.InternalTopic("m", "progress")
-	slotsTopic := policy.InternalTopic("m", "slots")
 	dstAdm := kadm.NewClient(kfaketest.Client(t, dst))
 	tp := data.TopicPartition{Topic: "orders", Partition: 0}
 	ld, err := data.LoadProgress(ctx, kfaketest.Logger(), []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, dstAdm, progressTopic)
@@ -572,37 +571,7 @@ func TestEOSNewOwnerReadsUntilCommitDecided(t *testing.T) {
 	mark := data.Mark{ProducerID: pid, Offsets: map[int32]int64{progress.Partition: progress.Offset}}
 	kfaketest.CreateTopic(t, dst, "scratch", 1)
 	committer := kfaketest.Client(t, dst, kgo.TransactionalID("test.committer"), kgo.MaxVersions(data.ClassicTransactions()))
-	if err := committer.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	if err := committer.ProduceSync(ctx, &kgo.Record{Topic: "scratch", Value: []byte("x")}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	cpid, cepoch, err := committer.ProducerID(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	add := kmsg.NewPtrAddOffsetsToTxnRequest()
-	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = "test.committer", cpid, cepoch, "kmirror.m"
-	if resp, err := add.RequestWith(ctx, committer); err != nil || resp.ErrorCode != 0 {
-		t.Fatalf("AddOffsetsToTxn: %v, code %d", err, resp.ErrorCode)
-	}
-	req := kmsg.NewPtrTxnOffsetCommitRequest()
-	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch, req.Generation = "test.committer", "kmirror.m", cpid, cepoch, -1
-	md := mark.String()
-	rt := kmsg.NewTxnOffsetCommitRequestTopic()
-	rt.Topic = slotsTopic
-	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-	rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = 0, 0, -1, &md
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, committer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
-		t.Fatalf("TxnOffsetCommit of slot 0: %+v", resp.Topics)
-	}
+	commitSlotZero(t, ctx, committer, "test.committer", "scratch", "x", mark)
 	if err := committer.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}

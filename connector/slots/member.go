@@ -613,22 +613,31 @@ func (m *Member) Owned() []int32 {
 // session not expired yet); one not listed has left the group or was
 // removed. Any error means "unknown this time", never "no members".
 func (m *Member) MemberIDs(ctx context.Context) (map[string]bool, error) {
-	gs, err := kadm.NewClient(m.cl).DescribeGroups(ctx, m.cfg.Group)
+	g, err := m.describe(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("slots: describe group %q: %w", m.cfg.Group, err)
-	}
-	g, ok := gs[m.cfg.Group]
-	switch {
-	case !ok:
-		return nil, fmt.Errorf("slots: describe group %q: not in the response", m.cfg.Group)
-	case g.Err != nil:
-		return nil, fmt.Errorf("slots: describe group %q: %w", m.cfg.Group, g.Err)
+		return nil, err
 	}
 	ids := make(map[string]bool, len(g.Members))
 	for _, gm := range g.Members {
 		ids[gm.MemberID] = true
 	}
 	return ids, nil
+}
+
+// describe asks the group's coordinator to describe the group.
+func (m *Member) describe(ctx context.Context) (kadm.DescribedGroup, error) {
+	gs, err := kadm.NewClient(m.cl).DescribeGroups(ctx, m.cfg.Group)
+	if err != nil {
+		return kadm.DescribedGroup{}, fmt.Errorf("slots: describe group %q: %w", m.cfg.Group, err)
+	}
+	g, ok := gs[m.cfg.Group]
+	switch {
+	case !ok:
+		return g, fmt.Errorf("slots: describe group %q: not in the response", m.cfg.Group)
+	case g.Err != nil:
+		return g, fmt.Errorf("slots: describe group %q: %w", m.cfg.Group, g.Err)
+	}
+	return g, nil
 }
 
 // MemberInfo is one member of the group as its coordinator describes it.
@@ -648,16 +657,11 @@ type MemberInfo struct {
 // Members then returns an error wrapping ErrRebalancing. Any error means
 // "unknown this time", never "no members".
 func (m *Member) Members(ctx context.Context) ([]MemberInfo, error) {
-	gs, err := kadm.NewClient(m.cl).DescribeGroups(ctx, m.cfg.Group)
+	g, err := m.describe(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("slots: describe group %q: %w", m.cfg.Group, err)
+		return nil, err
 	}
-	g, ok := gs[m.cfg.Group]
 	switch {
-	case !ok:
-		return nil, fmt.Errorf("slots: describe group %q: not in the response", m.cfg.Group)
-	case g.Err != nil:
-		return nil, fmt.Errorf("slots: describe group %q: %w", m.cfg.Group, g.Err)
 	case g.State == "Empty" || g.State == "Dead":
 		return nil, nil
 	case g.State != "Stable":
