@@ -17,7 +17,9 @@
 //     with the offset index (package index);
 //   - membership (cluster.go, package slots) makes every worker a member of
 //     its mirror's group on the target, which hands out the slots that
-//     partitions hash to; each slot owned here is copied here;
+//     partitions hash to; each slot owned here is copied here, and with
+//     exactly_once the worker's transactions are fenced by that membership
+//     (eosfence.go);
 //   - the groups plane (package groups, wired in groupsync.go) translates the
 //     source's committed group offsets through the offset index and commits
 //     them on the target; it sees the mirror only through its groups.Mirror
