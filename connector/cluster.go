@@ -156,9 +156,6 @@ type slotWorker struct {
 	// records (cp.txn).
 	writer *data.ProgressWriter
 
-	// shared is set on the owned slots (not on the shared worker).
-	shared bool
-
 	stop          context.CancelFunc // ends the poll loop and the writer's ticks
 	produceCtx    context.Context    // of the slot's records and progress writes
 	cancelProduce context.CancelFunc
@@ -315,7 +312,7 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 		if !p.assigned[slot] || p.owned[slot] != nil || p.closing || sh == nil {
 			continue // revoked while it was being taken over
 		}
-		p.owned[slot] = &slotWorker{slot: slot, cp: sh.cp, dst: sh.dst, writer: sh.writer, loaded: ld, shared: true}
+		p.owned[slot] = &slotWorker{slot: slot, cp: sh.cp, dst: sh.dst, writer: sh.writer, loaded: ld}
 		installed = append(installed, slot)
 	}
 	p.mu.Unlock()
