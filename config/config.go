@@ -366,9 +366,12 @@ type Sync struct {
 // GroupOffsetSync writes exactly translated consumer group offsets to the
 // target, for groups with no active members there.
 type GroupOffsetSync struct {
-	// Enabled turns the sync on. Default true.
+	// Enabled commits the translations to the target groups. Default
+	// true. Disabled, the sync still runs: it translates the selected
+	// groups and checkpoints them on the target, which is what `kmirror
+	// failover` translates from when the source is gone.
 	Enabled bool `yaml:"enabled"`
-	// Interval between syncs. Default 5s; greater than 0.
+	// Interval between syncs (and checkpoints). Default 5s; greater than 0.
 	Interval Duration `yaml:"interval"`
 	// FollowSourceRewinds lets the sync move a target group backwards when
 	// the source group itself moved back (an offset reset there). Default

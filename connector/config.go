@@ -91,9 +91,15 @@ type Config struct {
 	// GroupFilters select the consumer groups whose offsets are
 	// translated, applied in order.
 	GroupFilters []filters.GroupFilter
-	// GroupSyncInterval is the time between group offset syncs; 0
-	// disables them.
+	// GroupSyncInterval is the time between group syncs; 0 disables
+	// them. A sync translates the selected groups and checkpoints them
+	// on the target (what kmirror failover reads when the source is
+	// gone), and commits them to the target unless GroupCheckpointOnly.
 	GroupSyncInterval time.Duration
+	// GroupCheckpointOnly: the group sync commits nothing to the target
+	// groups (sync.group_offsets.enabled false, MM2's default); it still
+	// translates and checkpoints them.
+	GroupCheckpointOnly bool
 	// FollowSourceRewinds lets a group sync move a target group backwards
 	// when the source group itself moved back (an offset reset there).
 	// Otherwise a target group only ever moves forward.

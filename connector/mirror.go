@@ -561,23 +561,12 @@ loop:
 	return nil
 }
 
-// groupSyncEvery is the group sync's interval: sync.group_offsets', else,
-// when only MM2 checkpoints need the translations, theirs (0: no sync).
-func (m *Mirror) groupSyncEvery() time.Duration {
-	if m.cfg.GroupSyncInterval > 0 {
-		return m.cfg.GroupSyncInterval
-	}
-	if mc := m.cfg.MM2; mc != nil && mc.Checkpoints {
-		return mc.CheckpointsInterval
-	}
-	return 0
-}
+// groupSyncEvery is the group sync's interval (0: no sync).
+func (m *Mirror) groupSyncEvery() time.Duration { return m.cfg.GroupSyncInterval }
 
-// translateOnly reports whether the group sync runs only for MM2's
+// translateOnly reports whether the group sync only translates and
 // checkpoints (sync.group_offsets disabled): it commits nothing.
-func (m *Mirror) translateOnly() bool {
-	return m.cfg.GroupSyncInterval <= 0 && m.cfg.MM2 != nil && m.cfg.MM2.Checkpoints
-}
+func (m *Mirror) translateOnly() bool { return m.cfg.GroupCheckpointOnly }
 
 // passFailed logs a failed control pass, saying what the mirror goes on
 // with.

@@ -45,8 +45,8 @@ type Config struct {
 	// FollowSourceRewinds lets a sync move a target group backwards when
 	// the source group itself moved back.
 	FollowSourceRewinds bool
-	// TranslateOnly: the sync runs only for MirrorMaker 2's checkpoints
-	// (sync.group_offsets disabled) and commits nothing.
+	// TranslateOnly: the sync translates and checkpoints, and commits
+	// nothing (sync.group_offsets disabled).
 	TranslateOnly bool
 	// MM2OffsetSyncs is where MirrorMaker 2's offset syncs are (nil
 	// without an mm2 block): offsets older than an adopted position
