@@ -53,8 +53,13 @@ type progressKey struct {
 }
 
 type progressValue struct {
-	NextOffset int64         `json:"next_offset"`
-	TopicID    string        `json:"topic_id,omitempty"`
+	NextOffset int64  `json:"next_offset"`
+	TopicID    string `json:"topic_id,omitempty"`
+	// SourceEnd is the source partition's last stable offset as last
+	// seen when the position was written: with the source gone, how
+	// many records were never copied (the recovery point) as far as
+	// kmirror knows. Absent (0) when not seen yet.
+	SourceEnd  int64         `json:"source_end,omitempty"`
 	MM2Adopted *adoptedValue `json:"mm2_adopted,omitempty"`
 }
 
@@ -67,7 +72,10 @@ type adoptedValue struct {
 type Position struct {
 	Next    int64
 	TopicID string
-	Floor   *index.Run // the index's floor (index.Partition.floor), or nil
+	// SourceEnd is the source's end as last seen at the write (0:
+	// unknown); only a failover reads it.
+	SourceEnd int64
+	Floor     *index.Run // the index's floor (index.Partition.floor), or nil
 }
 
 // sealer wraps record values in the offset envelope with the configured
@@ -99,7 +107,7 @@ func (s Sealer) Seal(payload []byte) []byte {
 func EncodeProgress(tp TopicPartition, pos Position) (key, value []byte) {
 	// Marshalling these two small structs cannot fail.
 	key, _ = json.Marshal(progressKey{Topic: tp.Topic, Partition: tp.Partition})
-	v := progressValue{NextOffset: pos.Next, TopicID: pos.TopicID}
+	v := progressValue{NextOffset: pos.Next, TopicID: pos.TopicID, SourceEnd: max(pos.SourceEnd, 0)}
 	if f := pos.Floor; f != nil {
 		v.MM2Adopted = &adoptedValue{Source: f.Src, Target: f.Dst}
 	}
@@ -726,7 +734,7 @@ func (w *ProgressWriter) WriteAsync(ctx context.Context) []partitionWrites {
 	var out []partitionWrites
 	for _, ps := range w.c.Persistable() {
 		ps.Mu.Lock()
-		acked, persisted := ps.Acked, ps.Persisted
+		acked, persisted, end := ps.Acked, ps.Persisted, ps.End
 		var writes []index.Chunk
 		ix := ps.Index
 		var floor *index.Run
@@ -768,7 +776,7 @@ func (w *ProgressWriter) WriteAsync(ctx context.Context) []partitionWrites {
 		if acked < 0 || acked == persisted {
 			continue
 		}
-		k, v := EncodeProgress(ps.TP, Position{Next: acked, TopicID: ps.TopicID, Floor: floor})
+		k, v := EncodeProgress(ps.TP, Position{Next: acked, TopicID: ps.TopicID, SourceEnd: end, Floor: floor})
 		w.produce(ctx, &kgo.Record{Topic: w.topic, Partition: w.partition(ps.TP), Key: k, Value: w.sealer.Seal(v)}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				w.fail(WriteProgress, ps.TP, err) // written again on the next tick

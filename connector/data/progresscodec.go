@@ -40,7 +40,7 @@ func decodeProgressValue(k progressKey, value []byte) (Position, error) {
 			return Position{}, fmt.Errorf("progress value %q for %s/%d: %w", value, k.Topic, k.Partition, err)
 		}
 	}
-	pos := Position{Next: v.NextOffset, TopicID: v.TopicID}
+	pos := Position{Next: v.NextOffset, TopicID: v.TopicID, SourceEnd: v.SourceEnd}
 	if a := v.MM2Adopted; a != nil {
 		pos.Floor = &index.Run{Src: a.Source, Dst: a.Target}
 	}
@@ -82,8 +82,9 @@ func fastProgressKey(b []byte) (progressKey, bool) {
 	return k, true
 }
 
-// fastProgressValue reads `{"next_offset":N}` and
-// `{"next_offset":N,"topic_id":"ID"}` (an MM2 adoption takes encoding/json).
+// fastProgressValue reads `{"next_offset":N}`, optionally with
+// `,"topic_id":"ID"` and then `,"source_end":E` before the brace (an MM2
+// adoption takes encoding/json).
 func fastProgressValue(b []byte) (progressValue, bool) {
 	var v progressValue
 	b, ok := bytes.CutPrefix(b, []byte(`{"next_offset":`))
@@ -95,18 +96,21 @@ func fastProgressValue(b []byte) (progressValue, bool) {
 		return v, false
 	}
 	v.NextOffset = n
-	if string(b) == "}" {
-		return v, true
+	if rest, ok := bytes.CutPrefix(b, []byte(`,"topic_id":"`)); ok {
+		end := bytes.IndexByte(rest, '"')
+		if end < 0 || !plainName(rest[:end]) {
+			return v, false
+		}
+		v.TopicID, b = string(rest[:end]), rest[end+1:]
 	}
-	if b, ok = bytes.CutPrefix(b, []byte(`,"topic_id":"`)); !ok {
-		return v, false
+	if rest, ok := bytes.CutPrefix(b, []byte(`,"source_end":`)); ok {
+		e, rest, ok := fastInt(rest, 64)
+		if !ok {
+			return v, false
+		}
+		v.SourceEnd, b = e, rest
 	}
-	end := bytes.IndexByte(b, '"')
-	if end < 0 || !plainName(b[:end]) || string(b[end+1:]) != "}" {
-		return v, false
-	}
-	v.TopicID = string(b[:end])
-	return v, true
+	return v, string(b) == "}"
 }
 
 // fastInt reads a JSON integer that fits bits from the front of b: an

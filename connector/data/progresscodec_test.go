@@ -13,12 +13,15 @@ import (
 // encoding/json (and read as it reads it).
 func TestProgressFastPath(t *testing.T) {
 	tp := TopicPartition{Topic: "orders.eu-1_x", Partition: 7}
-	key, value := EncodeProgress(tp, Position{Next: 123456789, TopicID: "AbCdEfGhIjKlMnOpQrStUv"})
+	key, value := EncodeProgress(tp, Position{Next: 123456789, TopicID: "AbCdEfGhIjKlMnOpQrStUv", SourceEnd: 123456999})
 	if _, ok := fastProgressKey(key); !ok {
 		t.Fatalf("kmirror's own key %s missed the fast path", key)
 	}
-	if _, ok := fastProgressValue(value); !ok {
-		t.Fatalf("kmirror's own value %s missed the fast path", value)
+	if v, ok := fastProgressValue(value); !ok || v.SourceEnd != 123456999 {
+		t.Fatalf("kmirror's own value %s missed the fast path (%+v)", value, v)
+	}
+	if _, pos, err := DecodeProgress(key, value); err != nil || pos.SourceEnd != 123456999 || pos.Next != 123456789 {
+		t.Fatalf("a position with its source end decodes as %+v %v", pos, err)
 	}
 	if _, ok := fastProgressKey(IndexChunkKey(tp, 42)); !ok {
 		t.Fatalf("kmirror's own chunk key %s missed the fast path", IndexChunkKey(tp, 42))
@@ -63,6 +66,8 @@ var progressValueShapes = []string{
 	`{"next_offset":42,"mm2_adopted":{"source":1,"target":2}}`, `{"topic_id":"x","next_offset":1}`,
 	`{"next_offset":1e3}`, `{"next_offset":1,"topic_id":"a\"b"}`, `{"next_offset":007}`, `{"next_offset":1} `,
 	`{"next_offset":9223372036854775807}`, `{"next_offset":9223372036854775808}`, `{}`,
+	`{"next_offset":4,"source_end":9}`, `{"next_offset":4,"topic_id":"x","source_end":9}`, `{"next_offset":4,"source_end":9,"topic_id":"x"}`,
+	`{"next_offset":4,"source_end":}`, `{"next_offset":4,"source_end":-0}`, `{"next_offset":4,"topic_id":"x","source_end":9 }`,
 }
 
 // FuzzProgressKey: whatever the fast path accepts, encoding/json reads the
