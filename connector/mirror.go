@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kmirror/kmirror/connector/data"
+	"github.com/kmirror/kmirror/connector/fence"
 	"github.com/kmirror/kmirror/connector/groups"
 	"github.com/kmirror/kmirror/connector/index"
 	"github.com/kmirror/kmirror/connector/loglimit"
@@ -59,6 +60,10 @@ type Status struct {
 	NextAfter   string `json:"next_after,omitempty"`
 	// Cluster is this worker's part of the mirror: its slots and group.
 	Cluster *ClusterStatus `json:"cluster,omitempty"`
+	// Fenced is set while the mirror is fenced (kmirror failover or
+	// cutover): this worker copies nothing. It says when, by what and
+	// why.
+	Fenced string `json:"fenced,omitempty"`
 }
 
 // ClusterStatus is a worker's membership in a mirror's cluster.
@@ -205,8 +210,9 @@ type Mirror struct {
 	metaPersisted map[string]map[string]string             // by target topic, as last acknowledged
 	lastPassAt    time.Time
 	lastPassErr   error
-	endsAt        time.Time // the last refreshEnds (endsDue)
-	started       bool      // the startup sequence (internal topics, loads) finished
+	fenced        *fence.State // the fence, while it stops this worker
+	endsAt        time.Time    // the last refreshEnds (endsDue)
+	started       bool         // the startup sequence (internal topics, loads) finished
 	copier        dataPlane
 	// controlWithoutGroup makes this mirror run the control plane without
 	// owning slot 0: the unit tests' harness, which drives passes over a
@@ -434,13 +440,24 @@ func (m *Mirror) Run(ctx context.Context) error {
 	if err := m.start(ctx, c); err != nil {
 		return nil // ctx was cancelled during startup: nothing to flush
 	}
+	// A fenced mirror copies nothing: it waits here, not a member of its
+	// group, until the fence is lifted (kmirror failback).
+	watcher := fence.NewWatcher(m.log, m.cfg.TargetOpts, m.cfg.Name)
+	if err := m.awaitUnfenced(ctx, c, watcher); err != nil {
+		return nil // ctx was cancelled: nothing copied, nothing to flush
+	}
+	// runCtx ends the copying at a shutdown or when the mirror is
+	// fenced while it runs.
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	fencedWhileRunning := make(chan struct{})
 
 	// The data plane: one copier for the slots this worker owns
 	// (cluster.go).
 	// Every worker is a member of the mirror's group, a single one a
 	// group of one.
-	if err := m.slots.join(ctx); err != nil {
-		if ctx.Err() != nil {
+	if err := m.slots.join(runCtx); err != nil {
+		if runCtx.Err() != nil {
 			return nil
 		}
 		return fmt.Errorf("mirror %s: join the mirror's group: %w", m.cfg.Name, m.dstErr(err))
@@ -450,10 +467,16 @@ func (m *Mirror) Run(ctx context.Context) error {
 	m.copier = cp
 	m.mu.Unlock()
 
-	copyCtx, stopCopy := context.WithCancel(ctx)
+	copyCtx, stopCopy := context.WithCancel(runCtx)
 	defer stopCopy()
 
 	var bg sync.WaitGroup
+	bg.Go(func() {
+		if m.watchFence(copyCtx, c, watcher) {
+			close(fencedWhileRunning)
+			stopRun()
+		}
+	})
 	// Metrics on a ticker of their own: the writer can block on a full
 	// producer buffer, and that is when the lag matters most.
 	bg.Go(func() {
@@ -531,15 +554,15 @@ func (m *Mirror) Run(ctx context.Context) error {
 loop:
 	for {
 		select {
-		case <-ctx.Done():
+		case <-runCtx.Done():
 			break loop
 		case <-refresh.C:
 		}
-		_, err := m.pass(ctx, c, cp)
+		_, err := m.pass(runCtx, c, cp)
 		switch {
 		case err == nil:
 			m.passFailures.succeeded(m.log, "control pass succeeded again")
-		case ctx.Err() == nil:
+		case runCtx.Err() == nil:
 			m.passFailed(err)
 		}
 		refresh.Reset(m.cfg.RefreshInterval)
@@ -558,7 +581,89 @@ loop:
 		return fmt.Errorf("mirror %s: %w", m.cfg.Name, err)
 	}
 	m.log.Info("stopped; every slot's progress persisted and the slots released")
+	select {
+	case <-fencedWhileRunning:
+		// The workers of a fenced mirror stay out of its group: this
+		// one waits, copying nothing, for the process to stop. Lifting
+		// the fence (kmirror failback) takes a restart of the workers
+		// that were fenced while running.
+		m.log.Warn("mirror fenced: copying stopped, progress persisted; restart kmirror once the fence is lifted to copy again", "fence", m.fenceState())
+		<-ctx.Done()
+	default:
+	}
 	return nil
+}
+
+// awaitUnfenced returns once the mirror's fence is known to be lifted (or
+// never set), or with ctx's error. Not knowing is waiting: a worker that
+// cannot read the fence from the target could not copy there either.
+func (m *Mirror) awaitUnfenced(ctx context.Context, c *clients, w *fence.Watcher) error {
+	logged := false
+	for {
+		st, err := w.Check(ctx, c.dstAdm)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			m.logEvery.Warn(m.log, "fence-read", "cannot read the mirror's fence on the target; not copying until it can be read", "topic", fence.Topic(m.cfg.Name), "err", m.dstErr(err))
+		case err == nil && !st.Fenced:
+			if logged {
+				m.log.Info("the mirror's fence was lifted: copying")
+			}
+			m.setFenced(nil)
+			return nil
+		case err == nil && !logged:
+			m.log.Warn("mirror fenced: copying nothing until the fence is lifted (kmirror failback)", "fence", st.String())
+			logged = true
+			m.setFenced(&st)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(fence.CheckEvery):
+		}
+	}
+}
+
+// watchFence looks at the fence every fence.CheckEvery until ctx ends; it
+// returns true when the mirror was fenced. A fence that cannot be read is
+// logged and looked at again: a worker cut off from the target copies
+// nothing anyway.
+func (m *Mirror) watchFence(ctx context.Context, c *clients, w *fence.Watcher) bool {
+	t := time.NewTicker(fence.CheckEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+		st, err := w.Check(ctx, c.dstAdm)
+		if err != nil {
+			if ctx.Err() == nil {
+				m.logEvery.Warn(m.log, "fence-read", "cannot read the mirror's fence on the target; looking again", "topic", fence.Topic(m.cfg.Name), "err", m.dstErr(err))
+			}
+			continue
+		}
+		if st.Fenced {
+			m.setFenced(&st)
+			m.log.Warn("mirror fenced: stopping the copy and persisting progress", "fence", st.String())
+			return true
+		}
+	}
+}
+
+func (m *Mirror) setFenced(st *fence.State) {
+	m.mu.Lock()
+	m.fenced = st
+	m.mu.Unlock()
+}
+
+func (m *Mirror) fenceState() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fenced == nil {
+		return "not fenced"
+	}
+	return m.fenced.String()
 }
 
 // groupSyncEvery is the group sync's interval (0: no sync).
@@ -668,6 +773,9 @@ func (m *Mirror) start(ctx context.Context, c *clients) error {
 				}
 				parts[topic] = n
 			}
+			if err := fence.Ensure(cctx, c.dstAdm, m.cfg.Name, m.cfg.ReplicationFactor); err != nil {
+				return err
+			}
 			if dl := m.cfg.DeadLetterTopic; dl != "" {
 				if err := state.EnsureTopic(cctx, c.dstAdm, dl, 1, m.cfg.ReplicationFactor, nil); err != nil {
 					return fmt.Errorf("dead-letter topic: %w", err)
@@ -766,7 +874,10 @@ func (m *Mirror) Status() Status {
 	if m.lastPassErr != nil {
 		st.LastPassError = m.lastPassErr.Error()
 	}
-	ready := m.started && !m.lastPassAt.IsZero() && m.lastPassErr == nil
+	if m.fenced != nil {
+		st.Fenced = m.fenced.String()
+	}
+	ready := m.started && !m.lastPassAt.IsZero() && m.lastPassErr == nil && m.fenced == nil
 	for _, ts := range m.topics {
 		t := TopicStatus{SourceTopic: ts.source, TargetTopic: ts.target, Partitions: ts.partitions, State: ts.currentState()}
 		if err := ts.currentErr(); err != nil {
