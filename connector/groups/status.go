@@ -19,6 +19,14 @@ type Status struct {
 	Error      string      `json:"error,omitempty"`
 	LastSyncAt time.Time   `json:"last_sync_at"`
 	Partitions []Partition `json:"partitions"`
+	// OffsetsFrom says, for a translation without a running worker
+	// (kmirror translate, failover), where the group's source offsets
+	// came from: "source", or "checkpoints" (the source could not be
+	// reached: SourceError says why) stored on the target, the newest
+	// written at CheckpointAt.
+	OffsetsFrom  string    `json:"offsets_from,omitempty"`
+	SourceError  string    `json:"source_error,omitempty"`
+	CheckpointAt time.Time `json:"checkpoint_at,omitzero"`
 }
 
 // Partition is one partition of a translated group.

@@ -193,6 +193,10 @@ type checkpointValue struct {
 	TargetTopic  string `json:"target_topic"`
 	TargetOffset int64  `json:"target_offset"`
 	Behind       bool   `json:"behind,omitempty"`
+	// At is when it was written (Unix ms): how old the source offset
+	// is, for a failover that has only the checkpoints. Not part of
+	// what decides whether a checkpoint changed.
+	At int64 `json:"at,omitempty"`
 }
 
 // sourceGroups is what one look at the source found.
@@ -584,7 +588,9 @@ type pendingCheckpoint struct {
 // next sync and written again then.
 func (s *Syncer) writeCheckpoint(dst *kgo.Client, w pendingCheckpoint) {
 	k, _ := json.Marshal(w.key)
-	v, _ := json.Marshal(w.value)
+	stamped := w.value
+	stamped.At = time.Now().UnixMilli()
+	v, _ := json.Marshal(stamped)
 	// A group's checkpoints share a partition of the checkpoint topic.
 	s.mirror.Produce(dst, &kgo.Record{Topic: s.checkpointTopic, Partition: state.PartitionFor(s.mirror.StatePartitions(s.checkpointTopic), w.key.Group, 0), Key: k, Value: s.cfg.Sealer.Seal(v)}, func(_ *kgo.Record, err error) {
 		s.mu.Lock()

@@ -24,6 +24,13 @@ type TranslateOptions struct {
 	// the group's offset committed there); without it such an apply is
 	// refused with a *RewindError and nothing is committed.
 	AllowRewind bool
+	// SourceTimeout bounds the attempt to read the group's offsets at
+	// the source (0: ctx alone); when it fails, the group's checkpoints
+	// on the target are translated instead.
+	SourceTimeout time.Duration
+	// FromCheckpoints translates the checkpoints without asking the
+	// source at all (a source that is back but must not be trusted).
+	FromCheckpoints bool
 }
 
 // RewindError is an apply refused because it would move the target group
@@ -49,22 +56,56 @@ func (e *RewindError) Error() string {
 	return fmt.Sprintf("applying would move group %s backwards on the target (%s); nothing applied", e.Group, strings.Join(parts, ", "))
 }
 
-// Translate computes, without a running worker, the target offsets of a
-// source group from the stored offset index: what `kmirror translate`
-// prints for a failover. Partitions that cannot be translated exactly are
-// listed as untranslatable and never applied. With opts.Apply it commits
-// the others to the target group, refusing while the group has active
-// members there, when its current offsets there cannot be read, and when
-// it would move a partition backwards (unless opts.AllowRewind).
-func (s *Syncer) Translate(ctx context.Context, c Clients, group string, opts TranslateOptions) (Status, error) {
-	st := Status{Mirror: s.cfg.Mirror, Group: group, State: StateSynced, LastSyncAt: time.Now()}
+// Stored is what a translation without a running worker reads on the
+// target, once for any number of groups: the offset indexes and
+// positions, and the checkpoints.
+type Stored struct {
+	Progress data.Loaded
+	// Checkpoints by group; CheckpointsErr says why they could not be
+	// read (then only the source's offsets translate).
+	Checkpoints    map[string][]Checkpoint
+	CheckpointsErr error
+}
+
+// LoadStored reads the mirror's offset indexes, positions and checkpoints
+// on the target. It fails when the progress cannot be read: nothing
+// translates without the index.
+func (s *Syncer) LoadStored(ctx context.Context, c Clients) (*Stored, error) {
 	ld, err := data.LoadProgress(ctx, s.cfg.Log, s.cfg.TargetOpts, c.DstAdm, s.cfg.ProgressTopic)
 	if err != nil {
-		return st, fmt.Errorf("read %s on the target: %w", s.cfg.ProgressTopic, s.mirror.DstErr(err))
+		return nil, fmt.Errorf("read %s on the target: %w", s.cfg.ProgressTopic, s.mirror.DstErr(err))
 	}
-	fetched, err := c.SrcAdm.FetchOffsets(ctx, group)
+	st := &Stored{Progress: ld}
+	st.Checkpoints, st.CheckpointsErr = s.ReadCheckpoints(ctx, c)
+	return st, nil
+}
+
+// Translate computes, without a running worker, the target offsets of a
+// source group from the stored offset index: what `kmirror translate`
+// prints for a failover (see TranslateStored).
+func (s *Syncer) Translate(ctx context.Context, c Clients, group string, opts TranslateOptions) (Status, error) {
+	stored, err := s.LoadStored(ctx, c)
 	if err != nil {
-		return st, fmt.Errorf("fetch offsets of group %s on the source: %w", group, s.mirror.SrcErr(err))
+		return Status{Mirror: s.cfg.Mirror, Group: group, State: StateSynced, LastSyncAt: time.Now()}, err
+	}
+	return s.TranslateStored(ctx, c, stored, group, opts)
+}
+
+// TranslateStored translates a source group through stored. Its offsets
+// come from the source; when the source cannot be reached (within
+// opts.SourceTimeout), or with opts.FromCheckpoints, from the group's
+// checkpoints on the target, and the status says so and how old they
+// are. Partitions that cannot be translated exactly are listed as
+// untranslatable and never applied. With opts.Apply it commits the others
+// to the target group, refusing while the group has active members there,
+// when its current offsets there cannot be read, and when it would move a
+// partition backwards (unless opts.AllowRewind).
+func (s *Syncer) TranslateStored(ctx context.Context, c Clients, stored *Stored, group string, opts TranslateOptions) (Status, error) {
+	st := Status{Mirror: s.cfg.Mirror, Group: group, State: StateSynced, LastSyncAt: time.Now()}
+	ld := stored.Progress
+	fetched, err := s.groupSourceOffsets(ctx, c, stored, group, opts, &st)
+	if err != nil {
+		return st, err
 	}
 	// A topic is mirrored when any partition of it has a stored position
 	// or index; a partition of it without one has nothing copied yet.
@@ -97,7 +138,7 @@ func (s *Syncer) Translate(ctx context.Context, c Clients, group string, opts Tr
 		}
 		to, behind, err := TranslateOffset(ix, pos.Next, o.At)
 		gp.setTranslation(ix, to, behind, err)
-		if errors.Is(err, index.ErrBelowAdopted) && s.mm2 != nil {
+		if errors.Is(err, index.ErrBelowAdopted) && s.mm2 != nil && st.OffsetsFrom != FromCheckpoints {
 			floor, _ := ix.Floor()
 			s.translateFromMM2(ctx, c, &gp, tp, floor, indexFloors(ld.Indexes))
 		}
@@ -137,6 +178,52 @@ func (s *Syncer) Translate(ctx context.Context, c Clients, group string, opts Tr
 		return st, fmt.Errorf("commit group %s on the target: %w", group, err)
 	}
 	return st, nil
+}
+
+// Where a translation's source offsets came from (Status.OffsetsFrom).
+const (
+	FromSource      = "source"
+	FromCheckpoints = "checkpoints"
+)
+
+// groupSourceOffsets returns the group's committed source offsets: read
+// at the source, or, when it cannot be reached (or opts say so), the
+// group's checkpoints. It records in st where they came from.
+func (s *Syncer) groupSourceOffsets(ctx context.Context, c Clients, stored *Stored, group string, opts TranslateOptions, st *Status) (kadm.OffsetResponses, error) {
+	var srcErr error
+	if !opts.FromCheckpoints {
+		sctx, cancel := ctx, context.CancelFunc(func() {})
+		if opts.SourceTimeout > 0 {
+			sctx, cancel = context.WithTimeout(ctx, opts.SourceTimeout)
+		}
+		fetched, err := c.SrcAdm.FetchOffsets(sctx, group)
+		cancel()
+		switch {
+		case err == nil:
+			st.OffsetsFrom = FromSource
+			return fetched, nil
+		case errors.Is(err, kerr.GroupIDNotFound):
+			return nil, fmt.Errorf("group %s does not exist on the source", group)
+		}
+		srcErr = fmt.Errorf("fetch offsets of group %s on the source: %w", group, s.mirror.SrcErr(err))
+	}
+	cps, ok := stored.Checkpoints[group]
+	switch {
+	case stored.CheckpointsErr != nil && srcErr != nil:
+		return nil, fmt.Errorf("%w; and its checkpoints on the target cannot be read: %v", srcErr, stored.CheckpointsErr)
+	case stored.CheckpointsErr != nil:
+		return nil, stored.CheckpointsErr
+	case !ok && srcErr != nil:
+		return nil, fmt.Errorf("%w; and the target holds no checkpoint of it (was it selected by mirrors[].groups?)", srcErr)
+	case !ok:
+		return nil, fmt.Errorf("the target holds no checkpoint of group %s (was it selected by mirrors[].groups?)", group)
+	}
+	fetched, at := checkpointOffsets(cps)
+	st.OffsetsFrom, st.CheckpointAt = FromCheckpoints, at
+	if srcErr != nil {
+		st.SourceError = srcErr.Error()
+	}
+	return fetched, nil
 }
 
 // refuseRewind reads group's current offsets on the target and returns a
