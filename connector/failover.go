@@ -9,7 +9,6 @@ import (
 	"sort"
 	"time"
 
-
 	"github.com/kmirror/kmirror/connector/data"
 	"github.com/kmirror/kmirror/connector/fence"
 	"github.com/kmirror/kmirror/connector/groups"
@@ -241,4 +240,3 @@ func (m *Mirror) recoveryPoint(ld data.Loaded) ([]PartitionRecovery, int64) {
 	})
 	return out, total
 }
-
