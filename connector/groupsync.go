@@ -26,6 +26,12 @@ type (
 	Rewind           = groups.Rewind
 )
 
+// Where a translation's source offsets came from (GroupStatus.OffsetsFrom).
+const (
+	FromSource      = groups.FromSource
+	FromCheckpoints = groups.FromCheckpoints
+)
+
 // Group states (groups.State*).
 const (
 	GroupSynced  = groups.StateSynced

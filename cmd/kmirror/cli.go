@@ -11,9 +11,14 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/kmirror/kmirror/config"
+	"github.com/kmirror/kmirror/connector"
+	"github.com/kmirror/kmirror/internal/app"
 )
 
 // Exit codes, the same for every command (README.md, "Exit codes").
@@ -155,3 +160,56 @@ func configError(stderr io.Writer, path string, err error) {
 	}
 	fmt.Fprintln(stderr, err)
 }
+
+// openMirror starts the app of cfg (no worker: its mirrors' clients
+// connect on use) and returns the mirror named name, or the only one when
+// name is empty. On failure it has said why on stderr and returns the
+// exit code with a nil mirror.
+func openMirror(cfg *config.Config, log *slog.Logger, path, name string, stderr io.Writer) (*app.App, *connector.Mirror, int) {
+	switch {
+	case name == "" && len(cfg.Mirrors) == 1:
+		name = cfg.Mirrors[0].Name
+	case name == "":
+		fmt.Fprintf(stderr, "--mirror is required: %s has %d mirrors\n", path, len(cfg.Mirrors))
+		return nil, nil, exitUsage
+	case cfg.Mirror(name) == nil:
+		fmt.Fprintf(stderr, "--mirror: no mirror named %q in %s\n", name, path)
+		return nil, nil, exitError
+	}
+	a, err := app.New(app.Options{Config: cfg, Logger: log, Version: getVersion()})
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return nil, nil, exitError
+	}
+	for _, m := range a.Mirrors() {
+		if m.Name() == name {
+			return a, m, exitOK
+		}
+	}
+	a.Close()
+	fmt.Fprintf(stderr, "--mirror: no mirror named %q in %s\n", name, path)
+	return nil, nil, exitError
+}
+
+// ageOf is how long ago t was, rounded to the second; "unknown" when t is
+// zero.
+func ageOf(t time.Time) string {
+	if t.IsZero() {
+		return "at an unknown time"
+	}
+	return time.Since(t).Round(time.Second).String()
+}
+
+// orDash is s, or "-" when empty.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }

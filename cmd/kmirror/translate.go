@@ -6,18 +6,20 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+	"time"
 
 	"github.com/kmirror/kmirror/connector"
-	"github.com/kmirror/kmirror/internal/app"
 )
 
 func cmdTranslate(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("translate", "Prints, for a failover, the target offset of every partition a source consumer group\ncommitted on: the target offset of the first mirrored record at or after its committed\nsource offset, read from the offset index kmirror keeps on the target. A consumer that\nstarts there reads exactly the records it had not read on the source. A partition whose\noffset cannot be translated exactly (older than the offset index, nothing copied yet) is\nprinted as untranslatable with the reason and never applied. An offset older than where\nkmirror took over from MirrorMaker 2 is translated from MM2's offset syncs, as MM2 does:\nMM2-accurate, not exact (NOTE says so; a consumer may re-read records, never skip one).\nWith --apply the offsets are committed to the group on the target: refused while it has\nactive members there, when its current offsets there cannot be read, and when it would\nmove a partition backwards (unless --allow-rewind).", stderr)
+	fs := newFlagSet("translate", "Prints, for a failover, the target offset of every partition a source consumer group\ncommitted on: the target offset of the first mirrored record at or after its committed\nsource offset, read from the offset index kmirror keeps on the target. A consumer that\nstarts there reads exactly the records it had not read on the source. A partition whose\noffset cannot be translated exactly (older than the offset index, nothing copied yet) is\nprinted as untranslatable with the reason and never applied. An offset older than where\nkmirror took over from MirrorMaker 2 is translated from MM2's offset syncs, as MM2 does:\nMM2-accurate, not exact (NOTE says so; a consumer may re-read records, never skip one).\nWhen the source cannot be reached, the group's offsets come from its checkpoints, which\nkmirror keeps on the target (stderr says so, with their age).\nWith --apply the offsets are committed to the group on the target: refused while it has\nactive members there, when its current offsets there cannot be read, and when it would\nmove a partition backwards (unless --allow-rewind).", stderr)
 	path := configFlag(fs, "the config file")
 	group := fs.String("group", "", "the consumer group (required)")
 	mirror := fs.String("mirror", "", "the mirror (required when the config has several)")
 	apply := fs.Bool("apply", false, "commit the translated offsets to the target group")
 	allowRewind := fs.Bool("allow-rewind", false, "with --apply: commit even where that moves the target group backwards")
+	sourceTimeout := fs.Duration("source-timeout", 10*time.Second, "how long to try the source before translating the group's checkpoints stored on the target")
+	fromCheckpoints := fs.Bool("from-checkpoints", false, "translate the group's checkpoints stored on the target without asking the source")
 	out := outputFlag(fs)
 	timeout := timeoutFlag(fs)
 	if code := parse(fs, args); code >= 0 {
@@ -36,31 +38,14 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 	if cfg == nil {
 		return 1
 	}
-	name := *mirror
-	switch {
-	case name == "" && len(cfg.Mirrors) == 1:
-		name = cfg.Mirrors[0].Name
-	case name == "":
-		fmt.Fprintf(stderr, "--mirror is required: %s has %d mirrors\n", *path, len(cfg.Mirrors))
-		return 2
-	case cfg.Mirror(name) == nil:
-		fmt.Fprintf(stderr, "--mirror: no mirror named %q in %s\n", name, *path)
-		return 1
-	}
-	a, err := app.New(app.Options{Config: cfg, Logger: log, Version: getVersion()})
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
+	a, m, code := openMirror(cfg, log, *path, *mirror, stderr)
+	if m == nil {
+		return code
 	}
 	defer a.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	var st connector.GroupStatus
-	for _, m := range a.Mirrors() {
-		if m.Name() == name {
-			st, err = m.Translate(ctx, *group, connector.TranslateOptions{Apply: *apply, AllowRewind: *allowRewind})
-		}
-	}
+	st, err := m.Translate(ctx, *group, connector.TranslateOptions{Apply: *apply, AllowRewind: *allowRewind, SourceTimeout: *sourceTimeout, FromCheckpoints: *fromCheckpoints})
 	if out.JSON() {
 		writeJSON(stdout, st)
 	} else if len(st.Partitions) > 0 {
@@ -95,6 +80,9 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 	}
 	if untranslatable > 0 {
 		fmt.Fprintf(stderr, "%d of %s cannot be translated exactly (see NOTE) and are never applied\n", untranslatable, plural(len(st.Partitions), "partition"))
+	}
+	if st.OffsetsFrom == connector.FromCheckpoints {
+		fmt.Fprintf(stderr, "translated from the group's checkpoints on the target, the newest written %s ago (%s)\n", ageOf(st.CheckpointAt), orDash(st.SourceError))
 	}
 	if *apply {
 		fmt.Fprintf(stderr, "committed %s to group %s on the target\n", plural(len(st.Partitions)-untranslatable, "partition"), *group)
