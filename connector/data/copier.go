@@ -195,6 +195,9 @@ type PartitionState struct {
 	Committed int64
 	// end is the source's last stable offset as last seen, for lag.
 	End int64
+	// endWritten is the End in the last progress record produced (the
+	// writer's; a failed write is not retried for it alone).
+	endWritten int64
 	// failed holds the target's refusal while the partition is rewinding.
 	failed error
 	// t holds what only a partition in trouble needs; nil otherwise.
@@ -648,7 +651,7 @@ func (c *Copier) Assign(as []Assignment, srcOpts []kgo.Opt) (started bool, err e
 			a.Next = ps.Acked
 			ps.Mu.Unlock()
 		} else {
-			ps = &PartitionState{TP: a.TP, Target: a.Target, TopicID: a.TopicID, Acked: a.Next, Persisted: a.Next, Committed: a.Next, End: -1, metrics: c.metrics, Index: a.Index}
+			ps = &PartitionState{TP: a.TP, Target: a.Target, TopicID: a.TopicID, Acked: a.Next, Persisted: a.Next, Committed: a.Next, End: -1, endWritten: a.Next, metrics: c.metrics, Index: a.Index}
 			if ps.Index == nil {
 				ps.Index = index.New()
 			}

@@ -735,6 +735,13 @@ func (w *ProgressWriter) WriteAsync(ctx context.Context) []partitionWrites {
 	for _, ps := range w.c.Persistable() {
 		ps.Mu.Lock()
 		acked, persisted, end := ps.Acked, ps.Persisted, ps.End
+		// A partition that copies nothing while the source grows (the
+		// target refuses it, say) writes its position again for the
+		// new end: a failover's recovery point counts on it.
+		endMoved := end > ps.endWritten
+		if acked >= 0 && (acked != persisted || endMoved) {
+			ps.endWritten = end
+		}
 		var writes []index.Chunk
 		ix := ps.Index
 		var floor *index.Run
@@ -748,7 +755,7 @@ func (w *ProgressWriter) WriteAsync(ctx context.Context) []partitionWrites {
 		if len(writes) > 0 {
 			out = append(out, partitionWrites{ps, writes})
 		}
-		if len(writes) > 0 || (acked >= 0 && acked != persisted) {
+		if len(writes) > 0 || (acked >= 0 && (acked != persisted || endMoved)) {
 			w.txnTouched(ps.TP)
 		}
 		for _, cw := range writes {
@@ -773,7 +780,7 @@ func (w *ProgressWriter) WriteAsync(ctx context.Context) []partitionWrites {
 				ps.unwrite(cw)
 			})
 		}
-		if acked < 0 || acked == persisted {
+		if acked < 0 || (acked == persisted && !endMoved) {
 			continue
 		}
 		k, v := EncodeProgress(ps.TP, Position{Next: acked, TopicID: ps.TopicID, SourceEnd: end, Floor: floor})

@@ -1,0 +1,5 @@
+package data
+
+// EndWrittenForTest is the source end in the last progress record
+// produced for ps (tests of the recovery point; call with ps.Mu held).
+func (ps *PartitionState) EndWrittenForTest() int64 { return ps.endWritten }

@@ -1,0 +1,183 @@
+package connector
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/connector/fence"
+	"github.com/kmirror/kmirror/filters"
+	"github.com/kmirror/kmirror/internal/kfaketest"
+)
+
+// TestFailoverWithSourceGone: the group sync checkpoints a group though
+// committing is off; the target then refuses one partition's copies while
+// the source takes 7 more records; the source dies. kmirror failover
+// fences the running worker, translates the group from its checkpoints on
+// the target (the source does not answer), commits it there, and reports
+// the recovery point: the 7 records the target lacks, on that partition
+// only. A second failover, with everything done, changes nothing and
+// succeeds again.
+func TestFailoverWithSourceGone(t *testing.T) {
+	t.Parallel()
+	src, dst := kfaketest.Clusters(t)
+	ctx := context.Background()
+	srcCl := kfaketest.Client(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	srcAdm := kadm.NewClient(srcCl)
+	dstCl := kfaketest.Client(t, dst)
+	dstAdm := kadm.NewClient(dstCl)
+	if _, err := srcAdm.CreateTopic(ctx, 2, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	produce := func(p int32, n int) {
+		t.Helper()
+		var recs []*kgo.Record
+		for range n {
+			recs = append(recs, &kgo.Record{Topic: "orders", Partition: p, Value: []byte("x")})
+		}
+		if err := srcCl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(0, 30)
+	produce(1, 30)
+	kfaketest.CommitOffsets(t, srcAdm, "billing", "orders", map[int32]int64{0: 10, 1: 20})
+
+	cfg := Config{
+		Name: "m", SourceAlias: "src", TargetAlias: "dst",
+		SourceOpts:          []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)},
+		TargetOpts:          []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)},
+		Filters:             []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll("orders")}},
+		GroupFilters:        []filters.GroupFilter{filters.Regex{Include: filters.MustCompileAll(".*")}},
+		RefreshInterval:     200 * time.Millisecond,
+		ProgressInterval:    100 * time.Millisecond,
+		GroupSyncInterval:   100 * time.Millisecond,
+		GroupCheckpointOnly: true, // import-mm2's default: nothing committed by the sync
+		ShutdownTimeout:     2 * time.Second,
+		Logger:              kfaketest.Logger(),
+	}
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- m.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+	kfaketest.WaitFor(t, func() bool {
+		tds, err := dstAdm.ListTopics(ctx, "src.orders")
+		return err == nil && tds.Has("src.orders")
+	}, "the target topic created")
+	kfaketest.WaitFor(t, func() bool {
+		ends := kfaketest.EndOffsets(t, dst, "src.orders")
+		return ends[0] == 30 && ends[1] == 30
+	}, "both partitions copied")
+	kfaketest.WaitFor(t, func() bool {
+		for _, g := range m.Groups() {
+			if g.Group == "billing" && g.State == GroupSynced && len(g.Partitions) == 2 {
+				return true
+			}
+		}
+		return false
+	}, "the group translated (and checkpointed)")
+	if got, err := dstAdm.FetchOffsets(ctx, "billing"); err == nil && len(got) > 0 {
+		t.Fatalf("the group sync committed %v with sync.group_offsets disabled", got)
+	}
+
+	// The target refuses partition 1's copies; the source takes 7 more
+	// records there, which the worker sees and cannot copy.
+	var refusing atomic.Bool
+	refusing.Store(true)
+	tds, err := dstAdm.ListTopics(ctx, "src.orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyID := tds["src.orders"].ID
+	dst.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		dst.KeepControl()
+		req := kr.(*kmsg.ProduceRequest)
+		for _, rt := range req.Topics {
+			for _, rp := range rt.Partitions {
+				if (rt.Topic == "src.orders" || rt.TopicID == copyID) && rp.Partition == 1 && refusing.Load() {
+					return refuseProduce(req, kerr.NotEnoughReplicas.Code), nil, true
+				}
+			}
+		}
+		return nil, nil, false
+	})
+	produce(1, 7)
+	// The worker writes its position again for the new end, though it
+	// copies nothing there.
+	kfaketest.WaitFor(t, func() bool {
+		for _, ps := range m.slots.Snapshot() {
+			if ps.TP.Partition == 1 {
+				ps.Mu.Lock()
+				end, written := ps.End, ps.EndWrittenForTest()
+				ps.Mu.Unlock()
+				if end == 37 && written == 37 {
+					return true
+				}
+			}
+		}
+		return false
+	}, "the worker to see and persist the source's new end")
+	time.Sleep(300 * time.Millisecond) // the progress write acknowledged
+	src.Close()
+
+	offline, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	rep, err := offline.Failover(fctx, FailoverOptions{SourceTimeout: time.Second, Reason: "test"})
+	if err != nil {
+		t.Fatalf("failover: %v\n%+v", err, rep)
+	}
+	if rep.SourceReachable || rep.SourceError == "" {
+		t.Fatalf("source reachable %v (%q); want unreachable with the reason", rep.SourceReachable, rep.SourceError)
+	}
+	if !strings.Contains(rep.Fence, "fenced") {
+		t.Fatalf("report's fence %q", rep.Fence)
+	}
+	if st := m.Status(); st.Fenced == "" {
+		t.Fatal("the running worker does not report the fence")
+	}
+	want := map[int32]int64{0: 0, 1: 7}
+	if rep.NotCopied != 7 || len(rep.RecoveryPoint) != 2 {
+		t.Fatalf("recovery point %+v (total %d); want 7 records not copied, on partition 1", rep.RecoveryPoint, rep.NotCopied)
+	}
+	for _, p := range rep.RecoveryPoint {
+		if p.NotCopied != want[p.Partition] || p.CopiedTo != 30 {
+			t.Fatalf("partition %d: %+v; want copied to 30, %d not copied", p.Partition, p, want[p.Partition])
+		}
+	}
+	if len(rep.Groups) != 1 || !rep.Groups[0].Applied || !rep.Groups[0].Exact || rep.Groups[0].OffsetsFrom != FromCheckpoints || rep.Groups[0].CheckpointAt.IsZero() {
+		t.Fatalf("groups %+v; want billing applied exactly from its checkpoints", rep.Groups)
+	}
+	got, err := dstAdm.FetchOffsets(ctx, "billing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, at := range map[int32]int64{0: 10, 1: 20} {
+		if o, ok := got.Lookup("src.orders", p); !ok || o.At != at {
+			t.Fatalf("billing on the target at src.orders/%d: %+v; want %d", p, o, at)
+		}
+	}
+	// Running it again is safe and finds everything done.
+	rep2, err := offline.Failover(fctx, FailoverOptions{SourceTimeout: time.Second})
+	if err != nil || !rep2.OK {
+		t.Fatalf("second failover: %v %+v", err, rep2)
+	}
+	st, _, err := fence.Read(ctx, nil, cfg.TargetOpts, dstAdm, "m")
+	if err != nil || !st.Fenced {
+		t.Fatalf("fence after failover: %+v %v", st, err)
+	}
+}
