@@ -164,10 +164,15 @@ func (m *Mirror) failover(ctx context.Context, opts FailoverOptions, rep *Failov
 	return nil
 }
 
-// fenceMirror sets the mirror's fence, naming the command and this host.
+// fenceMirror sets the mirror's fence, naming the command and this host;
+// what the last fence record says of the mirror's reverse is kept.
 func (m *Mirror) fenceMirror(ctx context.Context, c *clients, command, reason string) error {
 	host, _ := os.Hostname()
-	st := fence.State{Fenced: true, By: fmt.Sprintf("%s on %s", command, host), Reason: reason}
+	st, err := m.readFence(ctx, c)
+	if err != nil {
+		return fmt.Errorf("fence mirror %s: %w", m.cfg.Name, err)
+	}
+	st.Fenced, st.At, st.By, st.Reason = true, time.Time{}, fmt.Sprintf("%s on %s", command, host), reason
 	if err := fence.Write(ctx, c.dstAdm, c.dst, m.cfg.Name, m.cfg.ReplicationFactor, st); err != nil {
 		return fmt.Errorf("fence mirror %s: %w", m.cfg.Name, m.dstErr(err))
 	}

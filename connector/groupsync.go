@@ -91,6 +91,12 @@ func (g groupsMirror) Produce(dst *kgo.Client, r *kgo.Record, promise func(*kgo.
 }
 
 func (g groupsMirror) SrcErr(err error) error { return g.m.srcErr(err) }
+
+func (g groupsMirror) ReverseOf() string {
+	g.m.mu.Lock()
+	defer g.m.mu.Unlock()
+	return g.m.reverseOf
+}
 func (g groupsMirror) DstErr(err error) error { return g.m.dstErr(err) }
 
 // groups are the connections the groups plane uses.
@@ -117,5 +123,8 @@ func (m *Mirror) Translate(ctx context.Context, group string, opts TranslateOpti
 	}
 	defer c.close()
 	defer m.cancelProduce()
+	if _, err := m.readFence(ctx, c); err != nil {
+		return GroupStatus{Mirror: m.cfg.Name, Group: group, State: GroupSynced, LastSyncAt: time.Now()}, err
+	}
 	return m.groupSync.Translate(ctx, c.groups(), group, opts)
 }

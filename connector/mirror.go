@@ -211,6 +211,9 @@ type Mirror struct {
 	lastPassAt    time.Time
 	lastPassErr   error
 	fenced        *fence.State // the fence, while it stops this worker
+	// reverseOf is the mirror this one copies back for (the fence
+	// record's ReverseOf, set by kmirror failback), or "".
+	reverseOf string
 	endsAt        time.Time    // the last refreshEnds (endsDue)
 	started       bool         // the startup sequence (internal topics, loads) finished
 	copier        dataPlane
@@ -601,6 +604,11 @@ func (m *Mirror) awaitUnfenced(ctx context.Context, c *clients, w *fence.Watcher
 	logged := false
 	for {
 		st, err := w.Check(ctx, c.dstAdm)
+		if err == nil {
+			m.mu.Lock()
+			m.reverseOf = st.ReverseOf
+			m.mu.Unlock()
+		}
 		switch {
 		case err != nil && ctx.Err() == nil:
 			m.logEvery.Warn(m.log, "fence-read", "cannot read the mirror's fence on the target; not copying until it can be read", "topic", fence.Topic(m.cfg.Name), "err", m.dstErr(err))
@@ -649,6 +657,20 @@ func (m *Mirror) watchFence(ctx context.Context, c *clients, w *fence.Watcher) b
 			return true
 		}
 	}
+}
+
+// readFence reads the mirror's fence for a command that runs no worker
+// (translate, failover, cutover), and keeps what it says of the mirror's
+// reverse.
+func (m *Mirror) readFence(ctx context.Context, c *clients) (fence.State, error) {
+	st, _, err := fence.Read(ctx, m.log, m.cfg.TargetOpts, c.dstAdm, m.cfg.Name)
+	if err != nil {
+		return st, m.dstErr(err)
+	}
+	m.mu.Lock()
+	m.reverseOf = st.ReverseOf
+	m.mu.Unlock()
+	return st, nil
 }
 
 func (m *Mirror) setFenced(st *fence.State) {

@@ -51,6 +51,24 @@ type State struct {
 	At     time.Time `json:"at"`
 	By     string    `json:"by"`
 	Reason string    `json:"reason"`
+	// ReverseOf names the mirror this one copies back for, set by
+	// kmirror failback and kept by every later fence record: a group
+	// offset below where this mirror's copy starts translates through
+	// that mirror's index backwards.
+	ReverseOf string `json:"reverse_of,omitempty"`
+	// Divergent are the partitions where this mirror's target held
+	// records its source never got (the data a failover lost), as
+	// kmirror failback found them.
+	Divergent []Divergent `json:"divergent,omitempty"`
+}
+
+// Divergent is one partition's divergent tail: target offsets [From, To)
+// of this mirror's target that never reached its source.
+type Divergent struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	From      int64  `json:"from"`
+	To        int64  `json:"to"`
 }
 
 func (s State) String() string {

@@ -81,6 +81,10 @@ type Mirror interface {
 	// blocking: with the producer's buffer full, promise fails at once
 	// and the record is written again at a later sync.
 	Produce(dst *kgo.Client, r *kgo.Record, promise func(*kgo.Record, error))
+	// ReverseOf is the mirror this one copies back for after a failover
+	// (kmirror failback set it), or "": offsets below a partition's
+	// floor translate through that mirror's index backwards.
+	ReverseOf() string
 	// SrcErr and DstErr explain an error of a request to the source or
 	// the target: the cluster, its brokers and what to check.
 	SrcErr(err error) error
@@ -118,6 +122,9 @@ type Syncer struct {
 	// mm2 are MM2's offset syncs, for group offsets older than an
 	// adopted position (mm2syncs.go); nil without cfg.MM2OffsetSyncs.
 	mm2 *mm2SyncStore
+	// reverse caches the former mirror's indexes of a failback mirror
+	// (reverse.go).
+	reverse reverseIndexes
 
 	mu     sync.Mutex
 	groups map[string]*groupState // the translated groups, by name
@@ -523,7 +530,10 @@ func (s *Syncer) translateGroup(ctx context.Context, c Clients, group string, gs
 			floor, _ = ps.Index.Floor()
 		}
 		ps.Mu.Unlock()
-		if below && s.mm2 != nil {
+		switch former := s.mirror.ReverseOf(); {
+		case below && former != "":
+			s.translateFromReverse(ctx, c, &gp, tp, floor, former)
+		case below && s.mm2 != nil:
 			s.translateFromMM2(ctx, c, &gp, tp, floor, planeFloors(dp))
 		}
 		st.Partitions = append(st.Partitions, gp)

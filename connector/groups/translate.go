@@ -138,9 +138,14 @@ func (s *Syncer) TranslateStored(ctx context.Context, c Clients, stored *Stored,
 		}
 		to, behind, err := TranslateOffset(ix, pos.Next, o.At)
 		gp.setTranslation(ix, to, behind, err)
-		if errors.Is(err, index.ErrBelowAdopted) && s.mm2 != nil && st.OffsetsFrom != FromCheckpoints {
+		if errors.Is(err, index.ErrBelowAdopted) {
 			floor, _ := ix.Floor()
-			s.translateFromMM2(ctx, c, &gp, tp, floor, indexFloors(ld.Indexes))
+			switch former := s.mirror.ReverseOf(); {
+			case former != "":
+				s.translateFromReverse(ctx, c, &gp, tp, floor, former)
+			case s.mm2 != nil:
+				s.translateFromMM2(ctx, c, &gp, tp, floor, indexFloors(ld.Indexes))
+			}
 		}
 		st.Partitions = append(st.Partitions, gp)
 		if !gp.Untranslatable {
