@@ -36,6 +36,7 @@ const (
 	defaultBatchMaxBytes     = 1 << 20  // 1 MiB
 	maxBatchMaxBytes         = 64 << 20 // 64 MiB
 	defaultCompression       = "source"
+	defaultOnSourceGap       = "skip"
 	defaultHTTPListen        = "127.0.0.1:9644"
 	defaultShutdownTimeout   = Duration(10 * time.Second)
 	defaultSlots             = 16
@@ -269,6 +270,12 @@ type Mirror struct {
 	// accept (too large, invalid, refused by a policy) so that their
 	// partition moves on; without it such a partition stops, failed.
 	DeadLetter *DeadLetter `yaml:"dead_letter,omitempty"`
+	// OnSourceGap is what a partition does when the source deleted
+	// records (retention) before kmirror copied them: "skip" (default,
+	// as MirrorMaker 2: go on from the log start) or "fail" (stop the
+	// partition, failed, until the operator acts). Either way the gap
+	// is counted, shown and announced.
+	OnSourceGap string `yaml:"on_source_gap"`
 	// Cluster is how the kmirror processes that run this mirror share it
 	// (docs/cluster.md): every worker joins one group on the target
 	// cluster, which hands out task slots, a single worker taking them
@@ -649,6 +656,7 @@ func (m *Mirror) setDefaults() {
 		Compression:   defaultCompression,
 	}
 	m.ProgressInterval = defaultProgressInterval
+	m.OnSourceGap = defaultOnSourceGap
 	m.Sync = Sync{
 		TopicConfigs: TopicConfigSync{
 			Enabled:  true,

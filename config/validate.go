@@ -27,6 +27,7 @@ const nameRule = "want 1-100 characters from A-Z a-z 0-9 . _ -"
 var (
 	compressions       = []string{"source", "none", "gzip", "snappy", "lz4", "zstd"}
 	offsetCompressions = []string{"none", "gzip", "zlib", "snappy", "lz4", "zstd"}
+	sourceGapPolicies  = []string{"skip", "fail"}
 	logLevels          = []string{"debug", "info", "warn", "error"}
 	logFormats         = []string{"text", "json"}
 )
@@ -343,6 +344,9 @@ func (v *validator) mirror(m *Mirror, path string, clusters map[string]*Cluster,
 		}
 		v.positive(cp+".session_timeout", cl.SessionTimeout)
 		v.positive(cp+".commit_interval", cl.CommitInterval)
+	}
+	if !slices.Contains(sourceGapPolicies, m.OnSourceGap) {
+		v.errorf(path+".on_source_gap", "unknown policy %q (want %s)", m.OnSourceGap, orList(sourceGapPolicies))
 	}
 	if dl := m.DeadLetter; dl != nil {
 		switch {

@@ -154,6 +154,10 @@ type Config struct {
 	// DeadLetterTopic, when set, receives the records the target will
 	// never accept, so that their partition moves on.
 	DeadLetterTopic string
+	// OnSourceGap is what a partition does when the source deleted
+	// records before they were copied: "skip" ("" too) or "fail"
+	// (sourcegap.go).
+	OnSourceGap string
 	// Cluster is how the workers of the mirror share it (cluster.go):
 	// every worker is a member of the mirror's group on the target, a
 	// single one a group of one. Nil takes the defaults

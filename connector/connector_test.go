@@ -238,7 +238,7 @@ func newPassHarnessFor(t *testing.T, src, dst *kfake.Cluster, cfg Config, opts .
 			t.Fatal(err)
 		}
 	}
-	h.cp = data.NewCopier(m.log, nil, dstCl, context.Background(), data.CopierOpts{DeadLetter: cfg.DeadLetterTopic})
+	h.cp = data.NewCopier(m.log, nil, dstCl, context.Background(), m.gapOpts(data.CopierOpts{DeadLetter: cfg.DeadLetterTopic}))
 	t.Cleanup(h.cp.Close)
 	h.plane = &loadedPlane{Copier: h.cp, copied: map[data.TopicPartition]*data.PartitionState{}, stored: data.Loaded{Positions: map[data.TopicPartition]data.Position{}, Indexes: map[data.TopicPartition]*index.Partition{}}}
 	m.copier = h.plane

@@ -52,6 +52,7 @@ type Metrics struct {
 	mm2AdoptErrors  *prometheus.CounterVec
 	mm2Heartbeats   *prometheus.CounterVec
 	mm2Checkpoints  *prometheus.CounterVec
+	sourceGaps      *prometheus.CounterVec
 	// detail: the per-topic and per-partition series (metricsdetail.go).
 	detail *detailCollector
 }
@@ -236,7 +237,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "kmirror_mm2_checkpoints_total",
 			Help: "MirrorMaker 2 Checkpoint records written to <source_alias>.checkpoints.internal on the target and acknowledged.",
 		}, []string{"mirror"}),
+		sourceGaps: newSourceGapCounter(),
 	}
+	reg.MustRegister(m.sourceGaps)
 	reg.MustRegister(m.records, m.bytes, m.latency, m.lag, m.topics, m.createErrors,
 		m.produceErrors, m.recreations, m.configChanges, m.configSyncErrs, m.aclsCreated, m.groupOffsets, m.groupSyncErrs, m.setChanges, m.filterErrors, m.passes, m.passErrors, m.lastPassSuccess,
 		m.internalWrites, m.adminErrors, m.untranslatable, m.failedParts, m.deadLetters,
@@ -269,6 +272,7 @@ type mirrorMetrics struct {
 	slotsTaken                                                        *prometheus.CounterVec
 	indexBytes                                                        prometheus.Gauge
 	indexEvictions                                                    prometheus.Counter
+	sourceGaps                                                        *prometheus.CounterVec
 }
 
 // data is the data plane's metrics (nil when mm is).
@@ -344,6 +348,7 @@ func (m *Metrics) forMirror(name string) *mirrorMetrics {
 		mm2AdoptErrors:   m.mm2AdoptErrors.WithLabelValues(name),
 		mm2Heartbeats:    m.mm2Heartbeats.WithLabelValues(name),
 		mm2Checkpoints:   m.mm2Checkpoints.WithLabelValues(name),
+		sourceGaps:       m.sourceGaps.MustCurryWith(prometheus.Labels{"mirror": name}),
 		lag:              m.lag.WithLabelValues(name),
 		createErrors:     m.createErrors.WithLabelValues(name),
 		recreations:      m.recreations.WithLabelValues(name),

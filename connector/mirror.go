@@ -129,6 +129,9 @@ type TopicStatus struct {
 	// started: two readings give the throughput.
 	Copied int64  `json:"copied"`
 	Error  string `json:"error"`
+	// SourceGaps are the latest source gap of each partition that had
+	// one since the worker started (sourcegap.go).
+	SourceGaps []SourceGapStatus `json:"source_gaps,omitempty"`
 }
 
 // topicState is the control plane's view of one selected topic. Fields are
@@ -233,6 +236,10 @@ type Mirror struct {
 	publishedGroups     []listeners.Group
 	publishedOnce       bool
 	publishedGroupsOnce bool
+	// Source gaps (sourcegap.go): the policy, which a reload changes,
+	// and the latest gap of each partition.
+	gapPolicy data.GapPolicyVar
+	gaps      gapLog
 }
 
 // New checks cfg and returns a Mirror; it connects to nothing until Run.
@@ -261,6 +268,9 @@ func New(cfg Config) (*Mirror, error) {
 		topics:              make(map[string]*topicState),
 		indexes:             make(map[data.TopicPartition]*index.Partition),
 		metaPersisted:       make(map[string]map[string]string),
+	}
+	if err := m.SetOnSourceGap(cfg.OnSourceGap); err != nil {
+		return nil, err
 	}
 	m.sel.Store(&Selection{Filters: cfg.Filters, ConfigFilters: cfg.ConfigFilters, GroupFilters: cfg.GroupFilters, Labels: cfg.Labels, TrustedUpstreams: cfg.TrustedUpstreams})
 	if m.cfg.Cluster == nil {
@@ -905,6 +915,7 @@ func (m *Mirror) Status() Status {
 		if err := ts.currentErr(); err != nil {
 			t.Error = err.Error()
 		}
+		t.SourceGaps, _ = m.sourceGaps(ts.source)
 		st.Topics = append(st.Topics, t)
 	}
 	m.mu.Unlock()
@@ -926,7 +937,12 @@ func (m *Mirror) Status() Status {
 				if behind > 0 && !last.IsZero() {
 					t.LagSeconds = max(t.LagSeconds, now.Sub(last).Seconds())
 				}
-				if failed != nil && t.State != StateFailed {
+				var gap *data.GapError
+				switch {
+				case failed == nil || t.State == StateFailed:
+				case errors.As(failed, &gap):
+					t.State, t.Error = StateFailed, fmt.Sprintf("partition %d: %v", p, failed)
+				default:
 					t.State, t.Error = StateFailed, fmt.Sprintf("partition %d: target refused records: %v", p, failed)
 				}
 			}

@@ -14,12 +14,18 @@ func (m *Mirror) publishTopics() {
 	m.mu.Lock()
 	topics := make([]listeners.Topic, 0, len(m.topics))
 	for _, ts := range m.topics {
+		gaps, held := m.sourceGaps(ts.source)
+		state := ts.currentState()
+		if held {
+			state = StateFailed // a partition stopped before a source gap
+		}
 		topics = append(topics, listeners.Topic{
 			Upstream:   ts.source,
 			Downstream: ts.target,
 			Partitions: ts.partitions,
-			State:      string(ts.currentState()),
+			State:      string(state),
 			Metadata:   m.metadataFor(ts),
+			SourceGaps: listenerGaps(gaps),
 		})
 	}
 	slices.SortFunc(topics, func(a, b listeners.Topic) int { return strings.Compare(a.Upstream, b.Upstream) })

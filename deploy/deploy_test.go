@@ -65,6 +65,7 @@ var knownMetrics = []string{
 	"kmirror_transaction_commit_seconds_count",
 	"kmirror_batches_total",
 	"kmirror_passthrough_fallbacks_total",
+	"kmirror_source_gap_records_total",
 }
 
 var metricName = regexp.MustCompile(`\bkmirror_[a-z0-9_]+`)
@@ -156,7 +157,7 @@ func TestRulesContent(t *testing.T) {
 	}
 	want := []string{"KmirrorReplicatedSetChanged", "KmirrorTopicFailed", "KmirrorReplicationLagHigh",
 		"KmirrorControlLoopStale", "KmirrorListenerFailing", "KmirrorPluginRestarting",
-		"KmirrorPartitionFailed", "KmirrorInternalWritesFailing", "KmirrorGroupOffsetsUntranslatable",
+		"KmirrorPartitionFailed", "KmirrorSourceGap", "KmirrorInternalWritesFailing", "KmirrorGroupOffsetsUntranslatable",
 		"KmirrorClusterSlotsUnowned", "KmirrorClusterGroupNotSettling", "KmirrorClusterRebalancing"}
 	var got []string
 	for _, r := range rules {
@@ -175,7 +176,7 @@ func TestRulesContent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range []string{"KmirrorTopicFailed", "KmirrorListenerFailing", "KmirrorPartitionFailed", "KmirrorClusterSlotsUnowned", "KmirrorClusterGroupNotSettling"} {
+	for _, a := range []string{"KmirrorTopicFailed", "KmirrorListenerFailing", "KmirrorPartitionFailed", "KmirrorSourceGap", "KmirrorClusterSlotsUnowned", "KmirrorClusterGroupNotSettling"} {
 		if !strings.Contains(string(tests), "alertname: "+a) {
 			t.Errorf("%s has no unit test in %s", a, rulesTestFile)
 		}

@@ -70,6 +70,7 @@ type kmMirror struct {
 	Labels            []kmLabel         `yaml:"labels,omitempty"`
 	Metadata          *kmMetadata       `yaml:"metadata,omitempty"`
 	Producer          map[string]any    `yaml:"producer,omitempty"`
+	OnSourceGap       string            `yaml:"on_source_gap,omitempty"`
 }
 
 type kmMetadata struct {

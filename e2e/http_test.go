@@ -27,6 +27,13 @@ type statusDoc struct {
 			State       string `json:"state"`
 			Lag         int64  `json:"lag"`
 			Error       string `json:"error"`
+			SourceGaps  []struct {
+				Partition int32  `json:"partition"`
+				From      int64  `json:"from"`
+				To        int64  `json:"to"`
+				Records   int64  `json:"records"`
+				State     string `json:"state"`
+			} `json:"source_gaps"`
 		} `json:"topics"`
 	} `json:"mirrors"`
 }

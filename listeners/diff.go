@@ -38,7 +38,7 @@ func DiffTopics(old, cur []Topic) (added, removed, changed []Topic) {
 
 func sameTopic(a, b Topic) bool {
 	return a.Upstream == b.Upstream && a.Downstream == b.Downstream && a.Partitions == b.Partitions &&
-		a.State == b.State && maps.Equal(a.Metadata, b.Metadata)
+		a.State == b.State && maps.Equal(a.Metadata, b.Metadata) && slices.Equal(a.SourceGaps, b.SourceGaps)
 }
 
 // DiffGroups compares two group sets by Name and returns the groups added

@@ -28,6 +28,23 @@ type Topic struct {
 	State string
 	// Metadata is the topic's kmirror metadata (provenance and labels).
 	Metadata map[string]string
+	// SourceGaps are the latest source gap of each partition that had
+	// one: offsets the source deleted (retention) before they were
+	// copied. A new gap makes the topic Changed. Sorted by partition.
+	SourceGaps []SourceGap
+}
+
+// SourceGap is a range of a source partition's offsets deleted at the
+// source before the mirror copied them: From is the next offset it
+// wanted, To the log start it found (exclusive), To - From the offsets
+// lost (on a compacted or transactional topic not every offset was a
+// record). Failed: the partition stopped before the gap
+// (on_source_gap: fail, and the topic's State is "failed"); else copying
+// went on at To.
+type SourceGap struct {
+	Partition int32
+	From, To  int64
+	Failed    bool
 }
 
 // TopicsChange is one delivery to a TopicListener.

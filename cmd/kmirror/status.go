@@ -187,6 +187,16 @@ func fetchStatus(ctx context.Context, client *http.Client, url, token string) (h
 }
 
 // printStatus writes the overview: a paragraph per mirror.
+// printSourceGaps lists the topics' source gaps: offsets the source deleted
+// before they were copied.
+func printSourceGaps(w io.Writer, topics []connector.TopicStatus) {
+	for _, t := range topics {
+		for _, g := range t.SourceGaps {
+			fmt.Fprintf(w, "  source gap %s/%d: offsets %d..%d (%s lost, %s)\n", t.SourceTopic, g.Partition, g.From, g.To, plural(int(g.Records), "offset"), g.State)
+		}
+	}
+}
+
 func printStatus(w io.Writer, st httpapi.StatusResponse, now time.Time) {
 	if len(st.Mirrors) == 0 {
 		fmt.Fprintln(w, "no mirrors")
@@ -214,6 +224,8 @@ func printStatus(w io.Writer, st httpapi.StatusResponse, now time.Time) {
 			for _, t := range m.Topics {
 				fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%d\t%s\n", t.SourceTopic, t.TargetTopic, t.Partitions, t.State, t.Lag, t.Error)
 			}
+			_ = tw.Flush()
+			printSourceGaps(w, m.Topics)
 		} else {
 			fmt.Fprintln(tw, "  no topics selected")
 		}

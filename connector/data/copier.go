@@ -144,6 +144,8 @@ type Copier struct {
 	stopPT   context.CancelFunc
 	ptDone   chan struct{}
 	ptFetchD chan struct{}
+	// gaps are the partitions whose fetch was out of range (gap.go).
+	gaps gapState
 }
 
 // wake asks the poll loop to look at the partitions now rather than at the
@@ -276,6 +278,9 @@ type partTrouble struct {
 	// cancelled counts records failed because the produce context was
 	// cancelled: a shutdown that gave up on them (see inFlight).
 	cancelled int
+	// gap is the source gap the partition stopped before (on_source_gap:
+	// fail; gap.go): its position stays before it.
+	gap *GapError
 }
 
 // trouble returns p's partTrouble, making it first if p has none.
@@ -321,7 +326,7 @@ func (p *PartitionState) acknowledged() {
 func (p *PartitionState) dropTroubleIfOver() {
 	t := p.t
 	if p.failed == nil && t.backoff == 0 && t.ptRefusals == 0 && !t.refusalLogged && t.isolateUntil < 0 && !t.isolatedOut &&
-		t.poison == nil && t.stuck == nil && t.refused == nil && t.expired == nil && t.lastAbort == nil && t.cancelled == 0 {
+		t.poison == nil && t.stuck == nil && t.refused == nil && t.expired == nil && t.lastAbort == nil && t.cancelled == 0 && t.gap == nil {
 		p.t = nil
 	}
 }
@@ -549,6 +554,10 @@ type CopierOpts struct {
 	// BatchBudget bounds the batch path's batches together with the
 	// other copiers of the worker that share it (nil: its own bound).
 	BatchBudget *BatchBudget
+	// GapPolicy is what a partition does at a source gap (nil: skip);
+	// OnGap, when set, is told of every gap (gap.go).
+	GapPolicy *GapPolicyVar
+	OnGap     func(SourceGap)
 }
 
 // recordPathSet is a set of partitions that a transactional slot copies on
@@ -592,6 +601,7 @@ func NewCopier(log *slog.Logger, m *Metrics, dst *kgo.Client, produceCtx context
 		purgeTargets:    make(map[string]bool),
 	}
 	c.wakeFn = c.wake
+	c.gaps.policy, c.gaps.onGap = opts.GapPolicy, opts.OnGap
 	c.recordPath = opts.RecordPath
 	if c.recordPath == nil {
 		c.recordPath = NewRecordPathSet()
@@ -646,7 +656,8 @@ func (c *Copier) Assign(as []Assignment, srcOpts []kgo.Opt) (started bool, err e
 			// A refusal that parked with the partition is retried now.
 			ps.failed, ps.paused = nil, false
 			if ps.t != nil {
-				ps.t.backoff, ps.t.poison = 0, nil
+				// A gap it stopped before is found again (gap.go).
+				ps.t.backoff, ps.t.poison, ps.t.gap = 0, nil, nil
 			}
 			a.Next = ps.Acked
 			ps.Mu.Unlock()
@@ -718,9 +729,10 @@ func (c *Copier) consume(offsets map[string]map[int32]kgo.Offset) (created bool,
 			// would delay a new topic's first records by that long.
 			kgo.FetchMaxWait(500*time.Millisecond),
 			kgo.FetchMaxBytes(FetchMaxBytes),
-			// A position the source no longer has (retention, or a
-			// recreated topic) restarts from the earliest record.
-			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			// A position the source no longer has is never
+			// moved silently: the fetch error goes to the poll
+			// loop, which applies on_source_gap (gap.go).
+			kgo.ConsumeResetOffset(kgo.NoResetOffset().AtStart()),
 		)
 		cl, err := kgo.NewClient(opts...)
 		if err != nil {
@@ -794,6 +806,7 @@ func (c *Copier) Unassign(tps []TopicPartition) {
 		}
 		delete(c.parts, tp)
 		delete(c.fetchErrLogged, tp)
+		c.forgetGap(tp)
 		if c.pt != nil {
 			c.pt.remove(tp)
 		}
@@ -983,6 +996,15 @@ func (c *Copier) step(ctx context.Context) (more, wait bool) {
 		}
 		errs++
 		tp := TopicPartition{topic, partition}
+		if isOutOfRange(err) {
+			if ps := c.Partition(tp); ps != nil {
+				ps.Mu.Lock()
+				from := ps.nextWanted()
+				ps.Mu.Unlock()
+				c.outOfRange(tp, from)
+			}
+			return
+		}
 		if time.Since(c.fetchErrLogged[tp]) > fetchErrLogEvery {
 			c.fetchErrLogged[tp] = time.Now()
 			c.log.Warn("fetch from source failed", "topic", topic, "partition", partition, "err", err)
@@ -996,6 +1018,7 @@ func (c *Copier) step(ctx context.Context) (more, wait bool) {
 		}
 	}
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) { c.producePartition(fp, gen) })
+	c.resolveGaps(ctx)
 	if c.pt != nil {
 		for _, f := range c.pt.take() {
 			c.producePassthrough(f)
@@ -1431,6 +1454,8 @@ func (p *PartitionState) Status() (acked, end int64, failed error) {
 	defer p.Mu.Unlock()
 	switch t := p.t; {
 	case t == nil:
+	case t.gap != nil:
+		return p.Acked, p.End, t.gap
 	case t.stuck != nil:
 		return p.Acked, p.End, t.stuck
 	case p.failed == nil && t.lastAbort != nil && p.Committed < p.End:

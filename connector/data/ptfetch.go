@@ -555,12 +555,11 @@ func (p *passthrough) accept(leader int32, tp TopicPartition, rp kmsg.FetchRespo
 	gen, from := pp.gen, pp.sessPos
 	switch err := kerr.ErrorForCode(rp.ErrorCode); {
 	case errors.Is(err, kerr.OffsetOutOfRange):
-		// A position the source no longer has: from the log start,
-		// as the record path's consumer does.
-		p.c.log.Warn("source offset out of range; copying from the partition's log start", "topic", tp.Topic, "partition", tp.Partition, "offset", from)
+		// A position the source no longer has: not fetched (nor
+		// placed) until the poll loop has listed the log start and
+		// applied on_source_gap (gap.go), which rewinds or pauses it.
 		p.leaveSession(tp, pp)
-		pp.pos = -1
-		p.markPending(tp, pp)
+		p.c.outOfRange(tp, from)
 		return false
 	case err != nil:
 		p.c.logEvery.Warn(p.c.log, fmt.Sprintf("pt-fetch:%s/%d", tp.Topic, tp.Partition), "fetch from source failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)

@@ -302,6 +302,9 @@ func (a *App) Reload(ctx context.Context) error {
 			continue
 		}
 		m.Reconfigure(sel.connector())
+		if mc := cfg.Mirror(m.Name()); mc != nil {
+			_ = m.SetOnSourceGap(mc.OnSourceGap) // validated by config.LoadFile
+		}
 	}
 	if !reflect.DeepEqual(a.opts.Config.HTTP, cfg.HTTP) {
 		// The server, its certificate and token are set up once, from
@@ -365,6 +368,7 @@ func newMirror(cfg *config.Config, mc *config.Mirror, clusters map[string]*kafka
 		DeliveryTimeout:     time.Duration(mc.Producer.DeliveryTimeout),
 		ShutdownTimeout:     time.Duration(cfg.ShutdownTimeout),
 		DeadLetterTopic:     deadLetterTopic(mc),
+		OnSourceGap:         mc.OnSourceGap,
 		Cluster:             clusterConfig(mc),
 		MM2:                 mm2Config(mc.MM2),
 		BatchMaxBytes:       int32(mc.Producer.BatchMaxBytes),

@@ -400,7 +400,11 @@ func topicDescription(change string, t listeners.Topic) string {
 	default:
 		prefix = "Changed"
 	}
-	return fmt.Sprintf("%s: %s -> %s, %d partitions, state %s", prefix, t.Upstream, t.Downstream, t.Partitions, t.State)
+	d := fmt.Sprintf("%s: %s -> %s, %d partitions, state %s", prefix, t.Upstream, t.Downstream, t.Partitions, t.State)
+	if gaps := sourceGapsText(nil, t.SourceGaps); gaps != "" {
+		d += "; " + gaps
+	}
+	return d
 }
 
 // send POSTs the alerts in batches; a change without alerts sends nothing.

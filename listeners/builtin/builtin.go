@@ -84,6 +84,17 @@ type topicJSON struct {
 	Partitions int32             `json:"partitions"`
 	State      string            `json:"state"`
 	Metadata   map[string]string `json:"metadata"`
+	// SourceGaps: offsets the source deleted before they were copied,
+	// the latest range per partition (absent when none).
+	SourceGaps []sourceGapJSON `json:"source_gaps,omitempty"`
+}
+
+type sourceGapJSON struct {
+	Partition int32 `json:"partition"`
+	From      int64 `json:"from"`
+	To        int64 `json:"to"`
+	Records   int64 `json:"records"`
+	Failed    bool  `json:"failed"`
 }
 
 type groupJSON struct {
@@ -100,6 +111,9 @@ func topicsJSON(ts []listeners.Topic) []topicJSON {
 			md = map[string]string{}
 		}
 		out[i] = topicJSON{Upstream: t.Upstream, Downstream: t.Downstream, Partitions: t.Partitions, State: t.State, Metadata: md}
+		for _, g := range t.SourceGaps {
+			out[i].SourceGaps = append(out[i].SourceGaps, sourceGapJSON{Partition: g.Partition, From: g.From, To: g.To, Records: g.To - g.From, Failed: g.Failed})
+		}
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -207,6 +208,26 @@ func topicDiff(old, cur listeners.Topic) string {
 	}
 	if !maps.Equal(old.Metadata, cur.Metadata) {
 		d = append(d, "metadata")
+	}
+	if gaps := sourceGapsText(old.SourceGaps, cur.SourceGaps); gaps != "" {
+		d = append(d, gaps)
+	}
+	return strings.Join(d, ", ")
+}
+
+// sourceGapsText names the source gaps cur has and old had not: "source
+// gap partition 0 offsets 3..6 (3, skipped)".
+func sourceGapsText(old, cur []listeners.SourceGap) string {
+	var d []string
+	for _, g := range cur {
+		if slices.Contains(old, g) {
+			continue
+		}
+		how := "skipped"
+		if g.Failed {
+			how = "partition stopped"
+		}
+		d = append(d, fmt.Sprintf("source gap partition %d offsets %d..%d (%d, %s)", g.Partition, g.From, g.To, g.To-g.From, how))
 	}
 	return strings.Join(d, ", ")
 }

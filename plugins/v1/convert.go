@@ -183,7 +183,30 @@ func listenerTopicToProto(t listeners.Topic) *pb.ListenerTopic {
 		Partitions: t.Partitions,
 		State:      t.State,
 		Metadata:   t.Metadata,
+		SourceGaps: sourceGapsToProto(t.SourceGaps),
 	}
+}
+
+func sourceGapsToProto(gs []listeners.SourceGap) []*pb.SourceGap {
+	if len(gs) == 0 {
+		return nil
+	}
+	out := make([]*pb.SourceGap, len(gs))
+	for i, g := range gs {
+		out[i] = &pb.SourceGap{Partition: g.Partition, From: g.From, To: g.To, Failed: g.Failed}
+	}
+	return out
+}
+
+func sourceGapsFromProto(ms []*pb.SourceGap) []listeners.SourceGap {
+	if len(ms) == 0 {
+		return nil
+	}
+	out := make([]listeners.SourceGap, len(ms))
+	for i, m := range ms {
+		out[i] = listeners.SourceGap{Partition: m.GetPartition(), From: m.GetFrom(), To: m.GetTo(), Failed: m.GetFailed()}
+	}
+	return out
 }
 
 func listenerTopicFromProto(m *pb.ListenerTopic) listeners.Topic {
@@ -196,6 +219,7 @@ func listenerTopicFromProto(m *pb.ListenerTopic) listeners.Topic {
 		Partitions: m.GetPartitions(),
 		State:      m.GetState(),
 		Metadata:   nilIfEmpty(m.GetMetadata()),
+		SourceGaps: sourceGapsFromProto(m.GetSourceGaps()),
 	}
 }
 

@@ -44,11 +44,13 @@ var (
 	}
 	fullListenerTopic = listeners.Topic{
 		Upstream: "orders", Downstream: "east.orders", Partitions: 3, State: "mirroring",
-		Metadata: map[string]string{"kmirror.source.cluster": "east"},
+		Metadata:   map[string]string{"kmirror.source.cluster": "east"},
+		SourceGaps: []listeners.SourceGap{{Partition: 1, From: 3, To: 6}, {Partition: 2, From: 10, To: 40, Failed: true}},
 	}
 	fullListenerTopicProto = &pb.ListenerTopic{
 		Upstream: "orders", Downstream: "east.orders", Partitions: 3, State: "mirroring",
-		Metadata: map[string]string{"kmirror.source.cluster": "east"},
+		Metadata:   map[string]string{"kmirror.source.cluster": "east"},
+		SourceGaps: []*pb.SourceGap{{Partition: 1, From: 3, To: 6}, {Partition: 2, From: 10, To: 40, Failed: true}},
 	}
 )
 

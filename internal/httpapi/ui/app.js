@@ -90,6 +90,18 @@
     return fmt(Math.round(Math.max(0, ((t.copied || 0) - prev.copied) / ((now - prev.at) / 1000))));
   }
 
+  // topicErrors is a topic's error and its source gaps: offsets the source
+  // deleted before they were copied (skipped, or the partition stopped).
+  function topicErrors(t) {
+    const out = [];
+    if (t.error) out.push(el("span", { class: "error" }, t.error));
+    for (const g of t.source_gaps || []) {
+      const s = "source gap p" + g.partition + ": offsets " + g.from + ".." + g.to + " (" + fmt(g.records) + ", " + g.state + ")";
+      out.push(el("div", { class: g.state === "failed" ? "error" : null }, s));
+    }
+    return out.length ? el("div", {}, ...out) : "";
+  }
+
   // lagTime is a topic's time lag as text ("" when not behind).
   function lagTime(t) {
     const s = t.lag_seconds || 0;
@@ -121,7 +133,7 @@
         ["Lag", (t) => fmt(t.lag), true],
         ["Behind by", (t) => lagTime(t), true],
         ["Records/s", (t) => topicRate(m, t), true],
-        ["Error", (t) => (t.error ? el("span", { class: "error" }, t.error) : "")],
+        ["Error", (t) => topicErrors(t)],
       ], topics, (t) => ({ "data-topic": t.source_topic, "data-state": t.state })));
     }
     const c = m.cluster;

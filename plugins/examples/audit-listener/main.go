@@ -77,6 +77,15 @@ type topic struct {
 	Partitions int32             `json:"partitions"`
 	State      string            `json:"state"`
 	Metadata   map[string]string `json:"metadata,omitempty"`
+	SourceGaps []sourceGap       `json:"source_gaps,omitempty"`
+}
+
+// sourceGap is a range of source offsets deleted before they were copied.
+type sourceGap struct {
+	Partition int32 `json:"partition"`
+	From      int64 `json:"from"`
+	To        int64 `json:"to"`
+	Failed    bool  `json:"failed"`
 }
 
 type group struct {
@@ -98,7 +107,10 @@ type line struct {
 func topics(ts []listeners.Topic) []topic {
 	out := make([]topic, len(ts))
 	for i, t := range ts {
-		out[i] = topic(t)
+		out[i] = topic{Upstream: t.Upstream, Downstream: t.Downstream, Partitions: t.Partitions, State: t.State, Metadata: t.Metadata}
+		for _, g := range t.SourceGaps {
+			out[i].SourceGaps = append(out[i].SourceGaps, sourceGap(g))
+		}
 	}
 	return out
 }
