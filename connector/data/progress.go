@@ -734,11 +734,11 @@ func (w *ProgressWriter) WriteAsync(ctx context.Context) []partitionWrites {
 	var out []partitionWrites
 	for _, ps := range w.c.Persistable() {
 		ps.Mu.Lock()
-		acked, persisted, end := ps.Acked, ps.Persisted, ps.End
+		acked, persisted, end, endBefore := ps.Acked, ps.Persisted, ps.End, ps.endWritten
 		// A partition that copies nothing while the source grows (the
 		// target refuses it, say) writes its position again for the
 		// new end: a failover's recovery point counts on it.
-		endMoved := end > ps.endWritten
+		endMoved := end > endBefore
 		if acked >= 0 && (acked != persisted || endMoved) {
 			ps.endWritten = end
 		}
@@ -787,6 +787,11 @@ func (w *ProgressWriter) WriteAsync(ctx context.Context) []partitionWrites {
 		w.produce(ctx, &kgo.Record{Topic: w.topic, Partition: w.partition(ps.TP), Key: k, Value: w.sealer.Seal(v)}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				w.fail(WriteProgress, ps.TP, err) // written again on the next tick
+				ps.Mu.Lock()
+				if ps.endWritten == end {
+					ps.endWritten = endBefore // the end too
+				}
+				ps.Mu.Unlock()
 				return
 			}
 			ps.Mu.Lock()

@@ -1,7 +1,10 @@
 package data
 
 import (
+	"sync/atomic"
+
 	"context"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"reflect"
 	"strings"
 	"testing"
@@ -235,5 +238,93 @@ func TestProgressFoldByTopic(t *testing.T) {
 	key := []byte(`{"topic":"a","partition":2147483647}`)
 	if err := st.apply(key, []byte("x")); err == nil || !strings.Contains(err.Error(), "out of range") {
 		t.Fatalf("apply of a key naming partition 2^31-1: %v, want out of range", err)
+	}
+}
+
+// TestProgressWritesSourceEnd: a partition that copies nothing while the
+// source grows (its copies refused) writes its position again for each new
+// end it sees, once; a write the target refuses is written again at the
+// next walk; an idle partition writes nothing.
+func TestProgressWritesSourceEnd(t *testing.T) {
+	t.Parallel()
+	_, dst := kfaketest.Clusters(t)
+	cl := kfaketest.Client(t, dst)
+	ctx := context.Background()
+	adm := kadm.NewClient(cl)
+	topic := policy.InternalTopic("m", "progress")
+	if _, err := state.EnsureCompacted(ctx, adm, topic, 1, -1); err != nil {
+		t.Fatal(err)
+	}
+	var refuse atomic.Bool
+	dst.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		dst.KeepControl()
+		if !refuse.Load() {
+			return nil, nil, false
+		}
+		req := kr.(*kmsg.ProduceRequest)
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.InvalidRecord.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	cp := NewCopier(kfaketest.Logger(), nil, cl, ctx, CopierOpts{})
+	t.Cleanup(cp.Close)
+	tp := TopicPartition{"orders", 0}
+	if _, err := cp.Assign([]Assignment{{TP: tp, Target: "orders", Next: 30}}, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}); err != nil {
+		t.Fatal(err)
+	}
+	w := NewProgressWriter(topic, 1, cl, cp, Sealer{}, nil)
+	ps := cp.Partition(tp)
+	writes := func() int64 {
+		t.Helper()
+		if err := cl.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, _ := ends.Lookup(topic, 0)
+		return o.Offset
+	}
+	setEnd := func(end int64) {
+		ps.Mu.Lock()
+		ps.End = end
+		ps.Mu.Unlock()
+	}
+	w.WriteAsync(ctx)
+	if n := writes(); n != 0 {
+		t.Fatalf("an idle partition at its resume position wrote %d records", n)
+	}
+	setEnd(37)
+	refuse.Store(true)
+	w.WriteAsync(ctx)
+	_ = cl.Flush(ctx)
+	refuse.Store(false)
+	if n := writes(); n != 0 {
+		t.Fatalf("%d records written while the target refused them", n)
+	}
+	w.WriteAsync(ctx) // the refused write again
+	if n := writes(); n != 1 {
+		t.Fatalf("%d records written after the refusal; want the position once more", n)
+	}
+	w.WriteAsync(ctx)
+	if n := writes(); n != 1 {
+		t.Fatalf("the same end written again (%d records)", n)
+	}
+	ld, err := LoadProgress(ctx, nil, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, adm, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pos := ld.Positions[tp]; pos.Next != 30 || pos.SourceEnd != 37 {
+		t.Fatalf("stored %+v; want next 30 with source end 37", pos)
 	}
 }

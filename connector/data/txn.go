@@ -467,6 +467,7 @@ func (c *Copier) txnAbort(ctx context.Context, written []partitionWrites, why er
 	for _, ps := range c.Persistable() {
 		ps.Mu.Lock()
 		ps.Acked, ps.Persisted = ps.Committed, ps.Committed
+		ps.endWritten = -1 // the aborted progress carried it: written again
 		if ps.Committed >= 0 {
 			// Entries for records of the aborted transaction: their
 			// target offsets hold nothing a consumer will ever see.

@@ -86,6 +86,7 @@ func (*testMirror) Produce(dst *kgo.Client, r *kgo.Record, promise func(*kgo.Rec
 
 func (*testMirror) SrcErr(err error) error { return err }
 func (*testMirror) DstErr(err error) error { return err }
+func (*testMirror) ReverseOf() string      { return "" }
 
 // testPlane is the data plane: the partitions a test made copied.
 type testPlane struct {
