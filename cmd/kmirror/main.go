@@ -5,6 +5,7 @@
 //	kmirror plan --config kmirror.yaml      what a pass would change, changing nothing
 //	kmirror topics --config kmirror.yaml    the mirrored topics with their metadata
 //	kmirror translate --config F --group G  a group's exact target offsets for a failover
+//	kmirror verify --config kmirror.yaml    compare the copy with the source, record by record
 //	kmirror status --config kmirror.yaml    what the running worker reports (mirrors, topics, workers)
 //	kmirror import-mm2 mm2.properties       a kmirror config from a MirrorMaker 2 config
 //	kmirror demo                            everything on two embedded clusters
@@ -41,6 +42,10 @@ Usage:
                                    a group's target offsets for a failover (exact);
                                    --apply commits them to the target group, never
                                    moving it backwards unless --allow-rewind
+  kmirror verify --config FILE [--mirror M] [--topic T] [--since D]
+                                   compare the copy with its source record by record through
+                                   the offset index (exit 0: all matched, 1: differences or
+                                   partitions that could not be read)
   kmirror status --config FILE     what the running worker reports: mirrors, topics, lag, and in
                                    cluster mode the workers and their slots (or --url ADDR;
                                    the config's http.auth token, or --token-file)
@@ -77,6 +82,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdTopics(args[1:], stdout, stderr)
 	case "translate":
 		return cmdTranslate(args[1:], stdout, stderr)
+	case "verify":
+		return cmdVerify(args[1:], stdout, stderr)
 	case "status":
 		return cmdStatus(args[1:], stdout, stderr)
 	case "import-mm2":
