@@ -3,7 +3,9 @@ package connector
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -40,7 +42,7 @@ func verifyRecords(topic string, p int32, n int, tag string) []*kgo.Record {
 	return recs
 }
 
-func produceAll(t *testing.T, cl *kgo.Client, recs []*kgo.Record) {
+func produceAll(t testing.TB, cl *kgo.Client, recs []*kgo.Record) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -208,4 +210,66 @@ func TestVerify(t *testing.T) {
 	if rep.Errors != 0 || rep.Total != (verify.Counts{Matched: want - int64(len(ledger)), Extra: 1}) {
 		t.Fatalf("orders after the ledger's rewrite: %+v", rep)
 	}
+}
+
+// BenchmarkVerify copies records of the bench's throughput phase (1,051
+// B: a 16 B key, a 1,024 B value, one 11 B header; 8 partitions; two
+// kfake clusters in this process) with a mirror, then verifies the copy,
+// and reports both rates in source records a second: copy-records/s
+// (the records produced before the mirror starts, over the time until the
+// target holds them all) and verify-records/s (the records compared, over
+// one Verify; it reads each record on both sides). KMIRROR_VERIFY_BENCH_RECORDS sets the
+// count (default 200,000). Run: go test -run '^$' -bench Verify -benchtime 3x ./connector
+func BenchmarkVerify(b *testing.B) {
+	n := 200_000
+	if s := os.Getenv("KMIRROR_VERIFY_BENCH_RECORDS"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	const partitions = 8
+	src, dst := kfaketest.Clusters(b)
+	kfaketest.CreateTopic(b, src, "orders", partitions)
+	cl := kfaketest.Client(b, src, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
+	value := make([]byte, 1024)
+	for i := range value {
+		value[i] = byte('a' + i%26)
+	}
+	recs := make([]*kgo.Record, 0, 10_000)
+	for i := range n {
+		recs = append(recs, &kgo.Record{Topic: "orders", Partition: int32(i % partitions), Key: fmt.Appendf(nil, "key-%012d", i),
+			Value: value, Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("0123456789")}}})
+		if len(recs) == cap(recs) || i == n-1 {
+			produceAll(b, cl, recs)
+			recs = recs[:0]
+		}
+	}
+	adm := kadm.NewClient(kfaketest.Client(b, dst))
+	began := time.Now()
+	m, stop := runOrdersMirror(b, src, dst, func(c *Config) { c.ProgressInterval = 200 * time.Millisecond })
+	for targetRecords(adm, "src.orders") < int64(n) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	copySecs := time.Since(began).Seconds()
+	stop()
+	b.ResetTimer()
+	var verifySecs float64
+	for range b.N {
+		v, err := New(m.cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		t0 := time.Now()
+		rep, err := v.Verify(ctx, VerifyOptions{})
+		verifySecs += time.Since(t0).Seconds()
+		cancel()
+		if err != nil || !rep.Clean() || rep.Total.Matched != int64(n) {
+			b.Fatalf("verify: %v, %+v", err, rep.Total)
+		}
+	}
+	b.ReportMetric(float64(n)/copySecs, "copy-records/s")
+	b.ReportMetric(float64(n)*float64(b.N)/verifySecs, "verify-records/s")
+	b.ReportMetric(0, "ns/op")
 }

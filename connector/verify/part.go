@@ -152,8 +152,8 @@ func (p *part) plan(src, dst offsetsOf, since kadm.ListedOffsets) {
 // Flow control: a side's queue of a partition beyond these is paused
 // until the other side catches up.
 const (
-	maxQueued      = 4096
-	maxQueuedBytes = 4 << 20
+	maxQueued      = 8192
+	maxQueuedBytes = 8 << 20
 )
 
 func recordBytes(r *kgo.Record) int {

@@ -64,7 +64,7 @@ type Options struct {
 	Since time.Duration
 	// Samples is how many differences each partition lists (5 when 0).
 	Samples int
-	// Parallel is how many partitions are read at once (64 when 0).
+	// Parallel is how many partitions are read at once (32 when 0).
 	Parallel int
 }
 
@@ -166,7 +166,7 @@ func Verify(ctx context.Context, cfg Config, c Clients, opts Options) (Report, e
 		opts.Samples = 5
 	}
 	if opts.Parallel <= 0 {
-		opts.Parallel = 64
+		opts.Parallel = 32
 	}
 	rep := Report{Mirror: cfg.Mirror}
 	ld, err := data.LoadProgress(ctx, cfg.Log, cfg.TargetOpts, c.DstAdm, cfg.ProgressTopic)
