@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/kmirror/kmirror/config"
 )
 
 // Exit codes, the same for every command (README.md, "Exit codes").
@@ -154,4 +156,22 @@ func configError(stderr io.Writer, path string, err error) {
 		return
 	}
 	fmt.Fprintln(stderr, err)
+}
+
+// pickMirror resolves --mirror for a command that works on one mirror:
+// the config's only one when name is empty. code >= 0 ends the command
+// with that status (2 when the config has several and none was named, 1
+// when no mirror has the name), the reason printed.
+func pickMirror(cfg *config.Config, path, name string, stderr io.Writer) (mirror string, code int) {
+	switch {
+	case name == "" && len(cfg.Mirrors) == 1:
+		return cfg.Mirrors[0].Name, -1
+	case name == "":
+		fmt.Fprintf(stderr, "--mirror is required: %s has %d mirrors\n", path, len(cfg.Mirrors))
+		return "", exitUsage
+	case cfg.Mirror(name) == nil:
+		fmt.Fprintf(stderr, "--mirror: no mirror named %q in %s\n", name, path)
+		return "", exitError
+	}
+	return name, -1
 }

@@ -36,16 +36,9 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 	if cfg == nil {
 		return 1
 	}
-	name := *mirror
-	switch {
-	case name == "" && len(cfg.Mirrors) == 1:
-		name = cfg.Mirrors[0].Name
-	case name == "":
-		fmt.Fprintf(stderr, "--mirror is required: %s has %d mirrors\n", *path, len(cfg.Mirrors))
-		return 2
-	case cfg.Mirror(name) == nil:
-		fmt.Fprintf(stderr, "--mirror: no mirror named %q in %s\n", name, *path)
-		return 1
+	name, code := pickMirror(cfg, *path, *mirror, stderr)
+	if code >= 0 {
+		return code
 	}
 	a, err := app.New(app.Options{Config: cfg, Logger: log, Version: getVersion()})
 	if err != nil {
