@@ -31,7 +31,7 @@ func startOrdersMirror(t *testing.T, src, dst *kfake.Cluster, adjust func(*Confi
 }
 
 // runOrdersMirror is startOrdersMirror, returning the running mirror too.
-func runOrdersMirror(t *testing.T, src, dst *kfake.Cluster, adjust func(*Config)) (*Mirror, func()) {
+func runOrdersMirror(t testing.TB, src, dst *kfake.Cluster, adjust func(*Config)) (*Mirror, func()) {
 	t.Helper()
 	cfg := Config{
 		Name: "m", SourceAlias: "src", TargetAlias: "dst",

@@ -31,6 +31,7 @@ var commands = []struct {
 	{"plan", true, true},
 	{"topics", true, true},
 	{"translate", true, true},
+	{"verify", true, true},
 	{"status", true, true},
 	{"demo", false, false},
 	{"version", true, false},
@@ -103,6 +104,7 @@ func TestExitCodes(t *testing.T) {
 		{}, {"nosuchcommand"}, {"validate", "--nosuchflag"}, {"validate", "extra"},
 		{"translate", "--config", "x.yaml"}, // --group missing
 		{"translate", "--group", "g", "--allow-rewind"},
+		{"verify", "--since", "-1h"},
 	} {
 		if code, _, stderr := runIn(args...); code != exitUsage {
 			t.Errorf("kmirror %s: exit %d, want 2; stderr:\n%s", strings.Join(args, " "), code, stderr)
@@ -110,7 +112,7 @@ func TestExitCodes(t *testing.T) {
 	}
 
 	t.Chdir(t.TempDir()) // no kmirror.yaml here
-	for _, cmd := range []string{"validate", "plan", "topics", "translate", "run"} {
+	for _, cmd := range []string{"validate", "plan", "topics", "translate", "verify", "run"} {
 		args := []string{cmd}
 		if cmd == "translate" {
 			args = append(args, "--group", "g")

@@ -6,6 +6,7 @@
 //	kmirror topics --config kmirror.yaml    the mirrored topics with their metadata
 //	kmirror translate --config F --group G  a group's exact target offsets for a failover
 //	kmirror failover --config F --mirror M  fence the mirror, move every group to the target
+//	kmirror verify --config kmirror.yaml    compare the copy with the source, record by record
 //	kmirror status --config kmirror.yaml    what the running worker reports (mirrors, topics, workers)
 //	kmirror import-mm2 mm2.properties       a kmirror config from a MirrorMaker 2 config
 //	kmirror demo                            everything on two embedded clusters
@@ -46,6 +47,10 @@ Usage:
                                    disaster recovery, the source reachable or not: fence the
                                    mirror, commit every group on the target, print the
                                    recovery point (docs/disaster-recovery.md)
+  kmirror verify --config FILE [--mirror M] [--topic T] [--since D]
+                                   compare the copy with its source record by record through
+                                   the offset index (exit 0: all matched, 1: differences or
+                                   partitions that could not be read)
   kmirror status --config FILE     what the running worker reports: mirrors, topics, lag, and in
                                    cluster mode the workers and their slots (or --url ADDR;
                                    the config's http.auth token, or --token-file)
@@ -84,6 +89,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdTranslate(args[1:], stdout, stderr)
 	case "failover":
 		return cmdFailover(args[1:], stdout, stderr)
+	case "verify":
+		return cmdVerify(args[1:], stdout, stderr)
 	case "status":
 		return cmdStatus(args[1:], stdout, stderr)
 	case "import-mm2":
