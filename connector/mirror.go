@@ -217,9 +217,9 @@ type Mirror struct {
 	// reverseOf is the mirror this one copies back for (the fence
 	// record's ReverseOf, set by kmirror failback), or "".
 	reverseOf string
-	endsAt        time.Time    // the last refreshEnds (endsDue)
-	started       bool         // the startup sequence (internal topics, loads) finished
-	copier        dataPlane
+	endsAt    time.Time // the last refreshEnds (endsDue)
+	started   bool      // the startup sequence (internal topics, loads) finished
+	copier    dataPlane
 	// controlWithoutGroup makes this mirror run the control plane without
 	// owning slot 0: the unit tests' harness, which drives passes over a
 	// copier of its own and never joins the group.
