@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"sort"
 	"time"
 
@@ -136,27 +135,17 @@ func (m *Mirror) failover(ctx context.Context, opts FailoverOptions, rep *Failov
 	}
 	names := opts.Groups
 	if len(names) == 0 {
-		if stored.CheckpointsErr != nil {
-			return stored.CheckpointsErr
+		if names, err = checkpointedGroups(stored); err != nil {
+			return err
 		}
-		for g := range stored.Checkpoints {
-			names = append(names, g)
-		}
-		sort.Strings(names)
 	}
+	rep.Groups = m.translateGroups(ctx, c, stored, names, tr)
 	rep.OK = true
-	for _, g := range names {
-		gst, err := m.groupSync.TranslateStored(ctx, c.groups(), stored, g, tr)
-		if tr.FromCheckpoints && gst.SourceError == "" && rep.SourceError != "" {
-			gst.SourceError = rep.SourceError
+	for i, g := range rep.Groups {
+		if g.OffsetsFrom == FromCheckpoints && g.SourceError == "" {
+			rep.Groups[i].SourceError = rep.SourceError
 		}
-		fg := FailoverGroup{Status: gst, Applied: err == nil}
-		fg.Exact = fg.Applied && !slices.ContainsFunc(gst.Partitions, func(p groups.Partition) bool { return p.Untranslatable })
-		if err != nil {
-			fg.ApplyErr = err.Error()
-		}
-		rep.OK = rep.OK && fg.Exact
-		rep.Groups = append(rep.Groups, fg)
+		rep.OK = rep.OK && g.Exact
 	}
 	if !rep.OK {
 		return errors.New("not every group was applied exactly (see the groups' apply_error and untranslatable partitions)")

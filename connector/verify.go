@@ -23,6 +23,11 @@ func (m *Mirror) Verify(ctx context.Context, opts VerifyOptions) (VerifyReport, 
 	}
 	defer c.close()
 	defer m.cancelProduce()
+	return m.verifyWith(ctx, c, opts)
+}
+
+// verifyWith is Verify over the clients of a command already running.
+func (m *Mirror) verifyWith(ctx context.Context, c *clients, opts VerifyOptions) (VerifyReport, error) {
 	return verify.Verify(ctx, verify.Config{
 		Mirror:        m.cfg.Name,
 		SourceAlias:   m.cfg.SourceAlias,

@@ -6,6 +6,8 @@
 //	kmirror topics --config kmirror.yaml    the mirrored topics with their metadata
 //	kmirror translate --config F --group G  a group's exact target offsets for a failover
 //	kmirror failover --config F --mirror M  fence the mirror, move every group to the target
+//	kmirror failback --config F --mirror R --reverse-of M  prepare the copy back after a failover
+//	kmirror cutover --config F --mirror M   planned switch behind a gate: caught up, verified, fenced
 //	kmirror verify --config kmirror.yaml    compare the copy with the source, record by record
 //	kmirror status --config kmirror.yaml    what the running worker reports (mirrors, topics, workers)
 //	kmirror import-mm2 mm2.properties       a kmirror config from a MirrorMaker 2 config
@@ -47,6 +49,12 @@ Usage:
                                    disaster recovery, the source reachable or not: fence the
                                    mirror, commit every group on the target, print the
                                    recovery point (docs/disaster-recovery.md)
+  kmirror failback --config FILE [--mirror R] --reverse-of M
+                                   after a failover of M, prepare mirror R to copy back only
+                                   what the former source lacks; report its divergent tail
+  kmirror cutover --config FILE [--mirror M] [--quiet D]
+                                   planned switch: wait until caught up with the source quiet,
+                                   verify the copy, fence, commit every group (exit 0: exact)
   kmirror verify --config FILE [--mirror M] [--topic T] [--since D]
                                    compare the copy with its source record by record through
                                    the offset index (exit 0: all matched, 1: differences or
@@ -89,6 +97,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdTranslate(args[1:], stdout, stderr)
 	case "failover":
 		return cmdFailover(args[1:], stdout, stderr)
+	case "failback":
+		return cmdFailback(args[1:], stdout, stderr)
+	case "cutover":
+		return cmdCutover(args[1:], stdout, stderr)
 	case "verify":
 		return cmdVerify(args[1:], stdout, stderr)
 	case "status":
