@@ -8,6 +8,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/kmirror/kmirror/connector/data"
 	"github.com/kmirror/kmirror/connector/fence"
 	"github.com/kmirror/kmirror/connector/groups"
@@ -182,8 +184,8 @@ func (m *Mirror) awaitWorkersGone(ctx context.Context, c *clients) error {
 		}
 		d := described[group]
 		switch {
-		case err == nil && len(d.Members) == 0:
-			return nil
+		case errors.Is(err, kerr.GroupIDNotFound), err == nil && len(d.Members) == 0:
+			return nil // no group, or an empty one: no worker
 		case err == nil:
 			var ids []string
 			for _, mem := range d.Members {

@@ -80,8 +80,7 @@ func (s State) String() string {
 
 // Ensure creates the fence topic when it is missing.
 func Ensure(ctx context.Context, adm *kadm.Client, mirror string, rf int16) error {
-	_, err := state.EnsureCompacted(ctx, adm, Topic(mirror), 1, rf)
-	if err != nil {
+	if err := state.EnsureCompactedExists(ctx, adm, Topic(mirror), 1, rf); err != nil {
 		return fmt.Errorf("fence topic %s: %w", Topic(mirror), err)
 	}
 	return nil

@@ -51,6 +51,14 @@ func EnsureCompacted(ctx context.Context, adm *kadm.Client, topic string, partit
 	return Partitions(ctx, adm, topic)
 }
 
+// EnsureCompactedExists is EnsureCompacted for a caller that needs no
+// partition count: it creates the topic when missing and does not list it
+// (a listing right after another process created it may not know it yet).
+func EnsureCompactedExists(ctx context.Context, adm *kadm.Client, topic string, partitions int32, rf int16) error {
+	_, err := ensureTopic(ctx, adm, topic, partitions, rf, topicConfigs())
+	return err
+}
+
 // segmentMs is the segment roll time of the state topics kmirror
 // creates. A broker compacts only closed segments, and its default segment
 // (1 GiB) takes hours to fill with progress records: the 30-minute chaos
