@@ -215,8 +215,10 @@ type Mirror struct {
 	lastPassErr   error
 	fenced        *fence.State // the fence, while it stops this worker
 	// reverseOf is the mirror this one copies back for (the fence
-	// record's ReverseOf, set by kmirror failback), or "".
+	// record's ReverseOf, set by kmirror failback), or "", and divergent
+	// the divergent tails failback found on this mirror's target.
 	reverseOf string
+	divergent []fence.Divergent
 	endsAt    time.Time // the last refreshEnds (endsDue)
 	started   bool      // the startup sequence (internal topics, loads) finished
 	copier    dataPlane
@@ -616,7 +618,7 @@ func (m *Mirror) awaitUnfenced(ctx context.Context, c *clients, w *fence.Watcher
 		st, err := w.Check(ctx, c.dstAdm)
 		if err == nil {
 			m.mu.Lock()
-			m.reverseOf = st.ReverseOf
+			m.reverseOf, m.divergent = st.ReverseOf, st.Divergent
 			m.mu.Unlock()
 		}
 		switch {
@@ -678,7 +680,7 @@ func (m *Mirror) readFence(ctx context.Context, c *clients) (fence.State, error)
 		return st, m.dstErr(err)
 	}
 	m.mu.Lock()
-	m.reverseOf = st.ReverseOf
+	m.reverseOf, m.divergent = st.ReverseOf, st.Divergent
 	m.mu.Unlock()
 	return st, nil
 }
