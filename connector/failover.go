@@ -172,8 +172,9 @@ func (m *Mirror) fenceMirror(ctx context.Context, c *clients, command, reason st
 
 // awaitWorkersGone waits, within ctx, until the mirror's group has no
 // member: every worker saw the fence, persisted its progress and left.
-// Until then the stored positions are not final. A group that cannot be
-// described is waited for too: unknown is not empty.
+// Until then the stored positions are not final. A group the target does
+// not know (GROUP_ID_NOT_FOUND) has no member; any other group that cannot
+// be described is waited for: unknown is not empty.
 func (m *Mirror) awaitWorkersGone(ctx context.Context, c *clients) error {
 	group := policy.InternalTopicPrefix + m.cfg.Name
 	var last error
@@ -184,8 +185,12 @@ func (m *Mirror) awaitWorkersGone(ctx context.Context, c *clients) error {
 		}
 		d := described[group]
 		switch {
-		case errors.Is(err, kerr.GroupIDNotFound), err == nil && len(d.Members) == 0:
-			return nil // no group, or an empty one: no worker
+		case err == nil && len(d.Members) == 0:
+			return nil
+		case errors.Is(err, kerr.GroupIDNotFound):
+			// Kafka 4 answers so for a group it does not hold: no
+			// worker of the mirror ever joined, or none is left.
+			return nil
 		case err == nil:
 			var ids []string
 			for _, mem := range d.Members {

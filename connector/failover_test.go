@@ -3,11 +3,14 @@ package connector
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/connector/data"
 	"github.com/kmirror/kmirror/connector/fence"
@@ -152,5 +155,53 @@ func TestFailoverWithSourceGone(t *testing.T) {
 	st, _, err := fence.Read(ctx, nil, cfg.TargetOpts, dstAdm, "m")
 	if err != nil || !st.Fenced {
 		t.Fatalf("fence after failover: %+v %v", st, err)
+	}
+}
+
+// TestAwaitWorkersGoneUnknownGroup: a target that answers DescribeGroups
+// with GROUP_ID_NOT_FOUND (Kafka 4 does for a group it does not hold: a
+// mirror none of whose workers ever ran, such as a reverse mirror before
+// its first kmirror failback) has no worker to wait for; any other error
+// is waited on until the context ends.
+func TestAwaitWorkersGoneUnknownGroup(t *testing.T) {
+	t.Parallel()
+	src, dst := kfaketest.Clusters(t)
+	m, err := New(Config{
+		Name: "m", SourceAlias: "src", TargetAlias: "dst",
+		SourceOpts: []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)},
+		TargetOpts: []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)},
+		Logger:     kfaketest.Logger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := m.newClients()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	var code atomic.Int32
+	code.Store(int32(kerr.GroupIDNotFound.Code))
+	dst.ControlKey(int16(kmsg.DescribeGroups), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		dst.KeepControl()
+		req := kreq.(*kmsg.DescribeGroupsRequest)
+		resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
+		for _, g := range req.Groups {
+			dg := kmsg.NewDescribeGroupsResponseGroup()
+			dg.Group, dg.ErrorCode = g, int16(code.Load())
+			resp.Groups = append(resp.Groups, dg)
+		}
+		return resp, nil, true
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := m.awaitWorkersGone(ctx, c); err != nil {
+		t.Fatalf("GROUP_ID_NOT_FOUND: %v, want no worker to wait for", err)
+	}
+	code.Store(int32(kerr.CoordinatorNotAvailable.Code))
+	ctx, cancel = context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := m.awaitWorkersGone(ctx, c); err == nil || !strings.Contains(err.Error(), "did not stop in time") {
+		t.Fatalf("COORDINATOR_NOT_AVAILABLE: %v, want a wait that times out", err)
 	}
 }

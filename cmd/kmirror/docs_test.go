@@ -286,7 +286,7 @@ func TestDocsCLI(t *testing.T) {
 				args = args[1:]
 				where := fmt.Sprintf("%s:%d", strings.TrimPrefix(file, "../../"), b.line+1+i)
 				if !slices.Contains(noCluster, args[0]) && !slices.Contains(args, "--help") {
-					if !slices.Contains([]string{"run", "plan", "topics", "translate", "verify", "status", "demo"}, args[0]) {
+					if !slices.Contains([]string{"run", "plan", "topics", "translate", "verify", "status", "demo", "failover", "failback", "cutover"}, args[0]) {
 						t.Errorf("%s: unknown command %q", where, args[0])
 					}
 					continue
