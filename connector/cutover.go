@@ -99,7 +99,8 @@ func (m *Mirror) cutover(ctx context.Context, opts CutoverOptions, rep *CutoverR
 	if !vrep.Clean() {
 		return fmt.Errorf("the copy differs from the source (%d different, %d missing, %d extra, %d partitions not compared); nothing changed", vrep.Total.Different, vrep.Total.Missing, vrep.Total.Extra, vrep.Errors)
 	}
-	// Step 3: every group translates exactly (a dry run).
+	// Step 3: every group translates exactly and could be committed (a
+	// dry run: no consumer active on the target, none moved backwards).
 	stored, err := m.groupSync.LoadStored(ctx, c.groups())
 	if err != nil {
 		return err
@@ -108,7 +109,7 @@ func (m *Mirror) cutover(ctx context.Context, opts CutoverOptions, rep *CutoverR
 	if err != nil {
 		return err
 	}
-	dry := m.translateGroups(ctx, c, stored, names, groups.TranslateOptions{})
+	dry := m.translateGroups(ctx, c, stored, names, groups.TranslateOptions{Check: true, AllowRewind: opts.AllowRewind})
 	for _, g := range dry {
 		if !g.Exact {
 			rep.Groups = dry

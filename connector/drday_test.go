@@ -170,8 +170,18 @@ func TestDisasterRecoveryDay(t *testing.T) {
 	// is inside fwd's copy: A 15.
 	kfaketest.WaitFor(t, committed(aAdm, map[int32]int64{0: 28, 1: 15}), "billing translated back to A")
 
-	// 3. The switch back: producers on B stopped; cutover of back.
+	// 3. The switch back: producers on B stopped; cutover of back. A
+	// consumer that committed on A ahead of the translation makes the
+	// gate refuse, changing nothing (the commit would move it back).
+	kfaketest.CommitOffsets(t, aAdm, "billing", "orders", map[int32]int64{0: 30, 1: 15})
 	crep, err := bm.Cutover(ctx, CutoverOptions{Quiet: 500 * time.Millisecond})
+	if err == nil || crep.Fence != "" {
+		t.Fatalf("cutover with a group ahead on the target: %v, fence %q; want a refusal before the fence", err, crep.Fence)
+	}
+	if st, _, err := fence.Read(ctx, nil, back.TargetOpts, aAdm, "back"); err != nil || st.Fenced {
+		t.Fatalf("back fenced by a refused cutover: %+v %v", st, err)
+	}
+	crep, err = bm.Cutover(ctx, CutoverOptions{Quiet: 500 * time.Millisecond, AllowRewind: true})
 	if err != nil || !crep.OK {
 		t.Fatalf("cutover: %v %+v", err, crep)
 	}

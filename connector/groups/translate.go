@@ -24,6 +24,10 @@ type TranslateOptions struct {
 	// the group's offset committed there); without it such an apply is
 	// refused with a *RewindError and nothing is committed.
 	AllowRewind bool
+	// Check runs what Apply would refuse on (active members on the
+	// target, a partition moved backwards, offsets that cannot be read
+	// there) and commits nothing: a gate's dry run.
+	Check bool
 	// SourceTimeout bounds the attempt to read the group's offsets at
 	// the source (0: ctx alone); when it fails, the group's checkpoints
 	// on the target are translated instead.
@@ -156,7 +160,7 @@ func (s *Syncer) TranslateStored(ctx context.Context, c Clients, stored *Stored,
 	if len(st.Partitions) == 0 {
 		return st, fmt.Errorf("group %s has no committed offsets on topics mirrored by %s", group, s.cfg.Mirror)
 	}
-	if !opts.Apply {
+	if !opts.Apply && !opts.Check {
 		return st, nil
 	}
 	if len(commit) == 0 {
@@ -171,6 +175,9 @@ func (s *Syncer) TranslateStored(ctx context.Context, c Clients, stored *Stored,
 	}
 	if err := refuseRewind(ctx, c.DstAdm, group, commit, opts.AllowRewind); err != nil {
 		return st, err
+	}
+	if !opts.Apply {
+		return st, nil
 	}
 	resp, err := c.DstAdm.CommitOffsets(ctx, group, commit)
 	if err == nil {
