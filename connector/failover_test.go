@@ -147,6 +147,18 @@ func TestFailoverWithSourceGone(t *testing.T) {
 			t.Fatalf("billing on the target at src.orders/%d: %+v; want %d", p, o, at)
 		}
 	}
+	// kmirror translate says the same with the source gone: from the
+	// checkpoints, with their age and each partition's records not
+	// copied.
+	tst, err := offline.Translate(fctx, "billing", TranslateOptions{SourceTimeout: time.Second})
+	if err != nil || tst.OffsetsFrom != FromCheckpoints || tst.SourceError == "" || tst.CheckpointAt.IsZero() || len(tst.Partitions) != 2 {
+		t.Fatalf("translate with the source gone: %v %+v", err, tst)
+	}
+	for _, p := range tst.Partitions {
+		if p.NotCopied != want[p.Partition] {
+			t.Fatalf("translate: partition %d not copied %d, want %d", p.Partition, p.NotCopied, want[p.Partition])
+		}
+	}
 	// Running it again is safe and finds everything done.
 	rep2, err := offline.Failover(fctx, FailoverOptions{SourceTimeout: time.Second})
 	if err != nil || !rep2.OK {

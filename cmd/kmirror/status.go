@@ -218,6 +218,9 @@ func printStatus(w io.Writer, st httpapi.StatusResponse, now time.Time) {
 		if m.LastPassError != "" {
 			fmt.Fprintf(w, "  last pass failed: %s\n", m.LastPassError)
 		}
+		if m.Fenced != "" {
+			fmt.Fprintf(w, "  copying nothing: %s (docs/disaster-recovery.md)\n", m.Fenced)
+		}
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		if len(m.Topics) > 0 {
 			fmt.Fprintln(tw, "  SOURCE TOPIC\tTARGET TOPIC\tPARTITIONS\tSTATE\tLAG\tERROR")

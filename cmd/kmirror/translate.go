@@ -50,7 +50,7 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 		writeJSON(stdout, st)
 	} else if len(st.Partitions) > 0 {
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SOURCE TOPIC\tPARTITION\tSOURCE OFFSET\tTARGET TOPIC\tTARGET OFFSET\tNOTE")
+		fmt.Fprintln(tw, "SOURCE TOPIC\tPARTITION\tSOURCE OFFSET\tTARGET TOPIC\tTARGET OFFSET\tNOT COPIED\tNOTE")
 		for _, p := range st.Partitions {
 			note, target := "exact", fmt.Sprint(p.TargetOffset)
 			switch {
@@ -61,7 +61,7 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 			case p.Behind:
 				note = "behind: records before the source offset are not mirrored yet"
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", p.SourceTopic, p.Partition, p.SourceOffset, p.TargetTopic, target, note)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\t%s\n", p.SourceTopic, p.Partition, p.SourceOffset, p.TargetTopic, target, p.NotCopied, note)
 		}
 		_ = tw.Flush()
 	}

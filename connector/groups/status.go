@@ -54,6 +54,11 @@ type Partition struct {
 	// consumer may read again some records MM2 copied, never skip one).
 	// Reason says so.
 	Approximate bool `json:"approximate,omitempty"`
+	// NotCopied is, for a translation without a running worker, how many
+	// source records (offsets) past the copy the source held when kmirror
+	// last looked at it: the partition's recovery point. Records the
+	// source took after that are known to no one but the source.
+	NotCopied int64 `json:"not_copied,omitempty"`
 }
 
 // States of a group.

@@ -129,6 +129,9 @@ func (s *Syncer) TranslateStored(ctx context.Context, c Clients, stored *Stored,
 		ix, pos := ld.Indexes[tp], ld.Positions[tp]
 		target := s.cfg.Policy.FormatRemoteTopic(s.cfg.SourceAlias, o.Topic)
 		gp := Partition{SourceTopic: o.Topic, TargetTopic: target, Partition: o.Partition, SourceOffset: o.At, TargetOffset: -1}
+		if pos.SourceEnd > pos.Next {
+			gp.NotCopied = pos.SourceEnd - pos.Next
+		}
 		if o.Err != nil {
 			gp.Untranslatable, gp.Reason = true, fmt.Sprintf("the source answered with an error for this partition: %v", o.Err)
 			st.Partitions = append(st.Partitions, gp)
