@@ -5,6 +5,7 @@ package main
 // codes and JSON output. A new subcommand builds on these.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -189,6 +190,25 @@ func openMirror(cfg *config.Config, log *slog.Logger, path, name string, stderr 
 	a.Close()
 	fmt.Fprintf(stderr, "--mirror: no mirror named %q in %s\n", name, path)
 	return nil, nil, exitError
+}
+
+// onMirror loads the config at path, opens its mirror named name (the
+// only one when empty) and runs fn with a context bounded by timeout: the
+// frame of every command that works on one mirror. It returns fn's exit
+// code, or that of what failed before fn could run (said on stderr).
+func onMirror(path, name string, timeout time.Duration, stderr io.Writer, fn func(ctx context.Context, m *connector.Mirror) int) int {
+	cfg, log := loadForCommand(path, stderr)
+	if cfg == nil {
+		return exitError
+	}
+	a, m, code := openMirror(cfg, log, path, name, stderr)
+	if m == nil {
+		return code
+	}
+	defer a.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return fn(ctx, m)
 }
 
 // ageOf is how long ago t was, rounded to the second; "unknown" when t is

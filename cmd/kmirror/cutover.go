@@ -33,28 +33,19 @@ why, and nothing before step 4 changed anything.`, stderr)
 	if code := parse(fs, args); code >= 0 {
 		return code
 	}
-	cfg, log := loadForCommand(*path, stderr)
-	if cfg == nil {
-		return exitError
-	}
-	a, m, code := openMirror(cfg, log, *path, *mirror, stderr)
-	if m == nil {
-		return code
-	}
-	defer a.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	rep, err := m.Cutover(ctx, connector.CutoverOptions{Quiet: *quiet, VerifySince: *verifySince, AllowRewind: *allowRewind, Reason: *reason})
-	if out.JSON() {
-		writeJSON(stdout, rep)
-	} else {
-		printCutover(stdout, rep)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "cutover: %v\n", err)
-		return exitError
-	}
-	return exitOK
+	return onMirror(*path, *mirror, *timeout, stderr, func(ctx context.Context, m *connector.Mirror) int {
+		rep, err := m.Cutover(ctx, connector.CutoverOptions{Quiet: *quiet, VerifySince: *verifySince, AllowRewind: *allowRewind, Reason: *reason})
+		if out.JSON() {
+			writeJSON(stdout, rep)
+		} else {
+			printCutover(stdout, rep)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "cutover: %v\n", err)
+			return exitError
+		}
+		return exitOK
+	})
 }
 
 func printCutover(w io.Writer, rep connector.CutoverReport) {

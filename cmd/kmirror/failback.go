@@ -6,6 +6,8 @@ import (
 	"io"
 	"text/tabwriter"
 	"time"
+
+	"github.com/kmirror/kmirror/connector"
 )
 
 func cmdFailback(args []string, stdout, stderr io.Writer) int {
@@ -38,37 +40,28 @@ mirror copied through its index backwards, a newer one through this mirror's own
 		fs.Usage()
 		return exitUsage
 	}
-	cfg, log := loadForCommand(*path, stderr)
-	if cfg == nil {
-		return exitError
-	}
-	a, m, code := openMirror(cfg, log, *path, *mirror, stderr)
-	if m == nil {
-		return code
-	}
-	defer a.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	rep, err := m.Failback(ctx, *reverseOf)
-	if out.JSON() {
-		writeJSON(stdout, rep)
-	} else if len(rep.Partitions) > 0 {
-		fmt.Fprintf(stdout, "mirror %s copies back for %s: %d records of the former source never reached the former target (divergent tail)\n", rep.Mirror, rep.ReverseOf, rep.Divergent)
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "TOPIC\tPARTITION\tCOPY BACK FROM\tAPPENDED AT\tDIVERGENT OFFSETS\tDIVERGENT")
-		for _, p := range rep.Partitions {
-			div := "-"
-			if p.DivergentCount > 0 {
-				div = fmt.Sprintf("%d-%d", p.DivergentFrom, p.TargetEnd-1)
+	return onMirror(*path, *mirror, *timeout, stderr, func(ctx context.Context, m *connector.Mirror) int {
+		rep, err := m.Failback(ctx, *reverseOf)
+		if out.JSON() {
+			writeJSON(stdout, rep)
+		} else if len(rep.Partitions) > 0 {
+			fmt.Fprintf(stdout, "mirror %s copies back for %s: %d records of the former source never reached the former target (divergent tail)\n", rep.Mirror, rep.ReverseOf, rep.Divergent)
+			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "TOPIC\tPARTITION\tCOPY BACK FROM\tAPPENDED AT\tDIVERGENT OFFSETS\tDIVERGENT")
+			for _, p := range rep.Partitions {
+				div := "-"
+				if p.DivergentCount > 0 {
+					div = fmt.Sprintf("%d-%d", p.DivergentFrom, p.TargetEnd-1)
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%d\n", p.Topic, p.Partition, p.Start, p.TargetEnd, div, p.DivergentCount)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%d\n", p.Topic, p.Partition, p.Start, p.TargetEnd, div, p.DivergentCount)
+			_ = tw.Flush()
 		}
-		_ = tw.Flush()
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "failback: %v\n", err)
-		return exitError
-	}
-	fmt.Fprintf(stderr, "mirror %s is prepared and its fence lifted: start (or restart) kmirror run for it\n", rep.Mirror)
-	return exitOK
+		if err != nil {
+			fmt.Fprintf(stderr, "failback: %v\n", err)
+			return exitError
+		}
+		fmt.Fprintf(stderr, "mirror %s is prepared and its fence lifted: start (or restart) kmirror run for it\n", rep.Mirror)
+		return exitOK
+	})
 }

@@ -37,31 +37,22 @@ safe to run again.`, stderr)
 	if code := parse(fs, args); code >= 0 {
 		return code
 	}
-	cfg, log := loadForCommand(*path, stderr)
-	if cfg == nil {
-		return exitError
-	}
-	a, m, code := openMirror(cfg, log, *path, *mirror, stderr)
-	if m == nil {
-		return code
-	}
-	defer a.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	rep, err := m.Failover(ctx, connector.FailoverOptions{
-		Groups: groups, SourceTimeout: *sourceTimeout, FromCheckpoints: *fromCheckpoints,
-		AllowRewind: *allowRewind, Reason: *reason,
+	return onMirror(*path, *mirror, *timeout, stderr, func(ctx context.Context, m *connector.Mirror) int {
+		rep, err := m.Failover(ctx, connector.FailoverOptions{
+			Groups: groups, SourceTimeout: *sourceTimeout, FromCheckpoints: *fromCheckpoints,
+			AllowRewind: *allowRewind, Reason: *reason,
+		})
+		if out.JSON() {
+			writeJSON(stdout, rep)
+		} else {
+			printFailover(stdout, rep)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "failover: %v\n", err)
+			return exitError
+		}
+		return exitOK
 	})
-	if out.JSON() {
-		writeJSON(stdout, rep)
-	} else {
-		printFailover(stdout, rep)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "failover: %v\n", err)
-		return exitError
-	}
-	return exitOK
 }
 
 // printFailover prints the report as tables: the fence, the recovery point,

@@ -34,58 +34,49 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "--allow-rewind only applies with --apply")
 		return 2
 	}
-	cfg, log := loadForCommand(*path, stderr)
-	if cfg == nil {
-		return 1
-	}
-	a, m, code := openMirror(cfg, log, *path, *mirror, stderr)
-	if m == nil {
-		return code
-	}
-	defer a.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	st, err := m.Translate(ctx, *group, connector.TranslateOptions{Apply: *apply, AllowRewind: *allowRewind, SourceTimeout: *sourceTimeout, FromCheckpoints: *fromCheckpoints})
-	if out.JSON() {
-		writeJSON(stdout, st)
-	} else if len(st.Partitions) > 0 {
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SOURCE TOPIC\tPARTITION\tSOURCE OFFSET\tTARGET TOPIC\tTARGET OFFSET\tNOT COPIED\tNOTE")
-		for _, p := range st.Partitions {
-			note, target := "exact", fmt.Sprint(p.TargetOffset)
-			switch {
-			case p.Untranslatable:
-				note, target = "untranslatable: "+p.Reason, "-"
-			case p.Approximate:
-				note = "MM2-accurate: " + p.Reason
-			case p.Behind:
-				note = "behind: records before the source offset are not mirrored yet"
+	return onMirror(*path, *mirror, *timeout, stderr, func(ctx context.Context, m *connector.Mirror) int {
+		st, err := m.Translate(ctx, *group, connector.TranslateOptions{Apply: *apply, AllowRewind: *allowRewind, SourceTimeout: *sourceTimeout, FromCheckpoints: *fromCheckpoints})
+		if out.JSON() {
+			writeJSON(stdout, st)
+		} else if len(st.Partitions) > 0 {
+			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "SOURCE TOPIC\tPARTITION\tSOURCE OFFSET\tTARGET TOPIC\tTARGET OFFSET\tNOT COPIED\tNOTE")
+			for _, p := range st.Partitions {
+				note, target := "exact", fmt.Sprint(p.TargetOffset)
+				switch {
+				case p.Untranslatable:
+					note, target = "untranslatable: "+p.Reason, "-"
+				case p.Approximate:
+					note = "MM2-accurate: " + p.Reason
+				case p.Behind:
+					note = "behind: records before the source offset are not mirrored yet"
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\t%s\n", p.SourceTopic, p.Partition, p.SourceOffset, p.TargetTopic, target, p.NotCopied, note)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\t%s\n", p.SourceTopic, p.Partition, p.SourceOffset, p.TargetTopic, target, p.NotCopied, note)
+			_ = tw.Flush()
 		}
-		_ = tw.Flush()
-	}
-	untranslatable := 0
-	for _, p := range st.Partitions {
-		if p.Untranslatable {
-			untranslatable++
+		untranslatable := 0
+		for _, p := range st.Partitions {
+			if p.Untranslatable {
+				untranslatable++
+			}
 		}
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "translate: %v\n", err)
-		if _, ok := errors.AsType[*connector.RewindError](err); ok {
-			fmt.Fprintln(stderr, "translate: pass --allow-rewind to apply anyway")
+		if err != nil {
+			fmt.Fprintf(stderr, "translate: %v\n", err)
+			if _, ok := errors.AsType[*connector.RewindError](err); ok {
+				fmt.Fprintln(stderr, "translate: pass --allow-rewind to apply anyway")
+			}
+			return 1
 		}
-		return 1
-	}
-	if untranslatable > 0 {
-		fmt.Fprintf(stderr, "%d of %s cannot be translated exactly (see NOTE) and are never applied\n", untranslatable, plural(len(st.Partitions), "partition"))
-	}
-	if st.OffsetsFrom == connector.FromCheckpoints {
-		fmt.Fprintf(stderr, "translated from the group's checkpoints on the target, the newest written %s ago (%s)\n", ageOf(st.CheckpointAt), orDash(st.SourceError))
-	}
-	if *apply {
-		fmt.Fprintf(stderr, "committed %s to group %s on the target\n", plural(len(st.Partitions)-untranslatable, "partition"), *group)
-	}
-	return 0
+		if untranslatable > 0 {
+			fmt.Fprintf(stderr, "%d of %s cannot be translated exactly (see NOTE) and are never applied\n", untranslatable, plural(len(st.Partitions), "partition"))
+		}
+		if st.OffsetsFrom == connector.FromCheckpoints {
+			fmt.Fprintf(stderr, "translated from the group's checkpoints on the target, the newest written %s ago (%s)\n", ageOf(st.CheckpointAt), orDash(st.SourceError))
+		}
+		if *apply {
+			fmt.Fprintf(stderr, "committed %s to group %s on the target\n", plural(len(st.Partitions)-untranslatable, "partition"), *group)
+		}
+		return 0
+	})
 }

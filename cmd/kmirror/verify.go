@@ -25,36 +25,27 @@ func cmdVerify(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "--since must not be negative")
 		return exitUsage
 	}
-	cfg, log := loadForCommand(*path, stderr)
-	if cfg == nil {
-		return exitError
-	}
-	a, m, code := openMirror(cfg, log, *path, *mirror, stderr)
-	if m == nil {
-		return code
-	}
-	defer a.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	rep, err := m.Verify(ctx, connector.VerifyOptions{Topic: *topic, Since: *since})
-	if err != nil {
-		fmt.Fprintf(stderr, "verify: %v\n", err)
-		return exitError
-	}
-	if out.JSON() {
-		writeJSON(stdout, rep)
-	} else {
-		printVerify(stdout, rep)
-	}
-	switch {
-	case rep.Errors > 0:
-		fmt.Fprintf(stderr, "verify: %s could not be compared (see ERROR)\n", plural(rep.Errors, "partition"))
-		return exitError
-	case rep.Total.Differs():
-		fmt.Fprintf(stderr, "verify: the copy differs from the source: %d different, %d missing, %d extra\n", rep.Total.Different, rep.Total.Missing, rep.Total.Extra)
-		return exitError
-	}
-	return exitOK
+	return onMirror(*path, *mirror, *timeout, stderr, func(ctx context.Context, m *connector.Mirror) int {
+		rep, err := m.Verify(ctx, connector.VerifyOptions{Topic: *topic, Since: *since})
+		if err != nil {
+			fmt.Fprintf(stderr, "verify: %v\n", err)
+			return exitError
+		}
+		if out.JSON() {
+			writeJSON(stdout, rep)
+		} else {
+			printVerify(stdout, rep)
+		}
+		switch {
+		case rep.Errors > 0:
+			fmt.Fprintf(stderr, "verify: %s could not be compared (see ERROR)\n", plural(rep.Errors, "partition"))
+			return exitError
+		case rep.Total.Differs():
+			fmt.Fprintf(stderr, "verify: the copy differs from the source: %d different, %d missing, %d extra\n", rep.Total.Different, rep.Total.Missing, rep.Total.Extra)
+			return exitError
+		}
+		return exitOK
+	})
 }
 
 func printVerify(w io.Writer, rep connector.VerifyReport) {
