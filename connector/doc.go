@@ -25,6 +25,16 @@
 //     them on the target; it sees the mirror only through its groups.Mirror
 //     and groups.DataPlane interfaces.
 //
+// The disaster-recovery commands run no worker and change the mirror from
+// outside, each a sequence of named steps in a file of its own: a failover
+// (failover.go) sets the mirror's fence (package fence, a record on the
+// target every worker watches: a fenced worker copies nothing) and commits
+// every group on the target from the source or from its checkpoints; a
+// cutover (cutover.go) does the same behind a gate (caught up, the source
+// quiet, the copy verified by package verify); a failback (failback.go)
+// prepares the reverse mirror to copy back only what the former target got
+// since.
+//
 // Leaf packages hold what the planes share: recordbatch (v2 record batches,
 // read and rewritten without decompressing), state (kmirror's compacted
 // state topics), offsets (the envelope of kmirror's own records), policy
