@@ -113,9 +113,19 @@ func TestDisasterRecoveryDay(t *testing.T) {
 	stopFwd := run(fwd)
 	kfaketest.WaitFor(t, func() bool { return len(values(b, 0)) == 20 && len(values(b, 1)) == 20 }, "fwd to copy A")
 	kfaketest.WaitFor(t, committed(bAdm, map[int32]int64{0: 10, 1: 10}), "billing synced to B")
-	// The disaster: fwd stops copying; A takes 5 records it never copies.
+	// The disaster: fwd stops copying; A takes 5 records it never copies
+	// on partition 0; on partition 1, 3 that fwd copied and was killed
+	// before it indexed them (at least once: the copies are on B, its
+	// progress does not name them).
 	stopFwd()
 	produce(aCl, 0, "lost", 5)
+	produce(aCl, 1, "dup", 3)
+	for _, r := range readFrom(t, a, "orders", 1, 20, 3) {
+		c := &kgo.Record{Topic: "orders", Partition: 1, Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp}
+		if err := bCl.ProduceSync(ctx, c).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	// 1. Failover.
 	fm, err := New(fwd)
@@ -148,7 +158,7 @@ func TestDisasterRecoveryDay(t *testing.T) {
 	}
 	want := []FailbackPartition{
 		{Topic: "orders", Partition: 0, Start: 20, TargetEnd: 25, DivergentFrom: 20, DivergentCount: 5},
-		{Topic: "orders", Partition: 1, Start: 20, TargetEnd: 20, DivergentFrom: 20},
+		{Topic: "orders", Partition: 1, Start: 23, TargetEnd: 23, DivergentFrom: 23},
 	}
 	if brep.Divergent != 5 || !slices.Equal(brep.Partitions, want) {
 		t.Fatalf("failback report %+v; want %+v, 5 divergent", brep.Partitions, want)
@@ -158,7 +168,7 @@ func TestDisasterRecoveryDay(t *testing.T) {
 	// B's new ones, once.
 	wantA := map[int32][]string{
 		0: slices.Concat(seq("a", 0, 0, 20), seq("lost", 0, 0, 5), seq("b", 0, 0, 7)),
-		1: slices.Concat(seq("a", 1, 0, 20), seq("b", 1, 0, 7)),
+		1: slices.Concat(seq("a", 1, 0, 20), seq("dup", 1, 0, 3), seq("b", 1, 0, 7)),
 	}
 	for p, w := range wantA {
 		kfaketest.WaitFor(t, func() bool { return len(values(a, p)) >= len(w) }, fmt.Sprintf("back to copy partition %d", p))
@@ -207,4 +217,21 @@ func TestDisasterRecoveryDay(t *testing.T) {
 	if err != nil || st.Fenced || st.ReverseOf != "back" {
 		t.Fatalf("fwd's fence after the switch back: %+v %v", st, err)
 	}
+}
+
+// readFrom reads n records of a partition from offset from.
+func readFrom(t *testing.T, c *kfake.Cluster, topic string, p int32, from int64, n int) []*kgo.Record {
+	t.Helper()
+	cl := kfaketest.Client(t, c, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(from)}}))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out []*kgo.Record
+	for len(out) < n {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d records of %s/%d", len(out), n, topic, p)
+		}
+		out = append(out, fs.Records()...)
+	}
+	return out[:n]
 }

@@ -146,6 +146,29 @@ func (m *Mirror) failback(ctx context.Context, former string, rep *FailbackRepor
 		a, b := rep.Partitions[i], rep.Partitions[j]
 		return a.Topic < b.Topic || (a.Topic == b.Topic && a.Partition < b.Partition)
 	})
+	// Copies the former mirror's index does not name are copies all the
+	// same (failbackmatch.go).
+	srcEnds, err := c.srcAdm.ListCommittedOffsets(ctx, names...)
+	if err == nil {
+		err = srcEnds.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("list the end offsets of this mirror's source: %w", m.srcErr(err))
+	}
+	dstEnds, err := c.dstAdm.ListCommittedOffsets(ctx, names...)
+	if err == nil {
+		err = dstEnds.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("list the end offsets of this mirror's target: %w", m.dstErr(err))
+	}
+	if err := m.matchUnindexedCopies(ctx, rep.Partitions, srcEnds, dstEnds); err != nil {
+		return err
+	}
+	rep.Divergent = 0
+	for _, p := range rep.Partitions {
+		rep.Divergent += p.DivergentCount
+	}
 	// Step 4: this mirror's positions: each partition starts at the
 	// first record that is not a copy, with its floor there; an index
 	// of an earlier copy back is dropped.

@@ -394,3 +394,8 @@ func sameHeaders(a, b []kgo.RecordHeader) bool {
 	}
 	return true
 }
+
+// Same reports whether target record t is a copy of source record s: the
+// same key, value, headers, timestamp and timestamp type (what verify
+// compares).
+func Same(s, t *kgo.Record) bool { return len(compare(s, t)) == 0 }
