@@ -58,7 +58,8 @@ func (r *contenderRun) kmirrorVerify(ctx context.Context, want int64, timeout ti
 	}
 	defer logf.Close()
 	args := []string{"verify", "--config", filepath.Join(r.dir, "kmirror.yaml"), "--mirror", "bench", "-o", "json", "--timeout", timeout.String()}
-	v.command = fmt.Sprintf("%s %s", filepath.Base(r.e.kmirror), strings.Join(args, " "))
+	// As Settings shows the run command: the config by its file name.
+	v.command = fmt.Sprintf("%s %s", filepath.Base(r.e.kmirror), strings.Join(append([]string{"verify", "--config", "kmirror.yaml"}, args[3:]...), " "))
 	cctx, cancel := context.WithTimeout(ctx, timeout+time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, r.e.kmirror, args...)
