@@ -303,7 +303,7 @@ func throughputPhase(ctx context.Context, e *env, o *options, c contender) (res 
 		// both clusters alone (but for the brokers).
 		v, err := r.kmirrorVerify(ctx, want, verifyTimeout(o.records))
 		if err != nil {
-			return res, r.settings, fmt.Errorf("throughput: kmirror verify: %w", err)
+			return res, r.settings, fmt.Errorf("throughput: %w", err)
 		}
 		res.verify = &v
 	}
