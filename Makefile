@@ -69,7 +69,9 @@ bench:
 ## bench-mm2: kmirror side by side with MirrorMaker 2 and the limit on real Apache Kafka 4.3.1
 ## (throughput, latency, startup with 1,000 topics, failover re-delivery, compressed topics;
 ## throughput and latency again with exactly-once: kmirror-eos and mm2-eos); needs Java 17 and Maven
-## like test-e2e; writes bench/results/latest.md (the kfake bench writes kfake-latest.md). Smoke run:
+## like test-e2e; writes bench/results/latest.md (the kfake bench writes kfake-latest.md).
+## The throughput phase also times `kmirror verify` over kmirror's and kmirror-eos's copy
+## (records compared per second vs the copy's, goal ≥ 0.8×; issue 26): -verify=false skips it. Smoke run:
 ## make bench-mm2 BENCH_MM2_FLAGS="-records 200000 -latency-duration 10s -startup-topics 100 -compressed-records 200000 -out ''"
 BENCH_MM2_FLAGS ?=
 bench-mm2:

@@ -72,13 +72,16 @@ type contender struct {
 	// slots is kmirror's cluster.slots for an exactly-once contender (0:
 	// -eos-slots, else kmirror's default).
 	slots int
+	// verify: the throughput phase also times `kmirror verify` over the
+	// copy (-verify; verify.go).
+	verify bool
 }
 
 var allContenders = []contender{
 	{name: "limit", start: startLimit},
-	{name: "kmirror", start: startKmirror},
+	{name: "kmirror", start: startKmirror, verify: true},
 	{name: "mm2", start: startMM2},
-	{name: "kmirror-eos", start: startKmirror, exactlyOnce: true},
+	{name: "kmirror-eos", start: startKmirror, exactlyOnce: true, verify: true},
 	{name: "kmirror-eos-2w", start: startKmirror, exactlyOnce: true, workers: 2},
 	{name: "mm2-eos", start: startMM2, exactlyOnce: true},
 	// Four slots: each slot is a transactional producer, and a request

@@ -12,7 +12,9 @@
 //   - throughput: -records records of 1 KiB over -partitions partitions,
 //     produced before the contender starts; records/s over the window from
 //     the first record visible at the target to the last, CPU per GB, peak
-//     RSS;
+//     RSS; then, for kmirror and kmirror-eos (unless -verify=false), the
+//     built binary's `kmirror verify` over the same clusters, timed as a
+//     command (verify.go): records compared per second against the copy's;
 //   - latency: -rate records/s for -latency-duration (after a warm-up of
 //     1s, not counted) once the contender copies; produce time (a header)
 //     to arrival at a target consumer;
@@ -69,6 +71,7 @@ type options struct {
 	mm2Heap, brokerHeap            string
 	cpuprofile                     string
 	keep                           bool
+	verify                         bool
 }
 
 func main() {
@@ -107,6 +110,7 @@ func run() int {
 	flag.StringVar(&o.brokerHeap, "broker-heap", "1g", "each broker's -Xmx")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "with the contenders kmirror-prof and kmirror-eos-prof (kmirror in this process's child, wired as `kmirror run`): write its CPU profile here")
 	flag.BoolVar(&o.keep, "keep", false, "keep the clusters' directories and logs")
+	flag.BoolVar(&o.verify, "verify", true, "throughput: after kmirror's and kmirror-eos's copy, time `kmirror verify` over it (records compared per second against the copy's); -verify=false to skip")
 	flag.Parse()
 	for _, n := range strings.Split(contenders, ",") {
 		n = strings.TrimSpace(n)
@@ -168,6 +172,9 @@ func run() int {
 				if err == nil {
 					rep.tp[name], rep.settings[name] = r, settings
 					log.Printf("  %s: %.0f records/s, %.1f CPU s/GB, peak RSS %s", name, r.recordsPerSec(), cpuPerGB(r.cpuWindow, r.windowRecords, o.valueSize), mib(r.peakRSS))
+					if v := r.verify; v != nil {
+						log.Printf("  %s verify: %d records matched in %.2fs: %.0f records/s, %.2f× the copy's; %.1f CPU s, peak RSS %s", name, v.matched, v.took.Seconds(), v.recordsPerSec(), v.recordsPerSec()/r.recordsPerSec(), v.cpu.Seconds(), mib(v.peakRSS))
+					}
 				}
 			case "latency":
 				var r latency

@@ -223,6 +223,9 @@ type throughput struct {
 	brokerCPU, otherCPU    time.Duration
 	steal                  time.Duration
 	load                   string
+	// verify is `kmirror verify` over the copy (-verify, kmirror and
+	// kmirror-eos only; verify.go), nil when not run.
+	verify *verifyRun
 }
 
 func (t throughput) recordsPerSec() float64 { return float64(t.windowRecords) / t.window.Seconds() }
@@ -294,6 +297,15 @@ func throughputPhase(ctx context.Context, e *env, o *options, c contender) (res 
 		if err := r.verify(ctx, topic); err != nil {
 			return res, r.settings, fmt.Errorf("throughput: %w", err)
 		}
+	}
+	if o.verify && c.verify {
+		// The copy is checked and kmirror stopped: kmirror verify reads
+		// both clusters alone (but for the brokers).
+		v, err := r.kmirrorVerify(ctx, want, verifyTimeout(o.records))
+		if err != nil {
+			return res, r.settings, fmt.Errorf("throughput: %w", err)
+		}
+		res.verify = &v
 	}
 	return res, r.settings, nil
 }

@@ -79,6 +79,7 @@ func (r *report) render(failed error) string {
 				mib(t.peakRSS), t.brokerCPU.Seconds(), t.otherCPU.Seconds(), t.steal.Seconds(), t.load)
 		}
 		b.WriteString("\nrecords/s, MB/s, CPU s and CPU s/GB: over the copy window, from the first poll (every 20 ms) that sees a record at the target to the one that sees them all (the target's end offsets), so process and JVM start-up are excluded; \"incl. start\" divides the process's whole CPU time, start-up included, by all the records. MB = 10^6 B of key+value+headers. peak RSS: the process's VmHWM. broker CPU: both brokers from the phase's start until the copy was done (exactly once's settle and read_committed scan, which come after, are left out, as at least once's check after the phase is); other CPU and steal: the rest of the machine and the hypervisor over the phase (disturbance). kmirror-eos and mm2-eos copy with exactly-once (kmirror `exactly_once: true`, MM2 `exactly.once.source.support = enabled`): their window ends at the first poll of the target's last stable offsets that is past every partition's last record, found after the copy by reading the target with read_committed, which also checks every record is there once and in order. kmirror-eos-2w: two kmirror-eos workers of one mirror, each with half the slots; its CPU and peak RSS are the sum of both processes, and on this one 2-core machine, shared with both brokers, a second worker shows what coordinating two members costs, not how kmirror scales out.\n\n")
+		r.renderVerify(&b)
 	}
 	if len(r.lat) > 0 {
 		fmt.Fprintf(&b, "## (b) Latency: %d records/s for %s over %d partitions\n\n", o.rate, o.latencyDuration, o.partitions)
@@ -169,6 +170,18 @@ func (r *report) renderTargets(b *strings.Builder) {
 			rows = append(rows, row{"throughput ≥ 0.9× the limit", fmt.Sprintf("%.0f rec/s", k.recordsPerSec()), fmt.Sprintf("limit %.0f rec/s", l.recordsPerSec()), fmt.Sprintf("%.2f×", x), verdict(x >= 0.9)})
 		}
 	}
+	for _, n := range []string{km, km + "-eos"} {
+		t, ok := r.tp[n]
+		if !ok || t.verify == nil {
+			continue
+		}
+		target := "verify ≥ 0.8× the copy's records/s"
+		if n != km {
+			target = "exactly-once: verify ≥ 0.8× the copy's records/s"
+		}
+		x := t.verify.recordsPerSec() / t.recordsPerSec()
+		rows = append(rows, row{target, fmt.Sprintf("%.0f rec/s", t.verify.recordsPerSec()), fmt.Sprintf("%s copy %.0f rec/s", n, t.recordsPerSec()), fmt.Sprintf("%.2f×", x), verdict(x >= 0.8)})
+	}
 	if k, ok := r.lat[km]; ok {
 		if m, ok := r.lat[mm]; ok {
 			x := float64(k.p99) / float64(m.p99)
@@ -212,9 +225,36 @@ func (r *report) renderTargets(b *strings.Builder) {
 	if len(rows) == 0 {
 		return
 	}
-	b.WriteString("## Targets (issues 4, 12 and 25)\n\n| target | kmirror | compared with | ratio | verdict |\n|---|---:|---:|---:|---|\n")
+	b.WriteString("## Targets (issues 4, 12, 25 and 26)\n\n| target | kmirror | compared with | ratio | verdict |\n|---|---:|---:|---:|---|\n")
 	for _, r := range rows {
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", r.target, r.kmirror, r.other, r.ratio, r.verdict)
 	}
 	b.WriteString("\n")
+}
+
+// renderVerify is the throughput phase's `kmirror verify` runs (verify.go).
+func (r *report) renderVerify(b *strings.Builder) {
+	var rows []string
+	var command string
+	for _, n := range r.o.contenders {
+		t, ok := r.tp[n]
+		if !ok || t.verify == nil {
+			continue
+		}
+		v := t.verify
+		command = v.command
+		rows = append(rows, fmt.Sprintf("| %s | %d | %d | %.2f | %.0f | %.0f | %.2f× | %.2f | %.2f | %s | %.1f | %s |\n",
+			n, v.matched, v.read, v.took.Seconds(), v.recordsPerSec(), t.recordsPerSec(), v.recordsPerSec()/t.recordsPerSec(),
+			v.cpu.Seconds(), cpuPerGB(v.cpu, v.matched, r.o.valueSize), mib(v.peakRSS), v.brokerCPU.Seconds(), v.load))
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("### Verify: `kmirror verify` over the copy (issue 26)\n\n")
+	b.WriteString("| contender | records compared | records read | verify s | verify records/s | copy records/s | verify ÷ copy | CPU s | CPU s/GB | peak RSS MiB | broker CPU s | load before → after |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, row := range rows {
+		b.WriteString(row)
+	}
+	fmt.Fprintf(b, "\nOnce the copy is done and checked and the contender stopped, the same clusters are compared record by record (key, value, headers, timestamp) through kmirror's offset index by `%s` (the contender's config, as in Settings), which must exit 0 with its total matched equal to the records copied, else the phase fails. verify s: the command's wall clock, process start (config, clients, reading the progress topic and the index) to exit, so unlike the copy's window it includes start-up. verify records/s: records compared (matched) per second of it; records read counts both sides. CPU s and peak RSS: the verify process's own (its rusage); CPU s/GB per 10^9 B of the records compared (one side, as the copy's CPU s/GB), so the two compare. broker CPU: both brokers over the command. -verify=false skips it.\n\n", command)
 }
