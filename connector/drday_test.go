@@ -12,8 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/connector/fence"
-	"github.com/kmirror/kmirror/connector/policy"
-	"github.com/kmirror/kmirror/filters"
 	"github.com/kmirror/kmirror/internal/kfaketest"
 )
 
@@ -47,40 +45,9 @@ func TestDisasterRecoveryDay(t *testing.T) {
 		}
 	}
 	values := func(c *kfake.Cluster, p int32) []string { return kfaketest.ReadCommitted(t, c, "orders", p) }
-	mirror := func(name string, src, dst *kfake.Cluster) Config {
-		return Config{
-			Name: name, SourceAlias: "src", TargetAlias: "dst", Policy: policy.Identity{},
-			SourceOpts:        []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)},
-			TargetOpts:        []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)},
-			Filters:           []filters.TopicFilter{filters.Regex{Include: filters.MustCompileAll("orders")}},
-			GroupFilters:      []filters.GroupFilter{filters.Regex{Include: filters.MustCompileAll("billing")}},
-			RefreshInterval:   200 * time.Millisecond,
-			ProgressInterval:  100 * time.Millisecond,
-			GroupSyncInterval: 100 * time.Millisecond,
-			ShutdownTimeout:   5 * time.Second,
-			Logger:            kfaketest.Logger(),
-		}
-	}
+	mirror := drMirror
 	run := func(cfg Config) (stop func()) {
-		m, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		runCtx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- m.Run(runCtx) }()
-		var stopped bool
-		stop = func() {
-			if stopped {
-				return
-			}
-			stopped = true
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("%s stopped with %v", cfg.Name, err)
-			}
-		}
-		t.Cleanup(stop)
+		_, stop = runMirror(t, ctx, cfg)
 		return stop
 	}
 	committed := func(adm *kadm.Client, want map[int32]int64) func() bool {

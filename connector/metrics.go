@@ -53,6 +53,7 @@ type Metrics struct {
 	mm2Heartbeats   *prometheus.CounterVec
 	mm2Checkpoints  *prometheus.CounterVec
 	sourceGaps      *prometheus.CounterVec
+	divergent       *prometheus.GaugeVec
 	// detail: the per-topic and per-partition series (metricsdetail.go).
 	detail *detailCollector
 }
@@ -238,8 +239,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "MirrorMaker 2 Checkpoint records written to <source_alias>.checkpoints.internal on the target and acknowledged.",
 		}, []string{"mirror"}),
 		sourceGaps: newSourceGapCounter(),
+		divergent:  newDivergentGauge(),
 	}
-	reg.MustRegister(m.sourceGaps)
+	reg.MustRegister(m.sourceGaps, m.divergent)
 	reg.MustRegister(m.records, m.bytes, m.latency, m.lag, m.topics, m.createErrors,
 		m.produceErrors, m.recreations, m.configChanges, m.configSyncErrs, m.aclsCreated, m.groupOffsets, m.groupSyncErrs, m.setChanges, m.filterErrors, m.passes, m.passErrors, m.lastPassSuccess,
 		m.internalWrites, m.adminErrors, m.untranslatable, m.failedParts, m.deadLetters,
@@ -273,6 +275,7 @@ type mirrorMetrics struct {
 	indexBytes                                                        prometheus.Gauge
 	indexEvictions                                                    prometheus.Counter
 	sourceGaps                                                        *prometheus.CounterVec
+	divergent                                                         *prometheus.GaugeVec
 }
 
 // data is the data plane's metrics (nil when mm is).
@@ -349,6 +352,7 @@ func (m *Metrics) forMirror(name string) *mirrorMetrics {
 		mm2Heartbeats:    m.mm2Heartbeats.WithLabelValues(name),
 		mm2Checkpoints:   m.mm2Checkpoints.WithLabelValues(name),
 		sourceGaps:       m.sourceGaps.MustCurryWith(prometheus.Labels{"mirror": name}),
+		divergent:        m.divergent.MustCurryWith(prometheus.Labels{"mirror": name}),
 		lag:              m.lag.WithLabelValues(name),
 		createErrors:     m.createErrors.WithLabelValues(name),
 		recreations:      m.recreations.WithLabelValues(name),

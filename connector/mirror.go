@@ -132,6 +132,10 @@ type TopicStatus struct {
 	// SourceGaps are the latest source gap of each partition that had
 	// one since the worker started (sourcegap.go).
 	SourceGaps []SourceGapStatus `json:"source_gaps,omitempty"`
+	// Divergent are the divergent tails of the target topic, by
+	// partition, of a mirror copying back after a failover: the
+	// records the former target never got (divergent.go).
+	Divergent []DivergentStatus `json:"divergent,omitempty"`
 }
 
 // topicState is the control plane's view of one selected topic. Fields are
@@ -216,7 +220,8 @@ type Mirror struct {
 	fenced        *fence.State // the fence, while it stops this worker
 	// reverseOf is the mirror this one copies back for (the fence
 	// record's ReverseOf, set by kmirror failback), or "", and divergent
-	// the divergent tails failback found on this mirror's target.
+	// the divergent tails failback found on this mirror's target
+	// (setReverse).
 	reverseOf string
 	divergent []fence.Divergent
 	endsAt    time.Time // the last refreshEnds (endsDue)
@@ -617,9 +622,7 @@ func (m *Mirror) awaitUnfenced(ctx context.Context, c *clients, w *fence.Watcher
 	for {
 		st, err := w.Check(ctx, c.dstAdm)
 		if err == nil {
-			m.mu.Lock()
-			m.reverseOf, m.divergent = st.ReverseOf, st.Divergent
-			m.mu.Unlock()
+			m.setReverse(st)
 		}
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -679,9 +682,7 @@ func (m *Mirror) readFence(ctx context.Context, c *clients) (fence.State, error)
 	if err != nil {
 		return st, m.dstErr(err)
 	}
-	m.mu.Lock()
-	m.reverseOf, m.divergent = st.ReverseOf, st.Divergent
-	m.mu.Unlock()
+	m.setReverse(st)
 	return st, nil
 }
 
@@ -918,6 +919,7 @@ func (m *Mirror) Status() Status {
 			t.Error = err.Error()
 		}
 		t.SourceGaps, _ = m.sourceGaps(ts.source)
+		t.Divergent = m.divergentOf(ts.target)
 		st.Topics = append(st.Topics, t)
 	}
 	m.mu.Unlock()

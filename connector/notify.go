@@ -26,6 +26,7 @@ func (m *Mirror) publishTopics() {
 			State:      string(state),
 			Metadata:   m.metadataFor(ts),
 			SourceGaps: listenerGaps(gaps),
+			Divergent:  listenerDivergent(m.divergentOf(ts.target)),
 		})
 	}
 	slices.SortFunc(topics, func(a, b listeners.Topic) int { return strings.Compare(a.Upstream, b.Upstream) })

@@ -66,6 +66,7 @@ var knownMetrics = []string{
 	"kmirror_batches_total",
 	"kmirror_passthrough_fallbacks_total",
 	"kmirror_source_gap_records_total",
+	"kmirror_divergent_records",
 }
 
 var metricName = regexp.MustCompile(`\bkmirror_[a-z0-9_]+`)

@@ -7,8 +7,9 @@ import (
 )
 
 // DiffTopics compares two topic sets by Upstream name and returns the
-// topics added, removed and changed (partitions, state, downstream name or
-// metadata), each sorted by Upstream. Changed holds the new versions.
+// topics added, removed and changed (partitions, state, downstream name,
+// metadata, source gaps or divergent tails), each sorted by Upstream.
+// Changed holds the new versions.
 func DiffTopics(old, cur []Topic) (added, removed, changed []Topic) {
 	before := make(map[string]Topic, len(old))
 	for _, t := range old {
@@ -38,7 +39,8 @@ func DiffTopics(old, cur []Topic) (added, removed, changed []Topic) {
 
 func sameTopic(a, b Topic) bool {
 	return a.Upstream == b.Upstream && a.Downstream == b.Downstream && a.Partitions == b.Partitions &&
-		a.State == b.State && maps.Equal(a.Metadata, b.Metadata) && slices.Equal(a.SourceGaps, b.SourceGaps)
+		a.State == b.State && maps.Equal(a.Metadata, b.Metadata) && slices.Equal(a.SourceGaps, b.SourceGaps) &&
+		slices.Equal(a.Divergent, b.Divergent)
 }
 
 // DiffGroups compares two group sets by Name and returns the groups added

@@ -32,6 +32,23 @@ type Topic struct {
 	// one: offsets the source deleted (retention) before they were
 	// copied. A new gap makes the topic Changed. Sorted by partition.
 	SourceGaps []SourceGap
+	// Divergent are the divergent tails of a mirror that copies back
+	// after a failover (kmirror failback): per partition, the records
+	// of the target topic (the former source) that never reached the
+	// former target, the data the failover lost. They are known from
+	// the mirror's fence record when its worker starts, and a change
+	// makes the topic Changed. Sorted by partition; nil on any other
+	// mirror.
+	Divergent []DivergentTail
+}
+
+// DivergentTail is one partition's divergent tail: offsets [From, To) of
+// the target partition (To - From of them) that the former target never
+// got. They stay where they are on the target, below every record copied
+// back.
+type DivergentTail struct {
+	Partition int32
+	From, To  int64
 }
 
 // SourceGap is a range of a source partition's offsets deleted at the

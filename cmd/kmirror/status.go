@@ -186,17 +186,21 @@ func fetchStatus(ctx context.Context, client *http.Client, url, token string) (h
 	return st, nil
 }
 
-// printStatus writes the overview: a paragraph per mirror.
-// printSourceGaps lists the topics' source gaps: offsets the source deleted
-// before they were copied.
-func printSourceGaps(w io.Writer, topics []connector.TopicStatus) {
+// printTopicRanges lists the topics' source gaps (offsets the source
+// deleted before they were copied) and divergent tails (a mirror copying
+// back after a failover: target records the former target never got).
+func printTopicRanges(w io.Writer, topics []connector.TopicStatus) {
 	for _, t := range topics {
 		for _, g := range t.SourceGaps {
 			fmt.Fprintf(w, "  source gap %s/%d: offsets %d..%d (%s lost, %s)\n", t.SourceTopic, g.Partition, g.From, g.To, plural(int(g.Records), "offset"), g.State)
 		}
+		for _, d := range t.Divergent {
+			fmt.Fprintf(w, "  divergent tail %s/%d: offsets %d..%d (%s the former target never got)\n", t.TargetTopic, d.Partition, d.From, d.To, plural(int(d.Records), "record"))
+		}
 	}
 }
 
+// printStatus writes the overview: a paragraph per mirror.
 func printStatus(w io.Writer, st httpapi.StatusResponse, now time.Time) {
 	if len(st.Mirrors) == 0 {
 		fmt.Fprintln(w, "no mirrors")
@@ -228,7 +232,7 @@ func printStatus(w io.Writer, st httpapi.StatusResponse, now time.Time) {
 				fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%d\t%s\n", t.SourceTopic, t.TargetTopic, t.Partitions, t.State, t.Lag, t.Error)
 			}
 			_ = tw.Flush()
-			printSourceGaps(w, m.Topics)
+			printTopicRanges(w, m.Topics)
 		} else {
 			fmt.Fprintln(tw, "  no topics selected")
 		}

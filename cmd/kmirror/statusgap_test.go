@@ -10,7 +10,9 @@ import (
 )
 
 // TestStatusSourceGaps: kmirror status lists each partition's source gap
-// with its offsets, count and state, under the mirror's topics.
+// with its offsets, count and state, and each partition's divergent tail
+// (a mirror copying back) with its offsets and count, under the mirror's
+// topics.
 func TestStatusSourceGaps(t *testing.T) {
 	t.Parallel()
 	url := statusServer(t, statusSource{{
@@ -22,6 +24,9 @@ func TestStatusSourceGaps(t *testing.T) {
 				{Partition: 0, From: 10, To: 110, Records: 100, State: "skipped", Total: 100},
 				{Partition: 1, From: 3, To: 6, Records: 3, State: "failed", Total: 3},
 			},
+		}, {
+			SourceTopic: "payments", TargetTopic: "payments", Partitions: 2, State: connector.StateMirroring,
+			Divergent: []connector.DivergentStatus{{Partition: 1, From: 20, To: 25, Records: 5}},
 		}},
 	}})
 	var stdout, stderr bytes.Buffer
@@ -32,6 +37,7 @@ func TestStatusSourceGaps(t *testing.T) {
 		"partition 1: source gap: offsets 3..6",
 		"source gap orders/0: offsets 10..110 (100 offsets lost, skipped)",
 		"source gap orders/1: offsets 3..6 (3 offsets lost, failed)",
+		"divergent tail payments/1: offsets 20..25 (5 records the former target never got)",
 	} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout.String())

@@ -404,6 +404,9 @@ func topicDescription(change string, t listeners.Topic) string {
 	if gaps := sourceGapsText(nil, t.SourceGaps); gaps != "" {
 		d += "; " + gaps
 	}
+	if div := divergentText(nil, t.Divergent); div != "" {
+		d += "; " + div
+	}
 	return d
 }
 

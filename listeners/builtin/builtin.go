@@ -87,6 +87,17 @@ type topicJSON struct {
 	// SourceGaps: offsets the source deleted before they were copied,
 	// the latest range per partition (absent when none).
 	SourceGaps []sourceGapJSON `json:"source_gaps,omitempty"`
+	// Divergent: a mirror that copies back after a failover, the
+	// target's records per partition that never reached the former
+	// target (absent when none).
+	Divergent []divergentJSON `json:"divergent,omitempty"`
+}
+
+type divergentJSON struct {
+	Partition int32 `json:"partition"`
+	From      int64 `json:"from"`
+	To        int64 `json:"to"`
+	Records   int64 `json:"records"`
 }
 
 type sourceGapJSON struct {
@@ -113,6 +124,9 @@ func topicsJSON(ts []listeners.Topic) []topicJSON {
 		out[i] = topicJSON{Upstream: t.Upstream, Downstream: t.Downstream, Partitions: t.Partitions, State: t.State, Metadata: md}
 		for _, g := range t.SourceGaps {
 			out[i].SourceGaps = append(out[i].SourceGaps, sourceGapJSON{Partition: g.Partition, From: g.From, To: g.To, Records: g.To - g.From, Failed: g.Failed})
+		}
+		for _, d := range t.Divergent {
+			out[i].Divergent = append(out[i].Divergent, divergentJSON{Partition: d.Partition, From: d.From, To: d.To, Records: d.To - d.From})
 		}
 	}
 	return out

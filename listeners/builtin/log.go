@@ -149,6 +149,9 @@ func (l *Log) TopicsChanged(ctx context.Context, c listeners.TopicsChange) error
 	added := make([]string, len(c.Added))
 	for i, t := range c.Added {
 		added[i] = topicName(t)
+		if d := divergentText(nil, t.Divergent); d != "" {
+			added[i] += " (" + d + ")" // a mirror copying back, as it starts
+		}
 	}
 	removed := make([]string, len(c.Removed))
 	for i, t := range c.Removed {
@@ -212,6 +215,9 @@ func topicDiff(old, cur listeners.Topic) string {
 	if gaps := sourceGapsText(old.SourceGaps, cur.SourceGaps); gaps != "" {
 		d = append(d, gaps)
 	}
+	if div := divergentText(old.Divergent, cur.Divergent); div != "" {
+		d = append(d, div)
+	}
 	return strings.Join(d, ", ")
 }
 
@@ -228,6 +234,19 @@ func sourceGapsText(old, cur []listeners.SourceGap) string {
 			how = "partition stopped"
 		}
 		d = append(d, fmt.Sprintf("source gap partition %d offsets %d..%d (%d, %s)", g.Partition, g.From, g.To, g.To-g.From, how))
+	}
+	return strings.Join(d, ", ")
+}
+
+// divergentText names the divergent tails cur has and old had not:
+// "divergent tail partition 0 offsets 20..25 (5)", the target's records
+// the former target of a failover never got.
+func divergentText(old, cur []listeners.DivergentTail) string {
+	var d []string
+	for _, t := range cur {
+		if !slices.Contains(old, t) {
+			d = append(d, fmt.Sprintf("divergent tail partition %d offsets %d..%d (%d)", t.Partition, t.From, t.To, t.To-t.From))
+		}
 	}
 	return strings.Join(d, ", ")
 }

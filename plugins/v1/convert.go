@@ -184,6 +184,7 @@ func listenerTopicToProto(t listeners.Topic) *pb.ListenerTopic {
 		State:      t.State,
 		Metadata:   t.Metadata,
 		SourceGaps: sourceGapsToProto(t.SourceGaps),
+		Divergent:  divergentToProto(t.Divergent),
 	}
 }
 
@@ -209,6 +210,28 @@ func sourceGapsFromProto(ms []*pb.SourceGap) []listeners.SourceGap {
 	return out
 }
 
+func divergentToProto(ds []listeners.DivergentTail) []*pb.DivergentTail {
+	if len(ds) == 0 {
+		return nil
+	}
+	out := make([]*pb.DivergentTail, len(ds))
+	for i, d := range ds {
+		out[i] = &pb.DivergentTail{Partition: d.Partition, From: d.From, To: d.To}
+	}
+	return out
+}
+
+func divergentFromProto(ms []*pb.DivergentTail) []listeners.DivergentTail {
+	if len(ms) == 0 {
+		return nil
+	}
+	out := make([]listeners.DivergentTail, len(ms))
+	for i, m := range ms {
+		out[i] = listeners.DivergentTail{Partition: m.GetPartition(), From: m.GetFrom(), To: m.GetTo()}
+	}
+	return out
+}
+
 func listenerTopicFromProto(m *pb.ListenerTopic) listeners.Topic {
 	if m == nil {
 		return listeners.Topic{}
@@ -220,6 +243,7 @@ func listenerTopicFromProto(m *pb.ListenerTopic) listeners.Topic {
 		State:      m.GetState(),
 		Metadata:   nilIfEmpty(m.GetMetadata()),
 		SourceGaps: sourceGapsFromProto(m.GetSourceGaps()),
+		Divergent:  divergentFromProto(m.GetDivergent()),
 	}
 }
 

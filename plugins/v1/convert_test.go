@@ -46,11 +46,13 @@ var (
 		Upstream: "orders", Downstream: "east.orders", Partitions: 3, State: "mirroring",
 		Metadata:   map[string]string{"kmirror.source.cluster": "east"},
 		SourceGaps: []listeners.SourceGap{{Partition: 1, From: 3, To: 6}, {Partition: 2, From: 10, To: 40, Failed: true}},
+		Divergent:  []listeners.DivergentTail{{Partition: 0, From: 20, To: 25}, {Partition: 2, From: 7, To: 9}},
 	}
 	fullListenerTopicProto = &pb.ListenerTopic{
 		Upstream: "orders", Downstream: "east.orders", Partitions: 3, State: "mirroring",
 		Metadata:   map[string]string{"kmirror.source.cluster": "east"},
 		SourceGaps: []*pb.SourceGap{{Partition: 1, From: 3, To: 6}, {Partition: 2, From: 10, To: 40, Failed: true}},
+		Divergent:  []*pb.DivergentTail{{Partition: 0, From: 20, To: 25}, {Partition: 2, From: 7, To: 9}},
 	}
 )
 

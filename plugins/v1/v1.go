@@ -27,7 +27,8 @@ const ProtocolVersion = 1
 // Minor 0: PluginInfo, Configure, TopicFilter, GroupFilter, TopicListener,
 // GroupListener.
 // Minor 1: ListenerTopic.source_gaps (listeners.Topic.SourceGaps).
-const ProtocolMinor = 1
+// Minor 2: ListenerTopic.divergent (listeners.Topic.Divergent).
+const ProtocolMinor = 2
 
 // PluginName is the name the plugin is registered under in go-plugin's
 // PluginSet: one go-plugin "plugin" per binary, serving every service the

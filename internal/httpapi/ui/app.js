@@ -90,14 +90,19 @@
     return fmt(Math.round(Math.max(0, ((t.copied || 0) - prev.copied) / ((now - prev.at) / 1000))));
   }
 
-  // topicErrors is a topic's error and its source gaps: offsets the source
-  // deleted before they were copied (skipped, or the partition stopped).
+  // topicErrors is a topic's error, its source gaps: offsets the source
+  // deleted before they were copied (skipped, or the partition stopped),
+  // and its divergent tails: a mirror copying back after a failover, the
+  // target's records the former target never got.
   function topicErrors(t) {
     const out = [];
     if (t.error) out.push(el("span", { class: "error" }, t.error));
     for (const g of t.source_gaps || []) {
       const s = "source gap p" + g.partition + ": offsets " + g.from + ".." + g.to + " (" + fmt(g.records) + ", " + g.state + ")";
       out.push(el("div", { class: g.state === "failed" ? "error" : null }, s));
+    }
+    for (const d of t.divergent || []) {
+      out.push(el("div", {}, "divergent tail p" + d.partition + ": offsets " + d.from + ".." + d.to + " (" + fmt(d.records) + " the former target never got)"));
     }
     return out.length ? el("div", {}, ...out) : "";
   }

@@ -78,6 +78,7 @@ type topic struct {
 	State      string            `json:"state"`
 	Metadata   map[string]string `json:"metadata,omitempty"`
 	SourceGaps []sourceGap       `json:"source_gaps,omitempty"`
+	Divergent  []divergentTail   `json:"divergent,omitempty"`
 }
 
 // sourceGap is a range of source offsets deleted before they were copied.
@@ -86,6 +87,14 @@ type sourceGap struct {
 	From      int64 `json:"from"`
 	To        int64 `json:"to"`
 	Failed    bool  `json:"failed"`
+}
+
+// divergentTail is a range of target offsets that never reached the
+// former target of a failover (a mirror copying back).
+type divergentTail struct {
+	Partition int32 `json:"partition"`
+	From      int64 `json:"from"`
+	To        int64 `json:"to"`
 }
 
 type group struct {
@@ -110,6 +119,9 @@ func topics(ts []listeners.Topic) []topic {
 		out[i] = topic{Upstream: t.Upstream, Downstream: t.Downstream, Partitions: t.Partitions, State: t.State, Metadata: t.Metadata}
 		for _, g := range t.SourceGaps {
 			out[i].SourceGaps = append(out[i].SourceGaps, sourceGap(g))
+		}
+		for _, d := range t.Divergent {
+			out[i].Divergent = append(out[i].Divergent, divergentTail(d))
 		}
 	}
 	return out

@@ -714,7 +714,10 @@ type ListenerTopic struct {
 	State      string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
 	Metadata   map[string]string      `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Minor 1: the latest source gap of each partition that had one.
-	SourceGaps    []*SourceGap `protobuf:"bytes,6,rep,name=source_gaps,json=sourceGaps,proto3" json:"source_gaps,omitempty"`
+	SourceGaps []*SourceGap `protobuf:"bytes,6,rep,name=source_gaps,json=sourceGaps,proto3" json:"source_gaps,omitempty"`
+	// Minor 2: a mirror copying back after a failover (kmirror failback),
+	// each partition's divergent tail; older plugins ignore it.
+	Divergent     []*DivergentTail `protobuf:"bytes,7,rep,name=divergent,proto3" json:"divergent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -791,6 +794,13 @@ func (x *ListenerTopic) GetSourceGaps() []*SourceGap {
 	return nil
 }
 
+func (x *ListenerTopic) GetDivergent() []*DivergentTail {
+	if x != nil {
+		return x.Divergent
+	}
+	return nil
+}
+
 // SourceGap mirrors listeners.SourceGap: offsets [from, to) of a source
 // partition deleted at the source before they were copied; failed: the
 // partition stopped before them (on_source_gap: fail).
@@ -862,6 +872,68 @@ func (x *SourceGap) GetFailed() bool {
 	return false
 }
 
+// DivergentTail mirrors listeners.DivergentTail: offsets [from, to) of a
+// target partition that never reached the former target of a failover.
+type DivergentTail struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partition     int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	From          int64                  `protobuf:"varint,2,opt,name=from,proto3" json:"from,omitempty"`
+	To            int64                  `protobuf:"varint,3,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DivergentTail) Reset() {
+	*x = DivergentTail{}
+	mi := &file_kmirror_plugin_v1_plugin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DivergentTail) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DivergentTail) ProtoMessage() {}
+
+func (x *DivergentTail) ProtoReflect() protoreflect.Message {
+	mi := &file_kmirror_plugin_v1_plugin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DivergentTail.ProtoReflect.Descriptor instead.
+func (*DivergentTail) Descriptor() ([]byte, []int) {
+	return file_kmirror_plugin_v1_plugin_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *DivergentTail) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *DivergentTail) GetFrom() int64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *DivergentTail) GetTo() int64 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
 type TopicsChangedResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -870,7 +942,7 @@ type TopicsChangedResponse struct {
 
 func (x *TopicsChangedResponse) Reset() {
 	*x = TopicsChangedResponse{}
-	mi := &file_kmirror_plugin_v1_plugin_proto_msgTypes[13]
+	mi := &file_kmirror_plugin_v1_plugin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -882,7 +954,7 @@ func (x *TopicsChangedResponse) String() string {
 func (*TopicsChangedResponse) ProtoMessage() {}
 
 func (x *TopicsChangedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kmirror_plugin_v1_plugin_proto_msgTypes[13]
+	mi := &file_kmirror_plugin_v1_plugin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -895,7 +967,7 @@ func (x *TopicsChangedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicsChangedResponse.ProtoReflect.Descriptor instead.
 func (*TopicsChangedResponse) Descriptor() ([]byte, []int) {
-	return file_kmirror_plugin_v1_plugin_proto_rawDescGZIP(), []int{13}
+	return file_kmirror_plugin_v1_plugin_proto_rawDescGZIP(), []int{14}
 }
 
 // GroupsChangedRequest mirrors listeners.GroupsChange.
@@ -912,7 +984,7 @@ type GroupsChangedRequest struct {
 
 func (x *GroupsChangedRequest) Reset() {
 	*x = GroupsChangedRequest{}
-	mi := &file_kmirror_plugin_v1_plugin_proto_msgTypes[14]
+	mi := &file_kmirror_plugin_v1_plugin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -924,7 +996,7 @@ func (x *GroupsChangedRequest) String() string {
 func (*GroupsChangedRequest) ProtoMessage() {}
 
 func (x *GroupsChangedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kmirror_plugin_v1_plugin_proto_msgTypes[14]
+	mi := &file_kmirror_plugin_v1_plugin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -937,7 +1009,7 @@ func (x *GroupsChangedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupsChangedRequest.ProtoReflect.Descriptor instead.
 func (*GroupsChangedRequest) Descriptor() ([]byte, []int) {
-	return file_kmirror_plugin_v1_plugin_proto_rawDescGZIP(), []int{14}
+	return file_kmirror_plugin_v1_plugin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GroupsChangedRequest) GetMirror() string {
@@ -986,7 +1058,7 @@ type ListenerGroup struct {
 
 func (x *ListenerGroup) Reset() {
 	*x = ListenerGroup{}
-	mi := &file_kmirror_plugin_v1_plugin_proto_msgTypes[15]
+	mi := &file_kmirror_plugin_v1_plugin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -998,7 +1070,7 @@ func (x *ListenerGroup) String() string {
 func (*ListenerGroup) ProtoMessage() {}
 
 func (x *ListenerGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_kmirror_plugin_v1_plugin_proto_msgTypes[15]
+	mi := &file_kmirror_plugin_v1_plugin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1011,7 +1083,7 @@ func (x *ListenerGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListenerGroup.ProtoReflect.Descriptor instead.
 func (*ListenerGroup) Descriptor() ([]byte, []int) {
-	return file_kmirror_plugin_v1_plugin_proto_rawDescGZIP(), []int{15}
+	return file_kmirror_plugin_v1_plugin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListenerGroup) GetName() string {
@@ -1036,7 +1108,7 @@ type GroupsChangedResponse struct {
 
 func (x *GroupsChangedResponse) Reset() {
 	*x = GroupsChangedResponse{}
-	mi := &file_kmirror_plugin_v1_plugin_proto_msgTypes[16]
+	mi := &file_kmirror_plugin_v1_plugin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1048,7 +1120,7 @@ func (x *GroupsChangedResponse) String() string {
 func (*GroupsChangedResponse) ProtoMessage() {}
 
 func (x *GroupsChangedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kmirror_plugin_v1_plugin_proto_msgTypes[16]
+	mi := &file_kmirror_plugin_v1_plugin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1061,7 +1133,7 @@ func (x *GroupsChangedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupsChangedResponse.ProtoReflect.Descriptor instead.
 func (*GroupsChangedResponse) Descriptor() ([]byte, []int) {
-	return file_kmirror_plugin_v1_plugin_proto_rawDescGZIP(), []int{16}
+	return file_kmirror_plugin_v1_plugin_proto_rawDescGZIP(), []int{17}
 }
 
 var File_kmirror_plugin_v1_plugin_proto protoreflect.FileDescriptor
@@ -1126,7 +1198,7 @@ const file_kmirror_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x06topics\x18\x03 \x03(\v2 .kmirror.plugin.v1.ListenerTopicR\x06topics\x126\n" +
 	"\x05added\x18\x04 \x03(\v2 .kmirror.plugin.v1.ListenerTopicR\x05added\x12:\n" +
 	"\aremoved\x18\x05 \x03(\v2 .kmirror.plugin.v1.ListenerTopicR\aremoved\x12:\n" +
-	"\achanged\x18\x06 \x03(\v2 .kmirror.plugin.v1.ListenerTopicR\achanged\"\xc9\x02\n" +
+	"\achanged\x18\x06 \x03(\v2 .kmirror.plugin.v1.ListenerTopicR\achanged\"\x89\x03\n" +
 	"\rListenerTopic\x12\x1a\n" +
 	"\bupstream\x18\x01 \x01(\tR\bupstream\x12\x1e\n" +
 	"\n" +
@@ -1138,7 +1210,8 @@ const file_kmirror_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x05state\x18\x04 \x01(\tR\x05state\x12J\n" +
 	"\bmetadata\x18\x05 \x03(\v2..kmirror.plugin.v1.ListenerTopic.MetadataEntryR\bmetadata\x12=\n" +
 	"\vsource_gaps\x18\x06 \x03(\v2\x1c.kmirror.plugin.v1.SourceGapR\n" +
-	"sourceGaps\x1a;\n" +
+	"sourceGaps\x12>\n" +
+	"\tdivergent\x18\a \x03(\v2 .kmirror.plugin.v1.DivergentTailR\tdivergent\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"e\n" +
@@ -1146,7 +1219,11 @@ const file_kmirror_plugin_v1_plugin_proto_rawDesc = "" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\x03R\x04from\x12\x0e\n" +
 	"\x02to\x18\x03 \x01(\x03R\x02to\x12\x16\n" +
-	"\x06failed\x18\x04 \x01(\bR\x06failed\"\x17\n" +
+	"\x06failed\x18\x04 \x01(\bR\x06failed\"Q\n" +
+	"\rDivergentTail\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\x03R\x04from\x12\x0e\n" +
+	"\x02to\x18\x03 \x01(\x03R\x02to\"\x17\n" +
 	"\x15TopicsChangedResponse\"\xf8\x01\n" +
 	"\x14GroupsChangedRequest\x12\x16\n" +
 	"\x06mirror\x18\x01 \x01(\tR\x06mirror\x12\x1a\n" +
@@ -1191,7 +1268,7 @@ func file_kmirror_plugin_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_kmirror_plugin_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_kmirror_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_kmirror_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_kmirror_plugin_v1_plugin_proto_goTypes = []any{
 	(Capability)(0),               // 0: kmirror.plugin.v1.Capability
 	(*PluginInfoRequest)(nil),     // 1: kmirror.plugin.v1.PluginInfoRequest
@@ -1207,52 +1284,54 @@ var file_kmirror_plugin_v1_plugin_proto_goTypes = []any{
 	(*TopicsChangedRequest)(nil),  // 11: kmirror.plugin.v1.TopicsChangedRequest
 	(*ListenerTopic)(nil),         // 12: kmirror.plugin.v1.ListenerTopic
 	(*SourceGap)(nil),             // 13: kmirror.plugin.v1.SourceGap
-	(*TopicsChangedResponse)(nil), // 14: kmirror.plugin.v1.TopicsChangedResponse
-	(*GroupsChangedRequest)(nil),  // 15: kmirror.plugin.v1.GroupsChangedRequest
-	(*ListenerGroup)(nil),         // 16: kmirror.plugin.v1.ListenerGroup
-	(*GroupsChangedResponse)(nil), // 17: kmirror.plugin.v1.GroupsChangedResponse
-	nil,                           // 18: kmirror.plugin.v1.ConfigureRequest.ConfigEntry
-	nil,                           // 19: kmirror.plugin.v1.FilterTopicsRequest.PropertiesEntry
-	nil,                           // 20: kmirror.plugin.v1.FilterTopic.ConfigsEntry
-	nil,                           // 21: kmirror.plugin.v1.FilterTopic.LabelsEntry
-	nil,                           // 22: kmirror.plugin.v1.FilterGroupsRequest.PropertiesEntry
-	nil,                           // 23: kmirror.plugin.v1.ListenerTopic.MetadataEntry
+	(*DivergentTail)(nil),         // 14: kmirror.plugin.v1.DivergentTail
+	(*TopicsChangedResponse)(nil), // 15: kmirror.plugin.v1.TopicsChangedResponse
+	(*GroupsChangedRequest)(nil),  // 16: kmirror.plugin.v1.GroupsChangedRequest
+	(*ListenerGroup)(nil),         // 17: kmirror.plugin.v1.ListenerGroup
+	(*GroupsChangedResponse)(nil), // 18: kmirror.plugin.v1.GroupsChangedResponse
+	nil,                           // 19: kmirror.plugin.v1.ConfigureRequest.ConfigEntry
+	nil,                           // 20: kmirror.plugin.v1.FilterTopicsRequest.PropertiesEntry
+	nil,                           // 21: kmirror.plugin.v1.FilterTopic.ConfigsEntry
+	nil,                           // 22: kmirror.plugin.v1.FilterTopic.LabelsEntry
+	nil,                           // 23: kmirror.plugin.v1.FilterGroupsRequest.PropertiesEntry
+	nil,                           // 24: kmirror.plugin.v1.ListenerTopic.MetadataEntry
 }
 var file_kmirror_plugin_v1_plugin_proto_depIdxs = []int32{
 	0,  // 0: kmirror.plugin.v1.PluginInfoResponse.capabilities:type_name -> kmirror.plugin.v1.Capability
-	18, // 1: kmirror.plugin.v1.ConfigureRequest.config:type_name -> kmirror.plugin.v1.ConfigureRequest.ConfigEntry
-	19, // 2: kmirror.plugin.v1.FilterTopicsRequest.properties:type_name -> kmirror.plugin.v1.FilterTopicsRequest.PropertiesEntry
+	19, // 1: kmirror.plugin.v1.ConfigureRequest.config:type_name -> kmirror.plugin.v1.ConfigureRequest.ConfigEntry
+	20, // 2: kmirror.plugin.v1.FilterTopicsRequest.properties:type_name -> kmirror.plugin.v1.FilterTopicsRequest.PropertiesEntry
 	6,  // 3: kmirror.plugin.v1.FilterTopicsRequest.topics:type_name -> kmirror.plugin.v1.FilterTopic
-	20, // 4: kmirror.plugin.v1.FilterTopic.configs:type_name -> kmirror.plugin.v1.FilterTopic.ConfigsEntry
-	21, // 5: kmirror.plugin.v1.FilterTopic.labels:type_name -> kmirror.plugin.v1.FilterTopic.LabelsEntry
-	22, // 6: kmirror.plugin.v1.FilterGroupsRequest.properties:type_name -> kmirror.plugin.v1.FilterGroupsRequest.PropertiesEntry
+	21, // 4: kmirror.plugin.v1.FilterTopic.configs:type_name -> kmirror.plugin.v1.FilterTopic.ConfigsEntry
+	22, // 5: kmirror.plugin.v1.FilterTopic.labels:type_name -> kmirror.plugin.v1.FilterTopic.LabelsEntry
+	23, // 6: kmirror.plugin.v1.FilterGroupsRequest.properties:type_name -> kmirror.plugin.v1.FilterGroupsRequest.PropertiesEntry
 	9,  // 7: kmirror.plugin.v1.FilterGroupsRequest.groups:type_name -> kmirror.plugin.v1.FilterGroup
 	12, // 8: kmirror.plugin.v1.TopicsChangedRequest.topics:type_name -> kmirror.plugin.v1.ListenerTopic
 	12, // 9: kmirror.plugin.v1.TopicsChangedRequest.added:type_name -> kmirror.plugin.v1.ListenerTopic
 	12, // 10: kmirror.plugin.v1.TopicsChangedRequest.removed:type_name -> kmirror.plugin.v1.ListenerTopic
 	12, // 11: kmirror.plugin.v1.TopicsChangedRequest.changed:type_name -> kmirror.plugin.v1.ListenerTopic
-	23, // 12: kmirror.plugin.v1.ListenerTopic.metadata:type_name -> kmirror.plugin.v1.ListenerTopic.MetadataEntry
+	24, // 12: kmirror.plugin.v1.ListenerTopic.metadata:type_name -> kmirror.plugin.v1.ListenerTopic.MetadataEntry
 	13, // 13: kmirror.plugin.v1.ListenerTopic.source_gaps:type_name -> kmirror.plugin.v1.SourceGap
-	16, // 14: kmirror.plugin.v1.GroupsChangedRequest.groups:type_name -> kmirror.plugin.v1.ListenerGroup
-	16, // 15: kmirror.plugin.v1.GroupsChangedRequest.added:type_name -> kmirror.plugin.v1.ListenerGroup
-	16, // 16: kmirror.plugin.v1.GroupsChangedRequest.removed:type_name -> kmirror.plugin.v1.ListenerGroup
-	1,  // 17: kmirror.plugin.v1.Plugin.PluginInfo:input_type -> kmirror.plugin.v1.PluginInfoRequest
-	3,  // 18: kmirror.plugin.v1.Plugin.Configure:input_type -> kmirror.plugin.v1.ConfigureRequest
-	5,  // 19: kmirror.plugin.v1.TopicFilter.FilterTopics:input_type -> kmirror.plugin.v1.FilterTopicsRequest
-	8,  // 20: kmirror.plugin.v1.GroupFilter.FilterGroups:input_type -> kmirror.plugin.v1.FilterGroupsRequest
-	11, // 21: kmirror.plugin.v1.TopicListener.TopicsChanged:input_type -> kmirror.plugin.v1.TopicsChangedRequest
-	15, // 22: kmirror.plugin.v1.GroupListener.GroupsChanged:input_type -> kmirror.plugin.v1.GroupsChangedRequest
-	2,  // 23: kmirror.plugin.v1.Plugin.PluginInfo:output_type -> kmirror.plugin.v1.PluginInfoResponse
-	4,  // 24: kmirror.plugin.v1.Plugin.Configure:output_type -> kmirror.plugin.v1.ConfigureResponse
-	7,  // 25: kmirror.plugin.v1.TopicFilter.FilterTopics:output_type -> kmirror.plugin.v1.FilterTopicsResponse
-	10, // 26: kmirror.plugin.v1.GroupFilter.FilterGroups:output_type -> kmirror.plugin.v1.FilterGroupsResponse
-	14, // 27: kmirror.plugin.v1.TopicListener.TopicsChanged:output_type -> kmirror.plugin.v1.TopicsChangedResponse
-	17, // 28: kmirror.plugin.v1.GroupListener.GroupsChanged:output_type -> kmirror.plugin.v1.GroupsChangedResponse
-	23, // [23:29] is the sub-list for method output_type
-	17, // [17:23] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	14, // 14: kmirror.plugin.v1.ListenerTopic.divergent:type_name -> kmirror.plugin.v1.DivergentTail
+	17, // 15: kmirror.plugin.v1.GroupsChangedRequest.groups:type_name -> kmirror.plugin.v1.ListenerGroup
+	17, // 16: kmirror.plugin.v1.GroupsChangedRequest.added:type_name -> kmirror.plugin.v1.ListenerGroup
+	17, // 17: kmirror.plugin.v1.GroupsChangedRequest.removed:type_name -> kmirror.plugin.v1.ListenerGroup
+	1,  // 18: kmirror.plugin.v1.Plugin.PluginInfo:input_type -> kmirror.plugin.v1.PluginInfoRequest
+	3,  // 19: kmirror.plugin.v1.Plugin.Configure:input_type -> kmirror.plugin.v1.ConfigureRequest
+	5,  // 20: kmirror.plugin.v1.TopicFilter.FilterTopics:input_type -> kmirror.plugin.v1.FilterTopicsRequest
+	8,  // 21: kmirror.plugin.v1.GroupFilter.FilterGroups:input_type -> kmirror.plugin.v1.FilterGroupsRequest
+	11, // 22: kmirror.plugin.v1.TopicListener.TopicsChanged:input_type -> kmirror.plugin.v1.TopicsChangedRequest
+	16, // 23: kmirror.plugin.v1.GroupListener.GroupsChanged:input_type -> kmirror.plugin.v1.GroupsChangedRequest
+	2,  // 24: kmirror.plugin.v1.Plugin.PluginInfo:output_type -> kmirror.plugin.v1.PluginInfoResponse
+	4,  // 25: kmirror.plugin.v1.Plugin.Configure:output_type -> kmirror.plugin.v1.ConfigureResponse
+	7,  // 26: kmirror.plugin.v1.TopicFilter.FilterTopics:output_type -> kmirror.plugin.v1.FilterTopicsResponse
+	10, // 27: kmirror.plugin.v1.GroupFilter.FilterGroups:output_type -> kmirror.plugin.v1.FilterGroupsResponse
+	15, // 28: kmirror.plugin.v1.TopicListener.TopicsChanged:output_type -> kmirror.plugin.v1.TopicsChangedResponse
+	18, // 29: kmirror.plugin.v1.GroupListener.GroupsChanged:output_type -> kmirror.plugin.v1.GroupsChangedResponse
+	24, // [24:30] is the sub-list for method output_type
+	18, // [18:24] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_kmirror_plugin_v1_plugin_proto_init() }
@@ -1266,7 +1345,7 @@ func file_kmirror_plugin_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kmirror_plugin_v1_plugin_proto_rawDesc), len(file_kmirror_plugin_v1_plugin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   5,
 		},
