@@ -1084,6 +1084,10 @@ type bsleep struct {
 	queue   []*slept
 	set     map[*slept]struct{}
 	setWake chan *slept
+	// waiter: a wait goroutine runs (kmirror patch, PATCHES.md, 5).
+	// It clears this under mu when it returns on an empty queue, so an
+	// enqueue that finds the queue empty starts a new one only then.
+	waiter bool
 }
 
 type slept struct {
@@ -1139,7 +1143,10 @@ func (bs *bsleep) enqueue(s *slept) bool {
 	}
 	if bs.empty() {
 		bs.keep(s)
-		go bs.wait() // Case (2)
+		if !bs.waiter { // kmirror patch, PATCHES.md, 5
+			bs.waiter = true
+			go bs.wait() // Case (2)
+		}
 		return true
 	}
 	if bs.c.cfg.sleepOutOfOrder {
@@ -1211,6 +1218,7 @@ func (bs *bsleep) waitSet() {
 	for {
 		bs.mu.Lock()
 		if len(bs.set) == 0 {
+			bs.waiter = false // kmirror patch, PATCHES.md, 5
 			bs.mu.Unlock()
 			return
 		}
@@ -1258,6 +1266,7 @@ func (bs *bsleep) waitQueue() {
 	for {
 		bs.mu.Lock()
 		if len(bs.queue) == 0 {
+			bs.waiter = false // kmirror patch, PATCHES.md, 5
 			bs.mu.Unlock()
 			return
 		}
