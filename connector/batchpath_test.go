@@ -101,7 +101,7 @@ func TestPassthroughPipelinedFaults(t *testing.T) {
 			mu.Lock()
 			refusedAt, behind = seq, inFlight()-1
 			mu.Unlock()
-			return refuseProduce(req, kerr.NotLeaderForPartition.Code), nil, true
+			return kfaketest.RefuseProduce(req, kerr.NotLeaderForPartition.Code), nil, true
 		case 60:
 			mu.Lock()
 			droppedAt = seq
@@ -200,7 +200,7 @@ func TestUndecodableBatchNeverSkipped(t *testing.T) {
 					for _, rt := range req.Topics {
 						for _, rp := range rt.Partitions {
 							if bytes.Contains(rp.Records, payload) {
-								return refuseProduce(req, kerr.CorruptMessage.Code), nil, true
+								return kfaketest.RefuseProduce(req, kerr.CorruptMessage.Code), nil, true
 							}
 						}
 					}

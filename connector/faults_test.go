@@ -80,22 +80,6 @@ func listingFault(t *testing.T, c *kfake.Cluster, adm *kadm.Client, topic string
 	}
 }
 
-// refuseProduce answers every partition of req with the error code.
-func refuseProduce(req *kmsg.ProduceRequest, code int16) *kmsg.ProduceResponse {
-	resp := req.ResponseKind().(*kmsg.ProduceResponse)
-	for _, rt := range req.Topics {
-		st := kmsg.NewProduceResponseTopic()
-		st.Topic, st.TopicID = rt.Topic, rt.TopicID
-		for _, rp := range rt.Partitions {
-			sp := kmsg.NewProduceResponseTopicPartition()
-			sp.Partition, sp.ErrorCode = rp.Partition, code
-			st.Partitions = append(st.Partitions, sp)
-		}
-		resp.Topics = append(resp.Topics, st)
-	}
-	return resp
-}
-
 // countCreates counts the topics in CreateTopics requests to c by name.
 func countCreates(c *kfake.Cluster) func(topic string) int {
 	var mu sync.Mutex
@@ -431,7 +415,7 @@ func TestShutdownBoundedWhenTargetRefuses(t *testing.T) {
 		dst.KeepControl()
 		// Every write is refused, kmirror's own records too.
 		refused.Add(1)
-		return refuseProduce(kr.(*kmsg.ProduceRequest), kerr.NotEnoughReplicas.Code), nil, true
+		return kfaketest.RefuseProduce(kr.(*kmsg.ProduceRequest), kerr.NotEnoughReplicas.Code), nil, true
 	})
 	m, err := New(Config{
 		Name: "m", SourceAlias: "src", TargetAlias: "dst",

@@ -190,7 +190,7 @@ func TestTxnBatchPathAbortEnds(t *testing.T) {
 		}
 		if produces.Add(1) == 2 {
 			refused.Add(1)
-			return refuseProduce(req, kerr.PolicyViolation.Code), nil, true
+			return kfaketest.RefuseProduce(req, kerr.PolicyViolation.Code), nil, true
 		}
 		return nil, nil, false
 	})
@@ -276,7 +276,7 @@ func TestTxnBatchPathLeavesForRecordPath(t *testing.T) {
 			for _, rp := range rt.Partitions {
 				if rt.Topic == "src.orders" && len(rp.Records) > recordbatch.HeaderLen && rp.Records[recordbatch.OffAttrs+1]&recordbatch.AttrCodecMask == 4 {
 					refused.Add(1)
-					return refuseProduce(req, kerr.InvalidRecord.Code), nil, true
+					return kfaketest.RefuseProduce(req, kerr.InvalidRecord.Code), nil, true
 				}
 			}
 		}

@@ -261,19 +261,7 @@ func TestProgressWritesSourceEnd(t *testing.T) {
 		if !refuse.Load() {
 			return nil, nil, false
 		}
-		req := kr.(*kmsg.ProduceRequest)
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, kerr.InvalidRecord.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return kfaketest.RefuseProduce(kr.(*kmsg.ProduceRequest), kerr.InvalidRecord.Code), nil, true
 	})
 	cp := NewCopier(kfaketest.Logger(), nil, cl, ctx, CopierOpts{})
 	t.Cleanup(cp.Close)

@@ -109,3 +109,20 @@ func RefuseListOffsets(c *kfake.Cluster, topic string, on *atomic.Bool) {
 		return resp, nil, true
 	})
 }
+
+// RefuseProduce answers a Produce request as a broker that refuses every
+// partition of it with the error code, writing nothing.
+func RefuseProduce(req *kmsg.ProduceRequest, code int16) *kmsg.ProduceResponse {
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = rp.Partition, code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
