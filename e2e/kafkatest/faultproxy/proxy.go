@@ -129,6 +129,44 @@ type Proxy struct {
 	conns   map[*conn]struct{}
 	errs    []error
 	dropped int // errors beyond maxErrs
+	// latency is the round trip the proxy adds (SetLatency): each
+	// direction of every connection holds a frame latency/2 after it
+	// arrived, frames overlapping as on a link.
+	latency time.Duration
+}
+
+// SetLatency makes the proxy add d to every round trip, from now on: each
+// request reaches the broker d/2 after the client sent it, each response
+// the client d/2 after the broker sent it. Frames do not wait for each
+// other: requests a client pipelines stay overlapped, as on a real link.
+// It models propagation delay only: not TCP windows, bandwidth or loss.
+func (p *Proxy) SetLatency(d time.Duration) {
+	p.mu.Lock()
+	p.latency = d
+	p.mu.Unlock()
+}
+
+// halfLatency is the delay of one direction.
+func (p *Proxy) halfLatency() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.latency / 2
+}
+
+// delayUntil waits until at plus the proxy's one-way delay, or until done.
+func (p *Proxy) delayUntil(at time.Time, done <-chan struct{}) bool {
+	d := time.Until(at.Add(p.halfLatency()))
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-done:
+		return false
+	}
 }
 
 // node is one broker and its proxy port.
@@ -325,9 +363,18 @@ type conn struct {
 	// pending holds every request that gets a response, in order;
 	// forwarded those of them sent to the broker.
 	pending, forwarded chan *exchange
-	brokerGone         chan struct{} // the broker's side ended
-	done               chan struct{} // closed by close
-	once               sync.Once
+	// toBroker holds the requests to send, each with the time it
+	// arrived, for writeRequests to send after the one-way delay.
+	toBroker   chan timedFrame
+	brokerGone chan struct{} // the broker's side ended
+	done       chan struct{} // closed by close
+	once       sync.Once
+}
+
+// timedFrame is a request frame and when the client sent it.
+type timedFrame struct {
+	frame []byte
+	at    time.Time
 }
 
 // exchange is one request and, once ready is closed, its response.
@@ -336,7 +383,8 @@ type exchange struct {
 	req   []byte // the request frame, header included
 	ready chan struct{}
 
-	resp []byte // from the broker
+	resp   []byte    // from the broker
+	respAt time.Time // when the broker's response arrived
 
 	local kmsg.Response // from an answer hook
 	act   Action
@@ -366,6 +414,7 @@ func (p *Proxy) serve(n *node, client net.Conn) {
 		p: p, node: n, client: client, broker: broker,
 		pending:    make(chan *exchange, queueLen),
 		forwarded:  make(chan *exchange, queueLen),
+		toBroker:   make(chan timedFrame, queueLen),
 		brokerGone: make(chan struct{}),
 		done:       make(chan struct{}),
 	}
@@ -379,8 +428,9 @@ func (p *Proxy) serve(n *node, client net.Conn) {
 	p.mu.Unlock()
 
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); c.readRequests() }()
+	go func() { defer wg.Done(); c.writeRequests() }()
 	go func() { defer wg.Done(); c.readResponses() }()
 	go func() { defer wg.Done(); c.writeResponses() }()
 	wg.Wait()
@@ -462,7 +512,29 @@ func (c *conn) readRequests() {
 		if answered && (!c.push(c.pending, x) || !c.push(c.forwarded, x)) {
 			return
 		}
-		if _, err := c.broker.Write(appendFrame(nil, frame)); err != nil {
+		select {
+		case c.toBroker <- timedFrame{frame: frame, at: time.Now()}:
+		case <-c.done:
+			return
+		}
+	}
+}
+
+// writeRequests sends the requests to the broker in order, each the
+// one-way delay after it arrived.
+func (c *conn) writeRequests() {
+	defer c.close()
+	for {
+		var tf timedFrame
+		select {
+		case tf = <-c.toBroker:
+		case <-c.done:
+			return
+		}
+		if !c.p.delayUntil(tf.at, c.done) {
+			return
+		}
+		if _, err := c.broker.Write(appendFrame(nil, tf.frame)); err != nil {
 			return
 		}
 	}
@@ -508,7 +580,7 @@ func (c *conn) readResponses() {
 			c.fail(fmt.Errorf("response with correlation ID %d, want %d (%s v%d): out of order", corr, x.h.corr, kmsg.NameForKey(x.h.key), x.h.version))
 			return
 		}
-		x.resp = frame
+		x.resp, x.respAt = frame, time.Now()
 		close(x.ready)
 	}
 }
@@ -539,6 +611,9 @@ func (c *conn) writeResponses() {
 				return
 			}
 		case <-c.done:
+			return
+		}
+		if !x.respAt.IsZero() && !c.p.delayUntil(x.respAt, c.done) {
 			return
 		}
 		out, act, hk, err := c.p.respond(x)

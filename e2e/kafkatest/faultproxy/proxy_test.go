@@ -493,3 +493,59 @@ func TestAcksZeroPipelined(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestLatencyPipelined: with SetLatency(d), a response comes no sooner
+// than d after its request, in order, and requests a client pipelines
+// stay overlapped: five pipelined requests take about one round trip, not
+// five (serialized they would take 5d; the bound, 4d, leaves 3d for a
+// loaded machine).
+func TestLatencyPipelined(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p, err := New(c.ListenAddrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	const d = 400 * time.Millisecond
+	p.SetLatency(d)
+	conn, err := net.DialTimeout("tcp", p.Addrs()[0], 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	var out []byte
+	for i := range 5 {
+		md := kmsg.NewPtrMetadataRequest()
+		md.SetVersion(9)
+		out = appendFrame(out, requestFrame(md, int32(i+1), nil))
+	}
+	start := time.Now()
+	if _, err := conn.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		frame, err := readFrame(conn)
+		if err != nil {
+			t.Fatalf("response %d: %v (proxy errors: %v)", i+1, err, p.Err())
+		}
+		if i == 0 {
+			if took := time.Since(start); took < d {
+				t.Fatalf("the first response came %v after its request; want at least the latency %v", took, d)
+			}
+		}
+		if got := int32(uint32(frame[0])<<24 | uint32(frame[1])<<16 | uint32(frame[2])<<8 | uint32(frame[3])); got != int32(i+1) {
+			t.Fatalf("response %d has correlation ID %d: out of order", i+1, got)
+		}
+	}
+	if took := time.Since(start); took >= 4*d {
+		t.Fatalf("five pipelined requests took %v at %v latency: serialized, not overlapped", took, d)
+	}
+	if err := p.Err(); err != nil {
+		t.Error(err)
+	}
+}
