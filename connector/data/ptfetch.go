@@ -390,7 +390,7 @@ func (p *passthrough) fetchRequest(leader int32, joins []ptWant) *kmsg.FetchRequ
 	req.ReplicaID = -1
 	req.MaxWaitMillis = int32(FetchWait / time.Millisecond)
 	req.MinBytes = 1
-	req.MaxBytes = FetchMaxBytes
+	req.MaxBytes = p.fetchMaxBytes
 	req.IsolationLevel = 1 // read_committed: nothing past the last stable offset
 	req.SessionID, req.SessionEpoch = sess.id, sess.epoch
 
@@ -427,7 +427,7 @@ func (p *passthrough) fetchRequest(leader int32, joins []ptWant) *kmsg.FetchRequ
 		rp.CurrentLeaderEpoch = -1
 		rp.LastFetchedEpoch = -1
 		rp.LogStartOffset = -1
-		rp.PartitionMaxBytes = ptPartitionMaxBytes
+		rp.PartitionMaxBytes = pp.fetchSize()
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
 	forget := sess.forget
@@ -602,6 +602,7 @@ func (p *passthrough) accept(leader int32, tp TopicPartition, rp kmsg.FetchRespo
 	}
 	if err == nil && last >= from {
 		pp.pos = last + 1
+		pp.fetchMax = nextFetchMax(pp.fetchSize(), len(rp.RecordBatches), pp.pos < rp.LastStableOffset, p.fetchMaxBytes)
 	}
 	// On a malformed response the position stays: the poll loop decodes
 	// it with franz-go's parser and rewinds to after what that returned.
@@ -612,4 +613,32 @@ func (p *passthrough) accept(leader int32, tp TopicPartition, rp kmsg.FetchRespo
 	p.publishHeld()
 	pp.buffered = true
 	return true
+}
+
+// fetchSize is the partition's PartitionMaxBytes for its next fetch.
+func (pp *ptPart) fetchSize() int32 {
+	if pp.fetchMax <= 0 {
+		return ptPartitionMaxBytes
+	}
+	return pp.fetchMax
+}
+
+// nextFetchMax is a partition's PartitionMaxBytes after a fetch of limit
+// brought got bytes: twice limit (at most ceiling) when the fetch ended
+// short of the last stable offset (behind) with at least half the limit
+// filled (the limit, not the request's MaxBytes shared with other
+// partitions, held it back: Kafka returns whole batches, so a full fetch
+// ends up to a batch short of the limit); else, once the fetch reached the
+// end, twice what it brought, at least ptPartitionMaxBytes. A partition
+// copying r bytes/s with a round trip of t brings about r*t a fetch, so
+// its limit settles at twice the bandwidth-delay product.
+func nextFetchMax(limit int32, got int, behind bool, ceiling int32) int32 {
+	switch {
+	case behind && int64(got) >= int64(limit)/2:
+		return int32(min(int64(limit)*2, int64(ceiling)))
+	case behind:
+		return limit
+	default:
+		return int32(min(max(int64(got)*2, ptPartitionMaxBytes), int64(limit)))
+	}
 }

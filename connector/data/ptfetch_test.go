@@ -187,3 +187,31 @@ func TestPlaceUnfetchedFirst(t *testing.T) {
 		t.Fatal("a rewound partition still counts as taken")
 	}
 }
+
+// TestNextFetchMax: a partition's fetch limit doubles while fetches that
+// (nearly) fill it leave it behind, up to the ceiling; stays while the
+// request's shared MaxBytes, not its own limit, held it back; and falls to
+// twice what a fetch brought once it reached the end.
+func TestNextFetchMax(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		name          string
+		limit         int32
+		got           int
+		behind        bool
+		ceiling, want int32
+	}{
+		{"full and behind: doubles", mib, mib - 16<<10, true, 16 * mib, 2 * mib},
+		{"half full and behind: doubles", 4 * mib, 2 * mib, true, 16 * mib, 8 * mib},
+		{"at the ceiling", 16 * mib, 16 * mib, true, 16 * mib, 16 * mib},
+		{"doubling stops at the ceiling", 12 * mib, 12 * mib, true, 16 * mib, 16 * mib},
+		{"behind, little brought (the request's MaxBytes): stays", 8 * mib, mib, true, 16 * mib, 8 * mib},
+		{"caught up: twice what it brought", 16 * mib, 3 * mib, false, 16 * mib, 6 * mib},
+		{"caught up with little: the default", 16 * mib, 100, false, 16 * mib, ptPartitionMaxBytes},
+		{"caught up never grows", 2 * mib, 2 * mib, false, 16 * mib, 2 * mib},
+	} {
+		if got := nextFetchMax(c.limit, c.got, c.behind, c.ceiling); got != c.want {
+			t.Errorf("%s: nextFetchMax(%d, %d, %v, %d) = %d, want %d", c.name, c.limit, c.got, c.behind, c.ceiling, got, c.want)
+		}
+	}
+}
