@@ -18,6 +18,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/connector/throttle"
 )
 
 // Memory bounds of the data path. franz-go's defaults (a 50 MiB fetch per
@@ -554,6 +556,9 @@ type CopierOpts struct {
 	// BatchBudget bounds the batch path's batches together with the
 	// other copiers of the worker that share it (nil: its own bound).
 	BatchBudget *BatchBudget
+	// Throttle holds the batch path's fetches to the mirror's byte-rate
+	// limits, shared by the copiers of a worker (nil: no limits).
+	Throttle *throttle.Throttle
 	// GapPolicy is what a partition does at a source gap (nil: skip);
 	// OnGap, when set, is told of every gap (gap.go).
 	GapPolicy *GapPolicyVar
@@ -611,6 +616,7 @@ func NewCopier(log *slog.Logger, m *Metrics, dst *kgo.Client, produceCtx context
 		if b := opts.BatchBudget; b != nil {
 			c.pt.useBudget(b)
 		}
+		c.pt.throttle = opts.Throttle
 	}
 	return c
 }

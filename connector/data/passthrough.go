@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kmirror/kmirror/connector/recordbatch"
+	"github.com/kmirror/kmirror/connector/throttle"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -95,8 +96,11 @@ type passthrough struct {
 	// fetchMaxBytes is a Fetch request's MaxBytes, and the most a
 	// partition's own limit grows to (ptPart.fetchMax).
 	fetchMaxBytes int32
-	wires         map[ptLaneLeader]*ptWire
-	wiresMu       sync.Mutex
+	// throttle holds fetches to the mirror's byte-rate limits (nil:
+	// none): see fetchLoop, place and fetchRequest.
+	throttle *throttle.Throttle
+	wires    map[ptLaneLeader]*ptWire
+	wiresMu  sync.Mutex
 	// requests counts the Produce requests in flight per lane and
 	// broker (under mu), at most ptMaxRequests.
 	requests map[ptLaneLeader]int

@@ -131,6 +131,15 @@ func (p *passthrough) fetchLoop(ctx context.Context) {
 		for leader := range joins {
 			leaders[leader] = true
 		}
+		// The mirror's rate limit: no fetch while its debt is paid
+		// (throttle.Throttle); the joins stay in toPlace.
+		if d := p.throttle.Delay(time.Now()); d > 0 && len(leaders) > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(d):
+			}
+			continue
+		}
 		for leader := range leaders {
 			busyMu.Lock()
 			b := busy[leader]
@@ -252,6 +261,10 @@ func (p *passthrough) place(ctx context.Context) (joins map[int32][]ptWant, retr
 			}
 			if now.Before(pp.notBefore) {
 				retry = true // held back (retry): placed on a later round
+				continue
+			}
+			if p.throttle.TopicDelay(tp.Topic, now) > 0 {
+				retry = true // its topic's rate limit holds it back
 				continue
 			}
 			wants = append(wants, ptWant{tp, pp.pos, pp.gen})
@@ -390,7 +403,7 @@ func (p *passthrough) fetchRequest(leader int32, joins []ptWant) *kmsg.FetchRequ
 	req.ReplicaID = -1
 	req.MaxWaitMillis = int32(FetchWait / time.Millisecond)
 	req.MinBytes = 1
-	req.MaxBytes = p.fetchMaxBytes
+	req.MaxBytes = p.throttle.MaxBytes(p.fetchMaxBytes)
 	req.IsolationLevel = 1 // read_committed: nothing past the last stable offset
 	req.SessionID, req.SessionEpoch = sess.id, sess.epoch
 
@@ -427,7 +440,7 @@ func (p *passthrough) fetchRequest(leader int32, joins []ptWant) *kmsg.FetchRequ
 		rp.CurrentLeaderEpoch = -1
 		rp.LastFetchedEpoch = -1
 		rp.LogStartOffset = -1
-		rp.PartitionMaxBytes = pp.fetchSize()
+		rp.PartitionMaxBytes = p.throttle.TopicMaxBytes(w.tp.Topic, pp.fetchSize())
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
 	forget := sess.forget
@@ -461,6 +474,7 @@ func (p *passthrough) fetchRequest(leader int32, joins []ptWant) *kmsg.FetchRequ
 func (p *passthrough) fetch(ctx context.Context, leader int32, req *kmsg.FetchRequest) bool {
 	rctx, cancel := context.WithTimeout(ctx, FetchWait+30*time.Second)
 	defer cancel()
+	sent := time.Now()
 	resp, err := req.RequestWith(rctx, p.src.Broker(int(leader)))
 	if err == nil {
 		err = kerr.ErrorForCode(resp.ErrorCode)
@@ -509,6 +523,9 @@ func (p *passthrough) fetch(ctx context.Context, leader int32, req *kmsg.FetchRe
 	}
 	if resp.SessionID == 0 {
 		p.endSession(leader)
+	}
+	if got {
+		p.throttle.NoteRoundTrip(time.Since(sent))
 	}
 	return got
 }
@@ -606,6 +623,7 @@ func (p *passthrough) accept(leader int32, tp TopicPartition, rp kmsg.FetchRespo
 	}
 	// On a malformed response the position stays: the poll loop decodes
 	// it with franz-go's parser and rewinds to after what that returned.
+	p.throttle.Took(tp.Topic, len(rp.RecordBatches), time.Now())
 	p.leaveSession(tp, pp)
 	p.ready = append(p.ready, f)
 	p.readyBytes += len(rp.RecordBatches)

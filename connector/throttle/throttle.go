@@ -46,7 +46,8 @@ type Limits struct {
 }
 
 // Throttle is one worker's limits for one mirror. The zero value is not
-// usable; New makes one. All methods are safe for concurrent use.
+// usable; New makes one. All methods are safe for concurrent use, and
+// those the data path calls are no-ops on a nil *Throttle (no limits).
 type Throttle struct {
 	mu sync.Mutex
 	// share is the part of the mirror's limit this worker takes: its
@@ -169,6 +170,9 @@ func burstOf(r int64) int {
 // a fetch may then bring what the limit allows in two round trips, so a
 // long link is not held below its limit by small fetches.
 func (t *Throttle) NoteRoundTrip(d time.Duration) {
+	if t == nil {
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.rtt == 0 {
@@ -180,6 +184,9 @@ func (t *Throttle) NoteRoundTrip(d time.Duration) {
 
 // Limited reports whether the mirror or any topic has a limit.
 func (t *Throttle) Limited() bool {
+	if t == nil {
+		return false
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.mirror != nil || len(t.topics) > 0
@@ -187,6 +194,9 @@ func (t *Throttle) Limited() bool {
 
 // Took pays for n bytes a fetch brought of topic, at now.
 func (t *Throttle) Took(topic string, n int, now time.Time) {
+	if t == nil {
+		return
+	}
 	if n <= 0 {
 		return
 	}
@@ -235,6 +245,9 @@ func later(a, b time.Time) time.Time {
 // Delay is how long fetching of the mirror is held back from now (its
 // limit's debt).
 func (t *Throttle) Delay(now time.Time) time.Duration {
+	if t == nil {
+		return 0
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.mirror.delay(now)
@@ -243,6 +256,9 @@ func (t *Throttle) Delay(now time.Time) time.Duration {
 // TopicDelay is how long fetching of topic is held back from now, by its
 // own limit or the mirror's.
 func (t *Throttle) TopicDelay(topic string, now time.Time) time.Duration {
+	if t == nil {
+		return 0
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return max(t.mirror.delay(now), t.topics[topic].delay(now))
@@ -252,6 +268,9 @@ func (t *Throttle) TopicDelay(topic string, now time.Time) time.Duration {
 // a limit, else what the limit allows in a window (Window, or two round
 // trips), at least MinFetchBytes.
 func (t *Throttle) MaxBytes(def int32) int32 {
+	if t == nil {
+		return def
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.capLocked(t.mirror, def)
@@ -260,6 +279,9 @@ func (t *Throttle) MaxBytes(def int32) int32 {
 // TopicMaxBytes is the most one fetch may ask for of one partition of
 // topic: def, or less under the topic's or the mirror's limit.
 func (t *Throttle) TopicMaxBytes(topic string, def int32) int32 {
+	if t == nil {
+		return def
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return min(t.capLocked(t.mirror, def), t.capLocked(t.topics[topic], def))
