@@ -94,8 +94,12 @@ type passthrough struct {
 	lanes   []*kgo.Client
 	dstOpts []kgo.Opt
 	// fetchMaxBytes is a Fetch request's MaxBytes, and the most a
-	// partition's own limit grows to (ptPart.fetchMax).
+	// partition's own limit grows to (ptPart.fetchMax), on round trips
+	// up to ptCeilingRTT (fetchCeiling).
 	fetchMaxBytes int32
+	// rtt is the source round trip as full fetches measured it
+	// (noteRoundTrip), in nanoseconds.
+	rtt atomic.Int64
 	// throttle holds fetches to the mirror's byte-rate limits (nil:
 	// none): see fetchLoop, place and fetchRequest.
 	throttle *throttle.Throttle
@@ -331,6 +335,7 @@ const ptMaxRefusals = 3
 // its own limit (fetchSize): see ptPart.fetchMax.
 const (
 	ptPartitionMaxBytes = 1 << 20
+	ptCeilingRTT        = 100 * time.Millisecond
 	FetchWait           = 500 * time.Millisecond
 	ptMetaMaxAge        = 30 * time.Second
 	ptMaxBatchRecords   = 1 << 20 // re-encoded batches: records per batch
@@ -722,7 +727,7 @@ func (p *passthrough) logFallback(tp TopicPartition, reason string, err error) {
 func (p *passthrough) enqueue(ps *PartitionState, u *ptUnit) {
 	for {
 		p.mu.Lock()
-		if p.buffered < ProducerMaxBufferedBytes || p.buffered == 0 {
+		if p.buffered < p.byteBudget() || p.buffered == 0 {
 			break
 		}
 		space := p.space

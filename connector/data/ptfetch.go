@@ -192,8 +192,9 @@ func (p *passthrough) fetchLoop(ctx context.Context) {
 func (p *passthrough) room() int {
 	held := int(p.budget.held.Load())
 	batches := ptMaxBatches - held
-	bytes := ProducerMaxBufferedBytes - p.buffered - p.readyBytes
-	if held > 0 && (batches < ptMaxBatches/4 || bytes < ProducerMaxBufferedBytes/4) {
+	budget := p.byteBudget()
+	bytes := budget - p.buffered - p.readyBytes
+	if held > 0 && (batches < ptMaxBatches/4 || bytes < budget/4) {
 		return 0
 	}
 	return max(1, batches)
@@ -403,7 +404,7 @@ func (p *passthrough) fetchRequest(leader int32, joins []ptWant) *kmsg.FetchRequ
 	req.ReplicaID = -1
 	req.MaxWaitMillis = int32(FetchWait / time.Millisecond)
 	req.MinBytes = 1
-	req.MaxBytes = p.throttle.MaxBytes(p.fetchMaxBytes)
+	req.MaxBytes = p.throttle.MaxBytes(p.fetchCeiling())
 	req.IsolationLevel = 1 // read_committed: nothing past the last stable offset
 	req.SessionID, req.SessionEpoch = sess.id, sess.epoch
 
@@ -508,7 +509,7 @@ func (p *passthrough) fetch(ctx context.Context, leader int32, req *kmsg.FetchRe
 	}
 	p.mu.Unlock()
 
-	got := false
+	got, full := false, false
 	for i := range resp.Topics {
 		rt := &resp.Topics[i]
 		topic := rt.Topic
@@ -516,16 +517,19 @@ func (p *passthrough) fetch(ctx context.Context, leader int32, req *kmsg.FetchRe
 			topic = p.topicByID(&p.srcMeta, rt.TopicID)
 		}
 		for j := range rt.Partitions {
-			if p.accept(leader, TopicPartition{topic, rt.Partitions[j].Partition}, rt.Partitions[j]) {
-				got = true
-			}
+			buffered, behind := p.accept(leader, TopicPartition{topic, rt.Partitions[j].Partition}, rt.Partitions[j])
+			got = got || buffered
+			full = full || behind
 		}
 	}
 	if resp.SessionID == 0 {
 		p.endSession(leader)
 	}
-	if got {
-		p.throttle.NoteRoundTrip(time.Since(sent))
+	if full {
+		// A partition had more than it got: the broker answered at
+		// once, so this was the link's round trip (and the transfer),
+		// not a long poll.
+		p.noteRoundTrip(time.Since(sent))
 	}
 	return got
 }
@@ -561,13 +565,15 @@ const ptCopyBelow = 64 << 10
 // accept handles one partition of a fetch response: an error moves or
 // refreshes the position, data is buffered for the poll loop and the
 // position moves past its last whole batch (the poll loop moves it back
-// to where its decoding stopped, if it decodes them: decodeFetch).
-func (p *passthrough) accept(leader int32, tp TopicPartition, rp kmsg.FetchResponseTopicPartition) bool {
+// to where its decoding stopped, if it decodes them: decodeFetch). It
+// reports whether it buffered anything, and whether the partition is
+// behind with its fetch limit filled (nextFetchMax grew it).
+func (p *passthrough) accept(leader int32, tp TopicPartition, rp kmsg.FetchResponseTopicPartition) (buffered, filled bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	pp := p.parts[tp]
 	if pp == nil || pp.sessLeader != leader || pp.sessGen != pp.gen || pp.paused {
-		return false // not (any more) fetched from there at that position
+		return false, false // not (any more) fetched from there at that position
 	}
 	gen, from := pp.gen, pp.sessPos
 	switch err := kerr.ErrorForCode(rp.ErrorCode); {
@@ -577,13 +583,13 @@ func (p *passthrough) accept(leader int32, tp TopicPartition, rp kmsg.FetchRespo
 		// applied on_source_gap (gap.go), which rewinds or pauses it.
 		p.leaveSession(tp, pp)
 		p.c.outOfRange(tp, from)
-		return false
+		return false, false
 	case err != nil:
 		p.c.logEvery.Warn(p.c.log, fmt.Sprintf("pt-fetch:%s/%d", tp.Topic, tp.Partition), "fetch from source failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
 		p.srcMeta.forgetLeader(tp)
 		p.leaveSession(tp, pp)
 		p.markPending(tp, pp)
-		return false
+		return false, false
 	}
 	last := int64(-1)
 	if n := len(rp.RecordBatches); n > 0 && n < ptCopyBelow {
@@ -607,7 +613,7 @@ func (p *passthrough) accept(leader int32, tp TopicPartition, rp kmsg.FetchRespo
 		// Nothing new: still hand the watermarks over (lag), when they
 		// moved (records aborted or compacted away, a marker).
 		if pp.marksSet && pp.hw == rp.HighWatermark && pp.lso == rp.LastStableOffset {
-			return false
+			return false, false
 		}
 		pp.hw, pp.lso, pp.marksSet = rp.HighWatermark, rp.LastStableOffset, true
 		p.leaveSession(tp, pp)
@@ -615,11 +621,13 @@ func (p *passthrough) accept(leader int32, tp TopicPartition, rp kmsg.FetchRespo
 		p.readyBatches++
 		p.publishHeld()
 		pp.buffered = true
-		return true
+		return true, false
 	}
 	if err == nil && last >= from {
 		pp.pos = last + 1
-		pp.fetchMax = nextFetchMax(pp.fetchSize(), len(rp.RecordBatches), pp.pos < rp.LastStableOffset, p.fetchMaxBytes)
+		limit := pp.fetchSize()
+		pp.fetchMax = nextFetchMax(limit, len(rp.RecordBatches), pp.pos < rp.LastStableOffset, p.fetchCeiling())
+		filled = pp.pos < rp.LastStableOffset && int64(len(rp.RecordBatches)) >= int64(limit)/2
 	}
 	// On a malformed response the position stays: the poll loop decodes
 	// it with franz-go's parser and rewinds to after what that returned.
@@ -630,7 +638,7 @@ func (p *passthrough) accept(leader int32, tp TopicPartition, rp kmsg.FetchRespo
 	p.readyBatches += max(1, len(hs))
 	p.publishHeld()
 	pp.buffered = true
-	return true
+	return true, filled
 }
 
 // fetchSize is the partition's PartitionMaxBytes for its next fetch.
@@ -659,4 +667,39 @@ func nextFetchMax(limit int32, got int, behind bool, ceiling int32) int32 {
 	default:
 		return int32(min(max(int64(got)*2, ptPartitionMaxBytes), int64(limit)))
 	}
+}
+
+// noteRoundTrip takes in the time of a fetch that a partition behind
+// filled (so the broker answered at once): the round trip to the source,
+// transfer included. The estimate follows a shorter one at once and a
+// longer one slowly, so one slow answer does not inflate it.
+func (p *passthrough) noteRoundTrip(d time.Duration) {
+	old := time.Duration(p.rtt.Load())
+	next := d
+	if old > 0 && d > old {
+		next = old + (d-old)/8
+	}
+	p.rtt.Store(int64(next))
+	p.throttle.NoteRoundTrip(next)
+}
+
+// fetchCeiling is a fetch request's MaxBytes, and the most a partition's
+// own limit grows to: fetchMaxBytes up to a round trip of ptCeilingRTT,
+// and in proportion beyond it (up to 4 times), so that one partition
+// still brings about its loopback rate per round trip across an ocean
+// (16 MiB per 100 ms is 160 MiB/s). The bytes fetched and not yet
+// acknowledged may reach twice the ceiling (byteBudget).
+func (p *passthrough) fetchCeiling() int32 {
+	rtt := time.Duration(p.rtt.Load())
+	if rtt <= ptCeilingRTT {
+		return p.fetchMaxBytes
+	}
+	return int32(min(int64(p.fetchMaxBytes)*int64(rtt)/int64(ptCeilingRTT), 4*int64(p.fetchMaxBytes)))
+}
+
+// byteBudget bounds the bytes fetched and not yet acknowledged: the
+// producer's buffer, or two fetches at the ceiling when that is larger
+// (one fetched while the other is produced).
+func (p *passthrough) byteBudget() int {
+	return max(ProducerMaxBufferedBytes, 2*int(p.fetchCeiling()))
 }
