@@ -66,6 +66,9 @@ type Status struct {
 	// cutover): this worker copies nothing. It says when, by what and
 	// why.
 	Fenced string `json:"fenced,omitempty"`
+	// RateLimit is the mirror's rate limits on this worker, when it has
+	// any (mirrors[].rate_limit, topic_rate_limits).
+	RateLimit *RateLimitStatus `json:"rate_limit,omitempty"`
 }
 
 // ClusterStatus is a worker's membership in a mirror's cluster.
@@ -138,6 +141,10 @@ type TopicStatus struct {
 	// partition, of a mirror copying back after a failover: the
 	// records the former target never got (divergent.go).
 	Divergent []DivergentStatus `json:"divergent,omitempty"`
+	// RateLimit is the topic's own limit (topic_rate_limits), bytes per
+	// second on this worker; Throttled: it holds the topic back now.
+	RateLimit int64 `json:"rate_limit,omitempty"`
+	Throttled bool  `json:"throttled,omitempty"`
 }
 
 // topicState is the control plane's view of one selected topic. Fields are
@@ -968,6 +975,7 @@ func (m *Mirror) Status() Status {
 		}
 	}
 	sort.Slice(st.Topics, func(i, j int) bool { return st.Topics[i].SourceTopic < st.Topics[j].SourceTopic })
+	st.RateLimit = m.rateLimitStatus(st.Topics, now)
 	st.Cluster = m.slots.status()
 	if !m.controlWithoutGroup && (st.Cluster.Member == "" || (st.Cluster.Rebalance != nil && st.Cluster.Rebalance.NotSettling)) {
 		ready = false // not in the group yet, or its group does not settle

@@ -77,6 +77,39 @@ func (m *Mirror) applyRateLimits() {
 	m.throttle.Set(l, time.Now())
 }
 
+// RateLimitStatus is a mirror's rate limits on one worker, in its status.
+type RateLimitStatus struct {
+	// BytesPerSecond is this worker's share of the mirror's rate_limit
+	// (0: none; topics may still have limits of their own).
+	BytesPerSecond int64 `json:"bytes_per_second"`
+	// Throttled: a limit (the mirror's, or a topic's) holds fetches back
+	// now: the mirror would copy faster without it.
+	Throttled bool `json:"throttled"`
+	// ThrottledSeconds is the time the mirror's limit held fetches back,
+	// TopicThrottledSeconds the time topic limits did, summed over topics.
+	ThrottledSeconds      float64 `json:"throttled_seconds"`
+	TopicThrottledSeconds float64 `json:"topic_throttled_seconds"`
+}
+
+// rateLimitStatus is the status of the mirror's limits (nil without any),
+// and marks the topics with a limit in topics.
+func (m *Mirror) rateLimitStatus(topics []TopicStatus, now time.Time) *RateLimitStatus {
+	st := m.throttle.Status(now)
+	if st.Mirror == 0 && len(st.Topics) == 0 {
+		return nil
+	}
+	mirrorHeld := st.Mirror > 0 && m.throttle.Delay(now) > 0
+	for i := range topics {
+		t := &topics[i]
+		if ts, ok := st.Topics[t.SourceTopic]; ok {
+			t.RateLimit = ts.Limit
+			t.Throttled = m.throttle.TopicDelay(t.SourceTopic, now) > 0 && !mirrorHeld
+		}
+	}
+	return &RateLimitStatus{BytesPerSecond: st.Mirror, Throttled: st.HeldNow,
+		ThrottledSeconds: st.MirrorHeld.Seconds(), TopicThrottledSeconds: st.TopicsHeld.Seconds()}
+}
+
 // throttleCollector reports every mirror's throttle at scrape time: the
 // limits in force and the seconds they held fetching back.
 type throttleCollector struct {

@@ -92,6 +92,9 @@ func TestRateLimitHoldsAndReloads(t *testing.T) {
 			if st.Mirror != limit || st.MirrorHeld <= 0 {
 				t.Fatalf("throttle %+v: want the limit %d, and time held back", st, limit)
 			}
+			if rl := m.Status().RateLimit; rl == nil || rl.BytesPerSecond != limit || rl.ThrottledSeconds <= 0 {
+				t.Fatalf("status rate_limit %+v: want the limit and the time it held fetches back", rl)
+			}
 
 			// A reload lifts it: the rest copies.
 			sel := *m.selection()
@@ -129,6 +132,15 @@ func TestTopicRateLimitByLabel(t *testing.T) {
 	}, "orders copied whole while bulk is held to its limit")
 	if st := m.throttle.Status(time.Now()); st.Mirror != 0 || st.Topics["bulk"].Limit != limit || st.Topics["orders"].Limit != 0 {
 		t.Fatalf("throttle %+v: want only bulk limited, to %d", st, limit)
+	}
+	st := m.Status()
+	for _, ts := range st.Topics {
+		if want := map[string]int64{"bulk": limit}[ts.SourceTopic]; ts.RateLimit != want || (want == 0 && ts.Throttled) {
+			t.Fatalf("status of %s: rate_limit %d (throttled %v), want %d", ts.SourceTopic, ts.RateLimit, ts.Throttled, want)
+		}
+	}
+	if st.RateLimit == nil || st.RateLimit.BytesPerSecond != 0 {
+		t.Fatalf("status rate_limit %+v: want topic limits only", st.RateLimit)
 	}
 
 	// A reload lowers bulk's limit: from then on it holds to the new one.
