@@ -104,6 +104,8 @@ func TestLoadFileGood(t *testing.T) {
 				Producer:          config.Producer{Linger: ms(10), BatchMaxBytes: 4 << 20, Compression: "zstd"},
 				ProgressInterval:  ms(500),
 				OnSourceGap:       "fail",
+				RateLimit:         200e6,
+				TopicRateLimits:   []*config.TopicRateLimit{{Match: `backfill\..*`, RateLimit: 20e6}},
 				Cluster:           defaultCluster,
 				Sync: config.Sync{
 					TopicConfigs: config.TopicConfigSync{
