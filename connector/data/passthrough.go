@@ -335,7 +335,7 @@ const ptMaxRefusals = 3
 // its own limit (fetchSize): see ptPart.fetchMax.
 const (
 	ptPartitionMaxBytes = 1 << 20
-	ptCeilingRTT        = 100 * time.Millisecond
+	ptCeilingRTT        = 75 * time.Millisecond
 	FetchWait           = 500 * time.Millisecond
 	ptMetaMaxAge        = 30 * time.Second
 	ptMaxBatchRecords   = 1 << 20 // re-encoded batches: records per batch

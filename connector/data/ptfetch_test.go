@@ -287,15 +287,15 @@ func TestFetchLimitFollowsRoundTrip(t *testing.T) {
 	if c, b := p.fetchCeiling(), p.byteBudget(); c != FetchMaxBytes || b != ProducerMaxBufferedBytes {
 		t.Fatalf("no round trip measured: ceiling %d, budget %d; want %d, %d", c, b, FetchMaxBytes, ProducerMaxBufferedBytes)
 	}
-	p.noteRoundTrip(300 * time.Millisecond)
+	p.noteRoundTrip(3 * ptCeilingRTT)
 	if c, b := p.fetchCeiling(), p.byteBudget(); c != 3*FetchMaxBytes || b != 6*FetchMaxBytes {
-		t.Fatalf("300ms round trip: ceiling %d, budget %d; want %d, %d", c, b, 3*FetchMaxBytes, 6*FetchMaxBytes)
+		t.Fatalf("%v round trip: ceiling %d, budget %d; want %d, %d", 3*ptCeilingRTT, c, b, 3*FetchMaxBytes, 6*FetchMaxBytes)
 	}
 	p.noteRoundTrip(2 * time.Second) // one slow answer moves it an eighth of the way
 	if c := p.fetchCeiling(); c != 4*FetchMaxBytes {
 		t.Fatalf("after a 2s answer: ceiling %d, want the most, %d", c, 4*FetchMaxBytes)
 	}
-	if rtt := time.Duration(p.rtt.Load()); rtt != 300*time.Millisecond+(1700*time.Millisecond)/8 {
+	if rtt := time.Duration(p.rtt.Load()); rtt != 3*ptCeilingRTT+(2*time.Second-3*ptCeilingRTT)/8 {
 		t.Fatalf("after a 2s answer the round trip is %v", rtt)
 	}
 	p.noteRoundTrip(time.Millisecond)
