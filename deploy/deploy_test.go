@@ -67,6 +67,9 @@ var knownMetrics = []string{
 	"kmirror_passthrough_fallbacks_total",
 	"kmirror_source_gap_records_total",
 	"kmirror_divergent_records",
+	"kmirror_throttled_seconds_total",
+	"kmirror_rate_limit_bytes_per_second",
+	"kmirror_topic_rate_limit_bytes_per_second",
 }
 
 var metricName = regexp.MustCompile(`\bkmirror_[a-z0-9_]+`)
