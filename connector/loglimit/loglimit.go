@@ -14,9 +14,16 @@ import (
 // it happened.
 type Limiter struct {
 	every time.Duration
+	now   func() time.Time // tests move it
 
 	mu   sync.Mutex
-	last map[string]time.Time
+	last map[string]seen
+}
+
+// seen is a key's last line let through and the lines held back since.
+type seen struct {
+	at   time.Time
+	held int
 }
 
 // maxLimiterKeys bounds the limiter's memory: past it, keys are forgotten
@@ -26,7 +33,7 @@ const maxLimiterKeys = 10_000
 // New returns a limiter that lets a key's line through at most once per
 // every.
 func New(every time.Duration) *Limiter {
-	return &Limiter{every: every, last: make(map[string]time.Time)}
+	return &Limiter{every: every, now: time.Now, last: make(map[string]seen)}
 }
 
 // Once returns a limiter that lets one line per key through, ever:
@@ -37,15 +44,26 @@ func Once() *Limiter { return New(math.MaxInt64) }
 // Allow reports whether a line for key may be logged now, and if so
 // records it.
 func (l *Limiter) Allow(key string) bool {
-	now := time.Now()
+	ok, _ := l.Pass(key)
+	return ok
+}
+
+// Pass is Allow that also says, when the line may be logged, how many
+// lines for key were held back since the last one let through: a line
+// that stands for the ones it replaced can say so.
+func (l *Limiter) Pass(key string) (ok bool, held int) {
+	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if t, ok := l.last[key]; ok && now.Sub(t) < l.every {
-		return false
+	s, found := l.last[key]
+	if found && now.Sub(s.at) < l.every {
+		s.held++
+		l.last[key] = s
+		return false, 0
 	}
 	if len(l.last) >= maxLimiterKeys {
-		for k, t := range l.last {
-			if now.Sub(t) >= l.every {
+		for k, s := range l.last {
+			if now.Sub(s.at) >= l.every {
 				delete(l.last, k) // would be let through anyway
 			}
 		}
@@ -53,8 +71,8 @@ func (l *Limiter) Allow(key string) bool {
 			clear(l.last)
 		}
 	}
-	l.last[key] = now
-	return true
+	l.last[key] = seen{at: now}
+	return true, s.held
 }
 
 // Forget lets the next line for key through at once (the fault it was

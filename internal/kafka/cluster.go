@@ -123,7 +123,7 @@ func NewCluster(alias string, c *config.Cluster, log *slog.Logger) (*Cluster, er
 		opts = append(opts, kgo.SASL(m))
 	}
 	if log != nil {
-		opts = append(opts, kgo.WithLogger(logger{log.With("cluster", alias)}))
+		opts = append(opts, kgo.WithLogger(newLogger(log.With("cluster", alias), clientLogEvery)))
 	}
 	cl.opts = opts
 	return cl, nil

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
@@ -20,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/kmirror/kmirror/config"
+	"github.com/kmirror/kmirror/connector/loglimit"
 )
 
 func tlsConfig(c *config.TLS) (*tls.Config, error) {
@@ -66,8 +68,22 @@ func saslMechanism(c *config.SASL) (sasl.Mechanism, error) {
 // logger bridges franz-go's logs into slog, one level down for its info
 // messages: franz-go reports every metadata refresh and assignment at info,
 // which is debugging detail for a kmirror operator. Its warnings and errors
-// (a broker unreachable, a failed request) keep their level.
-type logger struct{ l *slog.Logger }
+// (a broker unreachable, a failed request) keep their level, once a minute
+// per message: franz-go says a failure on every retry (a target broker down
+// for a minute gave 24 "produce partition load error" lines), where
+// kmirror's own lines say it once. The lines held back go to debug, and the
+// next one let through counts them (suppressed).
+type logger struct {
+	l     *slog.Logger
+	limit *loglimit.Limiter
+}
+
+// clientLogEvery is how often one franz-go warning or error is let through.
+const clientLogEvery = time.Minute
+
+func newLogger(l *slog.Logger, every time.Duration) logger {
+	return logger{l: l, limit: loglimit.New(every)}
+}
 
 func (g logger) Level() kgo.LogLevel {
 	ctx := context.Background()
@@ -84,19 +100,34 @@ func (g logger) Level() kgo.LogLevel {
 }
 
 func (g logger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
-	var l slog.Level
+	l := slogLevel(level, msg)
+	if l >= slog.LevelWarn {
+		// Keyed by the message alone: its keyvals name the broker,
+		// partition or retry count, which change from one retry to
+		// the next.
+		switch ok, held := g.limit.Pass(msg); {
+		case !ok:
+			l = slog.LevelDebug
+		case held > 0:
+			keyvals = append(keyvals, "suppressed", held)
+		}
+	}
+	g.l.Log(context.Background(), l, msg, keyvals...)
+}
+
+// slogLevel is the level kmirror logs a franz-go line at.
+func slogLevel(level kgo.LogLevel, msg string) slog.Level {
 	switch {
 	case strings.HasPrefix(msg, "unable to open connection to broker"):
 		// A broker that cannot be reached is reported by Cluster, once
 		// per broker with backoff, naming what to check: franz-go says
 		// it on every attempt.
-		l = slog.LevelDebug
+		return slog.LevelDebug
 	case level == kgo.LogLevelError:
-		l = slog.LevelError
+		return slog.LevelError
 	case level == kgo.LogLevelWarn:
-		l = slog.LevelWarn
+		return slog.LevelWarn
 	default:
-		l = slog.LevelDebug
+		return slog.LevelDebug
 	}
-	g.l.Log(context.Background(), l, msg, keyvals...)
 }
