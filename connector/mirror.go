@@ -811,6 +811,7 @@ func every(ctx context.Context, interval time.Duration, fn func()) {
 // when ctx ends.
 func (m *Mirror) start(ctx context.Context, c *clients) error {
 	backoff := time.Second
+	begun := time.Now()
 	for {
 		err := func() error {
 			// Creating the topics is a few requests: bounded as a
@@ -847,15 +848,20 @@ func (m *Mirror) start(ctx context.Context, c *clients) error {
 			return ctx.Err() // a shutdown, not a failure
 		}
 		err = m.dstErr(err)
+		notYet := state.NotListedYet(err) && time.Since(begun) < notListedGrace
 		// The source is not needed to start; a source that is down
 		// too is named now rather than once the target is back.
 		if serr := m.pingSource(ctx, c); serr != nil && ctx.Err() == nil {
-			err = errors.Join(err, serr)
+			err, notYet = errors.Join(err, serr), false
 		}
 		m.mu.Lock()
 		m.lastPassErr = fmt.Errorf("starting: %w", err)
 		m.mu.Unlock()
-		m.startFailures.failed(m.log, "cannot start: will retry", err, "retry_in", backoff)
+		if notYet {
+			m.log.Info("the target does not list kmirror's internal topics yet; retrying", "err", err, "retry_in", backoff)
+		} else {
+			m.startFailures.failed(m.log, "cannot start: will retry", err, "retry_in", backoff)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -864,6 +870,12 @@ func (m *Mirror) start(ctx context.Context, c *clients) error {
 		backoff = min(2*backoff, 30*time.Second)
 	}
 }
+
+// notListedGrace is how long after the start began an internal topic the
+// target does not list is taken for its metadata catching up with the
+// topic kmirror just created (state.NotListedYet), retried at INFO; past
+// it, the topic missing is a failure like any other.
+const notListedGrace = time.Minute
 
 // pingSource checks that the source answers, bounded like a control pass.
 func (m *Mirror) pingSource(ctx context.Context, c *clients) error {

@@ -3,6 +3,7 @@ package connector
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -168,6 +169,48 @@ func TestStateTopicsSpreadAndResume(t *testing.T) {
 				t.Fatalf("target holds %d records after the restart, want 900 (the source's): the restart copied again", n)
 			}
 		})
+	}
+}
+
+// TestFirstStartWaitsForListing: a target that does not list the internal
+// topics kmirror just created (a KRaft broker's metadata catching up with
+// its controller) delays the first start, logged at INFO: no ERROR, no
+// "started after failing".
+func TestFirstStartWaitsForListing(t *testing.T) {
+	// Not parallel: it shortens state.ListWait.
+	defer func(w time.Duration) { state.ListWait = w }(state.ListWait)
+	state.ListWait = 200 * time.Millisecond
+	src, dst := kfaketest.Clusters(t)
+	kfaketest.CreateTopic(t, src, "orders", 1)
+	// The metadata topic is not listed for a second after it is
+	// first asked about.
+	const hidden = "kmirror.m.metadata.internal"
+	var firstAsked atomic.Int64
+	dst.ControlKey(int16(kmsg.Metadata), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		dst.KeepControl()
+		req := r.(*kmsg.MetadataRequest)
+		if len(req.Topics) != 1 || req.Topics[0].Topic == nil || *req.Topics[0].Topic != hidden {
+			return nil, nil, false
+		}
+		firstAsked.CompareAndSwap(0, time.Now().UnixNano())
+		if time.Since(time.Unix(0, firstAsked.Load())) > time.Second {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.MetadataResponse)
+		st := kmsg.NewMetadataResponseTopic()
+		st.Topic, st.ErrorCode = kmsg.StringPtr(hidden), kerr.UnknownTopicOrPartition.Code
+		resp.Topics = append(resp.Topics, st)
+		return resp, nil, true
+	})
+	logs := &kfaketest.LockedBuffer{}
+	m, stop := runOrdersMirror(t, src, dst, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
+	defer stop()
+	kfaketest.WaitFor(t, func() bool { return m.Status().Ready }, "the mirror to start and be ready")
+	if firstAsked.Load() == 0 {
+		t.Fatal("the metadata topic was never listed: the test hid nothing")
+	}
+	if logs.Count("does not list kmirror's internal topics yet") == 0 || logs.Count("level=ERROR") > 0 || logs.Count("started after failing") > 0 {
+		t.Fatalf("log:\n%s\nwant the wait at INFO, no ERROR, no \"started after failing\"", logs)
 	}
 }
 

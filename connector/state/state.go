@@ -35,20 +35,59 @@ import (
 
 // EnsureCompacted creates a compacted state topic with partitions
 // partitions if it is missing (topicConfigs), and returns the
-// partition count it has.
+// partition count it has, once a listing shows the topic (awaitListed):
+// what follows reads it.
 func EnsureCompacted(ctx context.Context, adm *kadm.Client, topic string, partitions int32, rf int16) (int32, error) {
 	created, err := ensureTopic(ctx, adm, topic, partitions, rf, topicConfigs())
 	if err != nil {
 		return 0, err
 	}
-	if created > 0 {
-		// Just created: its count is in the answer. A listing right
-		// after a creation may not know the topic yet (a KRaft broker's
-		// metadata catches up a moment later), which failed a fresh
-		// mirror's first start and retried it a second later.
+	n, err := awaitListed(ctx, adm, topic)
+	if err != nil && created > 0 && NotListedYet(err) {
+		// Just created, and its count is in the answer: a listing that
+		// still lacks it is a broker slower than ListWait to catch up,
+		// which the reads that follow retry.
 		return created, nil
 	}
-	return Partitions(ctx, adm, topic)
+	return n, err
+}
+
+// ListWait bounds how long EnsureCompacted waits for a topic it created,
+// or that the controller says exists, to be listed: a KRaft broker's
+// metadata catches up with the controller's a moment later, and until then
+// it answers UNKNOWN_TOPIC_OR_PARTITION for a topic that exists (which
+// failed every fresh mirror's first start, logged as an ERROR). A variable
+// for tests.
+var ListWait = 10 * time.Second
+
+// listPoll is how often awaitListed lists the topic again.
+const listPoll = 100 * time.Millisecond
+
+// awaitListed is Partitions, listing topic again while the broker does not
+// know it, for ListWait at most.
+func awaitListed(ctx context.Context, adm *kadm.Client, topic string) (int32, error) {
+	deadline := time.Now().Add(ListWait)
+	for {
+		n, err := Partitions(ctx, adm, topic)
+		if err == nil || !NotListedYet(err) || !time.Now().Before(deadline) {
+			return n, err
+		}
+		select {
+		case <-ctx.Done():
+			return n, err
+		case <-time.After(listPoll):
+		}
+	}
+}
+
+// errNotInListing is a topic missing from a listing that asked for it.
+var errNotInListing = errors.New("not in the listing")
+
+// NotListedYet reports whether err says the target does not list a topic
+// (UNKNOWN_TOPIC_OR_PARTITION, or missing from a listing): for a topic
+// kmirror just created, its metadata has not caught up yet.
+func NotListedYet(err error) bool {
+	return errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, errNotInListing)
 }
 
 // EnsureCompactedExists is EnsureCompacted for a caller that needs no
@@ -112,7 +151,7 @@ func Partitions(ctx context.Context, adm *kadm.Client, topic string) (int32, err
 	td, ok := tds[topic]
 	switch {
 	case !ok:
-		return 0, fmt.Errorf("describe internal topic %s: not in the listing", topic)
+		return 0, fmt.Errorf("describe internal topic %s: %w", topic, errNotInListing)
 	case td.Err != nil:
 		return 0, fmt.Errorf("describe internal topic %s: %w", topic, td.Err)
 	case len(td.Partitions) == 0:
