@@ -981,7 +981,7 @@ func waitingFor(s slots.Settling) string {
 // described.
 func (p *slotPlane) status() *ClusterStatus {
 	p.mu.Lock()
-	st := &ClusterStatus{Slots: p.n, Owned: slices.Sorted(maps.Keys(p.owned)), SlotLag: make(map[int32]int64)}
+	st := &ClusterStatus{Slots: p.n, Owned: slices.Sorted(maps.Keys(p.owned)), SlotLag: make(map[int32]*int64)}
 	if st.Owned == nil {
 		st.Owned = []int32{}
 	}
@@ -1010,16 +1010,19 @@ func (p *slotPlane) status() *ClusterStatus {
 		}
 	}
 	// One walk over the shared copier serves every slot.
+	lags := make(map[int32]*lagSum, len(workers))
 	for _, w := range workers {
-		st.SlotLag[w.slot] = 0
+		lags[w.slot] = &lagSum{}
 	}
 	if sh := p.sharedCopier(); sh != nil {
 		for _, ps := range sh.Snapshot() {
-			acked, end, _ := ps.Status()
-			if s := p.slotOf(ps.TP); p.owns(s) {
-				st.SlotLag[s] += lag(acked, end)
+			if s := p.slotOf(ps.TP); p.owns(s) && lags[s] != nil {
+				lags[s].add(ps.Lag())
 			}
 		}
+	}
+	for s, l := range lags {
+		st.SlotLag[s] = l.known()
 	}
 	return st
 }

@@ -56,7 +56,18 @@ func (m *Mirror) doPass(ctx context.Context, c *clients, cp dataPlane) (bool, er
 	// 1. Discover, with the metadata upstream mirrors left on the source.
 	disc, err := m.discover(ctx, c)
 	if err != nil {
+		if !m.dryRun() && m.endsDue(time.Now()) {
+			// The source did not answer: its ends are not read
+			// either, and the lag is unknown rather than the
+			// figure last known.
+			endsUnread(cp, nil, time.Now())
+		}
 		return false, err
+	}
+	if !m.dryRun() {
+		// 7. Refresh the source's ends for lag, also when a later step
+		// fails (the target down): the source answers.
+		defer m.refreshEndsIfDue(ctx, c, cp)
 	}
 	// 2. Select. A filter error keeps the previous selection.
 	selected, err := m.selectDiscovered(ctx, c, disc)
@@ -106,12 +117,9 @@ func (m *Mirror) doPass(ctx context.Context, c *clients, cp dataPlane) (bool, er
 	if err != nil {
 		return false, fmt.Errorf("source consumer: %w", err)
 	}
-	// 7. Record what changed, and refresh source ends for lag.
+	// 7. Record what changed (the deferred refreshEndsIfDue follows).
 	if m.ownsControl() {
 		m.writeMetadata(c.dst, rec.removed)
-	}
-	if m.endsDue(time.Now()) {
-		m.refreshEnds(ctx, c, cp)
 	}
 	return started, errors.Join(passErrs...)
 }
@@ -808,6 +816,15 @@ func (m *Mirror) endsDue(now time.Time) bool {
 // first, and at 10,000 topics one listing held ~90 MB at once.
 const endsTopicsPerRequest = 1000
 
+// refreshEndsIfDue refreshes the source's ends when endsDue says so. A
+// pass whose time ran out leaves them for the next: its deadline is no
+// news about the source.
+func (m *Mirror) refreshEndsIfDue(ctx context.Context, c *clients, cp dataPlane) {
+	if ctx.Err() == nil && m.endsDue(time.Now()) {
+		m.refreshEnds(ctx, c, cp)
+	}
+}
+
 func (m *Mirror) refreshEnds(ctx context.Context, c *clients, cp dataPlane) {
 	m.mu.Lock()
 	names := make([]string, 0, len(m.topics))
@@ -846,17 +863,45 @@ func (m *Mirror) refreshEndsOf(ctx context.Context, srcAdm *kadm.Client, cp data
 	ends, err := srcAdm.ListCommittedOffsets(ctx, names...)
 	if err != nil {
 		m.adminFailed(adminListCommittedOffsets, "", err)
+		endsUnread(cp, names, time.Now())
 		return
 	}
 	ends.Each(func(o kadm.ListedOffset) {
 		if o.Err != nil {
 			m.adminFailed(adminListCommittedOffsets, o.Topic, o.Err)
+			if o.Partition < 0 { // the topic's listing failed, not a partition's
+				endsUnread(cp, []string{o.Topic}, time.Now())
+			} else if ps := cp.Partition(data.TopicPartition{Topic: o.Topic, Partition: o.Partition}); ps != nil {
+				ps.Mu.Lock()
+				ps.EndUnread(time.Now())
+				ps.Mu.Unlock()
+			}
 			return
 		}
 		if ps := cp.Partition(data.TopicPartition{Topic: o.Topic, Partition: o.Partition}); ps != nil {
 			ps.Mu.Lock()
-			ps.End = max(ps.End, o.Offset)
+			ps.LearnEnd(o.Offset)
 			ps.Mu.Unlock()
 		}
 	})
+}
+
+// endsUnread marks the source's ends of the partitions copied here, of the
+// topics in names (nil: all), as not read at t: their lag is unknown.
+func endsUnread(cp dataPlane, names []string, t time.Time) {
+	var only map[string]bool
+	if names != nil {
+		only = make(map[string]bool, len(names))
+		for _, n := range names {
+			only[n] = true
+		}
+	}
+	for _, ps := range cp.Snapshot() {
+		if only != nil && !only[ps.TP.Topic] {
+			continue
+		}
+		ps.Mu.Lock()
+		ps.EndUnread(t)
+		ps.Mu.Unlock()
+	}
 }

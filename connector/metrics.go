@@ -17,6 +17,7 @@ type Metrics struct {
 	bytes           *prometheus.CounterVec
 	latency         *prometheus.HistogramVec
 	lag             *prometheus.GaugeVec
+	lagUnknown      *prometheus.GaugeVec
 	topics          *prometheus.GaugeVec
 	createErrors    *prometheus.CounterVec
 	produceErrors   *prometheus.CounterVec
@@ -99,6 +100,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kmirror_replication_lag_records",
 			Help: "Records committed at the source and not yet acknowledged by the target, summed over the mirror's partitions.",
+		}, []string{"mirror"}),
+		lagUnknown: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kmirror_lag_unknown_partitions",
+			Help: "Partitions copied here whose source end offset could not be read since it last was (source down, a listing or fetch refused): their lag is unknown, and kmirror_replication_lag_records keeps the last sum known while this is above 0.",
 		}, []string{"mirror"}),
 		topics: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kmirror_mirrored_topics",
@@ -245,7 +250,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		divergent:  newDivergentGauge(),
 	}
 	reg.MustRegister(m.sourceGaps, m.divergent)
-	reg.MustRegister(m.records, m.bytes, m.latency, m.lag, m.topics, m.createErrors,
+	reg.MustRegister(m.records, m.bytes, m.latency, m.lag, m.lagUnknown, m.topics, m.createErrors,
 		m.produceErrors, m.recreations, m.configChanges, m.configSyncErrs, m.aclsCreated, m.groupOffsets, m.groupSyncErrs, m.setChanges, m.filterErrors, m.passes, m.passErrors, m.lastPassSuccess,
 		m.internalWrites, m.adminErrors, m.untranslatable, m.failedParts, m.deadLetters,
 		m.slotsOwned, m.slotsTaken, m.controlPlane, m.slotsTotal, m.slotsUnowned, m.rebalanceSecs, m.txns, m.commitLatency, m.batches, m.fallbacks,
@@ -268,7 +273,7 @@ type mirrorMetrics struct {
 	createErrors, recreations, passes, passErrors                     prometheus.Counter
 	configChanges, configSyncErrors, aclsCreated                      prometheus.Counter
 	mm2Adopted, mm2AdoptErrors, mm2Heartbeats, mm2Checkpoints         prometheus.Counter
-	lag, lastPassSuccess                                              prometheus.Gauge
+	lag, lagUnknown, lastPassSuccess                                  prometheus.Gauge
 	pending, mirroring, failed                                        prometheus.Gauge
 	filterErrors                                                      prometheus.Counter
 	setChanges                                                        *prometheus.CounterVec
@@ -358,6 +363,7 @@ func (m *Metrics) forMirror(name string) *mirrorMetrics {
 		sourceGaps:       m.sourceGaps.MustCurryWith(prometheus.Labels{"mirror": name}),
 		divergent:        m.divergent.MustCurryWith(prometheus.Labels{"mirror": name}),
 		lag:              m.lag.WithLabelValues(name),
+		lagUnknown:       m.lagUnknown.WithLabelValues(name),
 		createErrors:     m.createErrors.WithLabelValues(name),
 		recreations:      m.recreations.WithLabelValues(name),
 		configChanges:    m.configChanges.WithLabelValues(name),

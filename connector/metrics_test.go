@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kmirror/kmirror/connector/data"
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,14 +26,18 @@ func TestMirrorMetricsComplete(t *testing.T) {
 
 // TestDetailSeries: per-topic series by default, per-partition ones when
 // asked for, none beyond the mirror's own with "mirror"; read from the
-// partitions' state at the scrape.
+// partitions' state at the scrape. A lag that is unknown has no series
+// (audit's partition 1, and so audit's topic lag).
 func TestDetailSeries(t *testing.T) {
 	t.Parallel()
 	parts := []*data.PartitionState{
 		{TP: data.TopicPartition{Topic: "orders", Partition: 0}, Acked: 10, End: 15, Copied: 10},
 		{TP: data.TopicPartition{Topic: "orders", Partition: 1}, Acked: 4, End: 4, Copied: 3},
 		{TP: data.TopicPartition{Topic: "users", Partition: 0}, Acked: -1, End: 7},
+		{TP: data.TopicPartition{Topic: "audit", Partition: 0}, Acked: 2, End: 3, Copied: 2},
+		{TP: data.TopicPartition{Topic: "audit", Partition: 1}, Acked: 1, End: 1, Copied: 1},
 	}
+	parts[4].EndUnread(time.Now())
 	for _, tc := range []struct {
 		detail string
 		want   map[string]float64 // series name with its labels -> value
@@ -43,6 +48,7 @@ func TestDetailSeries(t *testing.T) {
 			`kmirror_topic_lag_records{mirror="m",topic="orders"}`:   5,
 			`kmirror_topic_records_total{mirror="m",topic="users"}`:  0,
 			`kmirror_topic_lag_records{mirror="m",topic="users"}`:    7,
+			`kmirror_topic_records_total{mirror="m",topic="audit"}`:  3,
 		}},
 		{DetailPartition, map[string]float64{
 			`kmirror_topic_records_total{mirror="m",topic="orders"}`:                   13,
@@ -55,6 +61,10 @@ func TestDetailSeries(t *testing.T) {
 			`kmirror_partition_lag_records{mirror="m",partition="1",topic="orders"}`:   0,
 			`kmirror_partition_records_total{mirror="m",partition="0",topic="users"}`:  0,
 			`kmirror_partition_lag_records{mirror="m",partition="0",topic="users"}`:    7,
+			`kmirror_topic_records_total{mirror="m",topic="audit"}`:                    3,
+			`kmirror_partition_records_total{mirror="m",partition="0",topic="audit"}`:  2,
+			`kmirror_partition_lag_records{mirror="m",partition="0",topic="audit"}`:    1,
+			`kmirror_partition_records_total{mirror="m",partition="1",topic="audit"}`:  1,
 		}},
 	} {
 		reg := prometheus.NewRegistry()

@@ -98,29 +98,37 @@ func (d *detailCollector) Collect(ch chan<- prometheus.Metric) {
 	if detail != DetailTopic && detail != DetailPartition {
 		return
 	}
-	type sums struct{ records, lag int64 }
+	// A lag that is unknown has no series (absent, not 0): a topic's
+	// when any of its partitions' is.
+	type sums struct {
+		records int64
+		lag     lagSum
+	}
 	for mirror, partitions := range sources {
 		byTopic := make(map[string]*sums)
 		for _, ps := range partitions() {
-			ps.Mu.Lock()
-			records, l := ps.Copied, lag(ps.Acked, ps.End)
-			ps.Mu.Unlock()
+			records, _ := ps.CopyStats()
+			l, unknownSince := ps.Lag()
 			s := byTopic[ps.TP.Topic]
 			if s == nil {
 				s = &sums{}
 				byTopic[ps.TP.Topic] = s
 			}
 			s.records += records
-			s.lag += l
+			s.lag.add(l, unknownSince)
 			if detail == DetailPartition {
 				p := strconv.Itoa(int(ps.TP.Partition))
 				ch <- prometheus.MustNewConstMetric(d.partRecords, prometheus.CounterValue, float64(records), mirror, ps.TP.Topic, p)
-				ch <- prometheus.MustNewConstMetric(d.partLag, prometheus.GaugeValue, float64(l), mirror, ps.TP.Topic, p)
+				if unknownSince.IsZero() {
+					ch <- prometheus.MustNewConstMetric(d.partLag, prometheus.GaugeValue, float64(l), mirror, ps.TP.Topic, p)
+				}
 			}
 		}
 		for topic, s := range byTopic {
 			ch <- prometheus.MustNewConstMetric(d.topicRecords, prometheus.CounterValue, float64(s.records), mirror, topic)
-			ch <- prometheus.MustNewConstMetric(d.topicLag, prometheus.GaugeValue, float64(s.lag), mirror, topic)
+			if l := s.lag.known(); l != nil {
+				ch <- prometheus.MustNewConstMetric(d.topicLag, prometheus.GaugeValue, float64(*l), mirror, topic)
+			}
 		}
 	}
 }

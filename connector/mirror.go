@@ -50,11 +50,14 @@ type Status struct {
 	Target string `json:"target"`
 	// Ready is true once every selected topic exists on the target and is
 	// being copied, and the last control pass succeeded.
-	Ready         bool          `json:"ready"`
-	LastPassAt    time.Time     `json:"last_pass_at,omitzero"` // absent before the first pass
-	LastPassError string        `json:"last_pass_error"`
-	Lag           int64         `json:"lag"`
-	Topics        []TopicStatus `json:"topics"`
+	Ready         bool      `json:"ready"`
+	LastPassAt    time.Time `json:"last_pass_at,omitzero"` // absent before the first pass
+	LastPassError string    `json:"last_pass_error"`
+	// Lag is the topics' lag summed; null while any topic's is unknown
+	// (LagUnknownSince, the earliest of theirs).
+	Lag             *int64        `json:"lag"`
+	LagUnknownSince time.Time     `json:"lag_unknown_since,omitzero"`
+	Topics          []TopicStatus `json:"topics"`
 	// TopicsTotal and NextAfter are set by GET /api/v1/status: the topics
 	// matching its filters, and (when ?limit cut the list) the ?after of
 	// the next page.
@@ -81,8 +84,9 @@ type ClusterStatus struct {
 	Owned []int32 `json:"owned"`
 	// ControlPlane is true while this worker runs the control plane.
 	ControlPlane bool `json:"control_plane"`
-	// SlotLag is the lag (records) of each slot this worker owns.
-	SlotLag map[int32]int64 `json:"slot_lag"`
+	// SlotLag is the lag (records) of each slot this worker owns; null
+	// for a slot with a partition whose lag is unknown.
+	SlotLag map[int32]*int64 `json:"slot_lag"`
 	// Workers is the whole group as last described by its coordinator
 	// (refreshed every pass); WorkersError says why the last description
 	// failed (the list is then the previous one).
@@ -124,8 +128,12 @@ type TopicStatus struct {
 	Partitions  int32  `json:"partitions"`
 	State       State  `json:"state"`
 	// Lag is the records committed at the source and not yet acknowledged
-	// by the target (transaction markers count as records).
-	Lag int64 `json:"lag"`
+	// by the target (transaction markers count as records). It is null
+	// while the source's end of a partition could not be read since
+	// LagUnknownSince (the source down or frozen, a listing or fetch
+	// refused): unknown, not the figure last known.
+	Lag             *int64    `json:"lag"`
+	LagUnknownSince time.Time `json:"lag_unknown_since,omitzero"`
 	// LagSeconds is how far behind the copy is in time: for the partition
 	// furthest behind, now minus the timestamp of the last record it
 	// copied; 0 when nothing is behind (or nothing was copied yet).
@@ -955,17 +963,19 @@ func (m *Mirror) Status() Status {
 	m.mu.Unlock()
 
 	now := time.Now()
+	var mirrorLag lagSum
 	for i := range st.Topics {
 		t := &st.Topics[i]
+		var topicLag lagSum
 		if cp != nil {
 			for p := range t.Partitions {
 				ps := cp.Partition(data.TopicPartition{Topic: t.SourceTopic, Partition: p})
 				if ps == nil {
 					continue
 				}
-				acked, end, failed := ps.Status()
-				behind := lag(acked, end)
-				t.Lag += behind
+				_, _, failed := ps.Status()
+				behind, unknownSince := ps.Lag()
+				topicLag.add(behind, unknownSince)
 				copied, last := ps.CopyStats()
 				t.Copied += copied
 				if behind > 0 && !last.IsZero() {
@@ -981,11 +991,13 @@ func (m *Mirror) Status() Status {
 				}
 			}
 		}
-		st.Lag += t.Lag
+		t.Lag, t.LagUnknownSince = topicLag.known(), topicLag.unknownSince
+		mirrorLag.addSum(topicLag)
 		if t.State != StateMirroring {
 			ready = false
 		}
 	}
+	st.Lag, st.LagUnknownSince = mirrorLag.known(), mirrorLag.unknownSince
 	sort.Slice(st.Topics, func(i, j int) bool { return st.Topics[i].SourceTopic < st.Topics[j].SourceTopic })
 	st.RateLimit = m.rateLimitStatus(st.Topics, now)
 	st.Cluster = m.slots.status()
@@ -996,14 +1008,28 @@ func (m *Mirror) Status() Status {
 	return st
 }
 
-func lag(acked, end int64) int64 {
-	if end < 0 {
-		return 0
+// lagSum adds up partitions' lag: unknown if any partition's is, since
+// the earliest of theirs.
+type lagSum struct {
+	records      int64
+	unknownSince time.Time
+}
+
+func (s *lagSum) add(records int64, unknownSince time.Time) {
+	s.records += records
+	if !unknownSince.IsZero() && (s.unknownSince.IsZero() || unknownSince.Before(s.unknownSince)) {
+		s.unknownSince = unknownSince
 	}
-	if acked < 0 {
-		return end
+}
+
+func (s *lagSum) addSum(o lagSum) { s.add(o.records, o.unknownSince) }
+
+// known is the sum, nil while it is unknown (JSON null).
+func (s lagSum) known() *int64 {
+	if !s.unknownSince.IsZero() {
+		return nil
 	}
-	return max(0, end-acked)
+	return &s.records
 }
 
 // partitionStates are the partitions the mirror copies here (none before
@@ -1025,15 +1051,24 @@ func (m *Mirror) updateMetrics() {
 		return
 	}
 	var total int64
-	failed := 0
+	failed, unknown := 0, 0
 	for _, ps := range m.partitionStates() {
-		acked, end, err := ps.Status()
-		total += lag(acked, end)
-		if err != nil {
+		if _, _, err := ps.Status(); err != nil {
 			failed++
 		}
+		l, unknownSince := ps.Lag()
+		total += l
+		if !unknownSince.IsZero() {
+			unknown++
+		}
 	}
-	m.metrics.lag.Set(float64(total))
+	if unknown == 0 {
+		// While any partition's lag is unknown, the gauge keeps the
+		// last sum that was known rather than a smaller one that is
+		// not: kmirror_lag_unknown_partitions says so.
+		m.metrics.lag.Set(float64(total))
+	}
+	m.metrics.lagUnknown.Set(float64(unknown))
 	m.metrics.setFailedPartitions(failed)
 }
 

@@ -408,7 +408,7 @@ func TestRestartWithoutMM2Offsets(t *testing.T) {
 		defer stop()
 		kfaketest.WaitFor(t, func() bool {
 			st := m.Status()
-			return targetRecords(adm, "src.orders") >= records && len(st.Topics) == 1 && st.Topics[0].Error == "" && st.Topics[0].Lag == 0
+			return targetRecords(adm, "src.orders") >= records && len(st.Topics) == 1 && st.Topics[0].Error == "" && st.Topics[0].Lag != nil && *st.Topics[0].Lag == 0
 		}, fmt.Sprintf("%d records on the target, the topic without error", records))
 	}
 	run(20)

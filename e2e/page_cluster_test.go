@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -22,12 +23,18 @@ import (
 type fixedSource struct{}
 
 func (fixedSource) Statuses() []connector.Status {
+	lagUnknownSince := time.Now().Add(-90 * time.Second)
 	return []connector.Status{{
-		Name: "east-to-west", Source: "east", Target: "west", Ready: true, LastPassAt: time.Now(), Lag: 40,
-		Topics: []connector.TopicStatus{{SourceTopic: "orders", TargetTopic: "east.orders", Partitions: 8, State: connector.StateMirroring, Lag: 40}},
+		Name: "east-to-west", Source: "east", Target: "west", Ready: true, LastPassAt: time.Now(), LagUnknownSince: lagUnknownSince,
+		Topics: []connector.TopicStatus{
+			{SourceTopic: "orders", TargetTopic: "east.orders", Partitions: 8, State: connector.StateMirroring, Lag: new(int64(40))},
+			// The source's end offsets of payments could not be read for
+			// 90 s: its lag, the mirror's and slot 2's are unknown.
+			{SourceTopic: "payments", TargetTopic: "east.payments", Partitions: 2, State: connector.StateMirroring, LagUnknownSince: lagUnknownSince},
+		},
 		Cluster: &connector.ClusterStatus{
 			Member: "kmirror-a-7f3", Slots: 8, Owned: []int32{0, 1, 2, 3, 6}, ControlPlane: true,
-			SlotLag: map[int32]int64{0: 10, 1: 0, 2: 30, 3: 0, 6: 0},
+			SlotLag: map[int32]*int64{0: new(int64(10)), 1: new(int64(0)), 2: nil, 3: new(int64(0)), 6: new(int64(0))},
 			Workers: []connector.WorkerStatus{
 				{Member: "kmirror-a-7f3", ClientID: "kmirror", Host: "/10.0.0.1", Slots: []int32{0, 1, 2, 3, 6}, ControlPlane: true},
 				{Member: "kmirror-b-9c1", ClientID: "kmirror", Host: "/10.0.0.2", Slots: []int32{4, 5, 7}},
@@ -61,9 +68,17 @@ func (fixedSource) Groups() []connector.GroupStatus {
 	}}
 }
 
+// The mirror's lag and payments', unknown for 90 s, give or take the poll's
+// delay; orders' is known.
+var (
+	lagUnknownRe = regexp.MustCompile(`lag unknown for 9\ds`)
+	lagsRe       = regexp.MustCompile(`^40\|unknown for 9\ds$`)
+)
+
 // TestStatusPageCluster: the page renders a cluster-mode worker (its
-// workers, their slots, the control plane), a group's translation per
-// partition and the broker the worker cannot reach, on a desktop and at a
+// workers, their slots, the control plane), a lag that is unknown as
+// unknown (not 0), a group's translation per partition and the broker the
+// worker cannot reach (its address on one line), on a desktop and at a
 // phone's width, without console errors.
 // The API is served from fixed state: the page is what is tested.
 func TestStatusPageCluster(t *testing.T) {
@@ -73,13 +88,17 @@ func TestStatusPageCluster(t *testing.T) {
 	t.Cleanup(srv.Close)
 	navigate(t, ctx, srv.URL+"/")
 	type clusterView struct {
-		Cluster, Workers, Groups, Brokers string
-		Width, ScrollWidth                int
+		Cluster, Workers, Groups, Brokers, Head, Lags string
+		AddressLines, Width, ScrollWidth              int
 	}
 	const read = `(() => {
   const card = document.querySelector('[data-mirror="east-to-west"]');
   const cluster = card ? card.querySelector(".cluster") : null;
+  const address = document.querySelector("tr[data-broker] .addr");
   return {Cluster: cluster ? cluster.innerText : "",
+    Head: card ? card.querySelector(".card-head").innerText : "",
+    Lags: card ? [...card.querySelectorAll('tr[data-topic] td[data-label="Lag"]')].map((c) => c.innerText).join("|") : "",
+    AddressLines: address ? address.getClientRects().length : 0,
     Workers: cluster ? [...cluster.querySelectorAll("tbody tr")].map((r) => [...r.children].map((c) => c.innerText).join("|")).join("\n") : "",
     Groups: [...document.querySelectorAll("tr[data-group]")].map((r) => r.textContent).join("\n"),
     Brokers: document.getElementById("clusters-section").hidden ? "" :
@@ -98,7 +117,9 @@ func TestStatusPageCluster(t *testing.T) {
 			ok := strings.Contains(v.Cluster, "Cluster: 8 slots; this worker kmirror-a-7f3 owns 0-3 6; control plane: yes") &&
 				strings.Contains(v.Workers, "kmirror-a-7f3|kmirror|/10.0.0.1|0-3 6|yes") &&
 				strings.Contains(v.Workers, "kmirror-b-9c1|kmirror|/10.0.0.2|4-5 7|") &&
-				strings.Contains(v.Cluster, "0: 10, 1: 0, 2: 30, 3: 0, 6: 0") &&
+				strings.Contains(v.Cluster, "0: 10, 1: 0, 2: ?, 3: 0, 6: 0") &&
+				lagUnknownRe.MatchString(v.Head) && lagsRe.MatchString(v.Lags) &&
+				v.AddressLines == 1 && // "10.1.0.6:9092" on one line, however narrow its column
 				strings.Contains(v.Groups, "billing") && strings.Contains(v.Groups, "partial") &&
 				strings.Contains(v.Groups, "orders/0: 120 → 117 on east.orders") &&
 				strings.Contains(v.Groups, "orders/1: 5 → untranslatable (older than the offset index)") &&

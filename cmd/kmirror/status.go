@@ -14,6 +14,7 @@ import (
 	neturl "net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -218,7 +219,11 @@ func printStatus(w io.Writer, st httpapi.StatusResponse, now time.Time) {
 		if !m.LastPassAt.IsZero() {
 			pass = "last pass " + now.Sub(m.LastPassAt).Round(time.Second).String() + " ago"
 		}
-		fmt.Fprintf(w, "MIRROR %s (%s -> %s): %s, lag %s, %s\n", m.Name, m.Source, m.Target, state, plural(int(m.Lag), "record"), pass)
+		lag := "lag " + lagText(m.Lag, m.LagUnknownSince, now, "record")
+		if m.Lag == nil {
+			lag += " (the source's end offsets could not be read)"
+		}
+		fmt.Fprintf(w, "MIRROR %s (%s -> %s): %s, %s, %s\n", m.Name, m.Source, m.Target, state, lag, pass)
 		if m.LastPassError != "" {
 			fmt.Fprintf(w, "  last pass failed: %s\n", m.LastPassError)
 		}
@@ -229,7 +234,7 @@ func printStatus(w io.Writer, st httpapi.StatusResponse, now time.Time) {
 		if len(m.Topics) > 0 {
 			fmt.Fprintln(tw, "  SOURCE TOPIC\tTARGET TOPIC\tPARTITIONS\tSTATE\tLAG\tERROR")
 			for _, t := range m.Topics {
-				fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%d\t%s\n", t.SourceTopic, t.TargetTopic, t.Partitions, t.State, t.Lag, t.Error)
+				fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\n", t.SourceTopic, t.TargetTopic, t.Partitions, t.State, lagText(t.Lag, t.LagUnknownSince, now, ""), t.Error)
 			}
 			_ = tw.Flush()
 			printTopicRanges(w, m.Topics)
@@ -246,6 +251,22 @@ func printStatus(w io.Writer, st httpapi.StatusResponse, now time.Time) {
 			fmt.Fprintf(w, "\nCLUSTER %s: broker %s failing for %s (%s): %s\n  %s\n", c.Alias, f.Address,
 				now.Sub(f.Since).Round(time.Second), plural(f.Failures, "failure"), f.Error, f.Check)
 		}
+	}
+}
+
+// lagText is a lag as the status prints it: the records (with unit, when
+// one is given), or for how long it has been unknown ("?" when that is not
+// said): unknown is not 0.
+func lagText(records *int64, unknownSince, now time.Time, unit string) string {
+	switch {
+	case records == nil && unknownSince.IsZero():
+		return "?"
+	case records == nil:
+		return "unknown for " + now.Sub(unknownSince).Round(time.Second).String()
+	case unit != "":
+		return plural(int(*records), unit)
+	default:
+		return strconv.FormatInt(*records, 10)
 	}
 }
 
@@ -286,7 +307,7 @@ func printCluster(w io.Writer, c *connector.ClusterStatus) {
 		slices.Sort(slots)
 		var parts []string
 		for _, s := range slots {
-			parts = append(parts, fmt.Sprintf("%d:%d", s, c.SlotLag[s]))
+			parts = append(parts, fmt.Sprintf("%d:%s", s, lagText(c.SlotLag[s], time.Time{}, time.Time{}, "")))
 		}
 		fmt.Fprintf(w, "  lag of this worker's slots (slot:records): %s\n", strings.Join(parts, " "))
 	}

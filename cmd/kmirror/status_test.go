@@ -26,14 +26,14 @@ func (s statusSource) Groups() []connector.GroupStatus   { return nil }
 
 var clusterStatus = statusSource{{
 	Name: "east-to-west", Source: "east", Target: "west", Ready: false,
-	LastPassAt: time.Now().Add(-3 * time.Second), Lag: 42,
+	LastPassAt: time.Now().Add(-3 * time.Second), Lag: new(int64(42)),
 	Topics: []connector.TopicStatus{
-		{SourceTopic: "orders", TargetTopic: "east.orders", Partitions: 8, State: connector.StateMirroring, Lag: 40},
-		{SourceTopic: "audit", TargetTopic: "east.audit", Partitions: 1, State: connector.StateFailed, Lag: 2, Error: "TOPIC_AUTHORIZATION_FAILED"},
+		{SourceTopic: "orders", TargetTopic: "east.orders", Partitions: 8, State: connector.StateMirroring, Lag: new(int64(40))},
+		{SourceTopic: "audit", TargetTopic: "east.audit", Partitions: 1, State: connector.StateFailed, Lag: new(int64(2)), Error: "TOPIC_AUTHORIZATION_FAILED"},
 	},
 	Cluster: &connector.ClusterStatus{
 		Member: "kmirror-a", Slots: 8, Owned: []int32{0, 1, 2, 3, 6}, ControlPlane: true,
-		SlotLag: map[int32]int64{0: 10, 1: 0, 2: 30, 3: 0, 6: 0},
+		SlotLag: map[int32]*int64{0: new(int64(10)), 1: new(int64(0)), 2: new(int64(30)), 3: new(int64(0)), 6: new(int64(0))},
 		Workers: []connector.WorkerStatus{
 			{Member: "kmirror-a", ClientID: "kmirror", Host: "/10.0.0.1", Slots: []int32{0, 1, 2, 3, 6}, ControlPlane: true},
 			{Member: "kmirror-b", ClientID: "kmirror", Host: "/10.0.0.2", Slots: []int32{4, 5, 7}},
@@ -75,6 +75,44 @@ func TestStatusTable(t *testing.T) {
 	for _, line := range strings.Split(out, "\n") {
 		if strings.Contains(line, "kmirror-b") && strings.Contains(line, "yes") {
 			t.Errorf("kmirror-b is shown running the control plane: %q", line)
+		}
+	}
+}
+
+// TestStatusLagUnknown: a lag the worker does not know (null, with since
+// when) is printed as unknown, for how long, never as 0.
+func TestStatusLagUnknown(t *testing.T) {
+	src := slices.Clone(clusterStatus)
+	since := time.Now().Add(-90 * time.Second)
+	m := src[0]
+	m.Lag, m.LagUnknownSince = nil, since
+	m.Topics = slices.Clone(m.Topics)
+	m.Topics[0].Lag, m.Topics[0].LagUnknownSince = nil, since
+	cl := *m.Cluster
+	cl.SlotLag = map[int32]*int64{0: nil, 1: new(int64(0))}
+	m.Cluster = &cl
+	src[0] = m
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"status", "--url", statusServer(t, src)}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{
+		"not ready, lag unknown for 1m30s (the source's end offsets could not be read), last pass",
+		"(slot:records): 0:? 1:0",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) < 5:
+		case f[0] == "orders" && !strings.Contains(line, "mirroring  unknown for 1m30s"):
+			t.Errorf("orders row %q: want its lag unknown for 1m30s", line)
+		case f[0] == "audit" && f[4] != "2":
+			t.Errorf("audit row %q: want its lag, 2", line)
 		}
 	}
 }

@@ -154,6 +154,8 @@ type Copier struct {
 	ptFetchD chan struct{}
 	// gaps are the partitions whose fetch was out of range (gap.go).
 	gaps gapState
+	// unread are the partitions whose fetch failed (lag.go).
+	unread unreadEnds
 }
 
 // wake asks the poll loop to look at the partitions now rather than at the
@@ -289,6 +291,10 @@ type partTrouble struct {
 	// gap is the source gap the partition stopped before (on_source_gap:
 	// fail; gap.go): its position stays before it.
 	gap *GapError
+	// endUnread is when reading the source's end first failed since it
+	// was last read (a listing or a fetch that failed): the lag is
+	// unknown while it is set (lag.go).
+	endUnread time.Time
 }
 
 // trouble returns p's partTrouble, making it first if p has none.
@@ -334,7 +340,7 @@ func (p *PartitionState) acknowledged() {
 func (p *PartitionState) dropTroubleIfOver() {
 	t := p.t
 	if p.failed == nil && t.backoff == 0 && t.ptRefusals == 0 && !t.refusalLogged && t.isolateUntil < 0 && !t.isolatedOut &&
-		t.poison == nil && t.stuck == nil && t.refused == nil && t.expired == nil && t.lastAbort == nil && t.cancelled == 0 && t.gap == nil {
+		t.poison == nil && t.stuck == nil && t.refused == nil && t.expired == nil && t.lastAbort == nil && t.cancelled == 0 && t.gap == nil && t.endUnread.IsZero() {
 		p.t = nil
 	}
 }
@@ -1025,11 +1031,13 @@ func (c *Copier) step(ctx context.Context) (more, wait bool) {
 			}
 			return
 		}
+		c.endUnread(tp)
 		if time.Since(c.fetchErrLogged[tp]) > fetchErrLogEvery {
 			c.fetchErrLogged[tp] = time.Now()
 			c.log.Warn("fetch from source failed", "topic", topic, "partition", partition, "err", err)
 		}
 	})
+	c.applyUnreadEnds()
 	if errs > 0 && fetches.NumRecords() == 0 {
 		// Only errors: do not spin on a partition that fails at once.
 		select {
@@ -1168,11 +1176,7 @@ func (c *Copier) producePartition(fp kgo.FetchTopicPartition, gen uint64) {
 	if ps.Committed < 0 {
 		ps.Committed = ps.Acked // where an aborted first transaction goes back to
 	}
-	if fp.LastStableOffset > ps.End {
-		ps.End = fp.LastStableOffset
-	} else if fp.HighWatermark > ps.End && fp.LastStableOffset <= 0 {
-		ps.End = fp.HighWatermark
-	}
+	ps.fetchedEnd(fp.LastStableOffset, fp.HighWatermark)
 	records := fp.Records
 	if u := ps.isolateUntil(); u >= 0 && u >= ps.Acked {
 		if ps.t.isolatedOut || ps.paused {

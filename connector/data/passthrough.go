@@ -551,11 +551,7 @@ func (c *Copier) produceFetch(ps *PartitionState, f ptFetch) {
 		ps.Mu.Unlock()
 		return
 	}
-	if rp.LastStableOffset > ps.End {
-		ps.End = rp.LastStableOffset
-	} else if rp.HighWatermark > ps.End && rp.LastStableOffset <= 0 {
-		ps.End = rp.HighWatermark
-	}
+	ps.fetchedEnd(rp.LastStableOffset, rp.HighWatermark)
 	ps.Mu.Unlock()
 
 	var units []*ptUnit

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -481,12 +480,17 @@ func (p *passthrough) fetch(ctx context.Context, leader int32, req *kmsg.FetchRe
 		err = kerr.ErrorForCode(resp.ErrorCode)
 	}
 	if err != nil {
-		topics := p.endSession(leader)
+		tps := p.endSession(leader)
 		// An evicted session (the broker's cache is full, or it
 		// restarted) is simply made again.
 		if ctx.Err() == nil && !errors.Is(err, kerr.FetchSessionIDNotFound) && !errors.Is(err, kerr.InvalidFetchSessionEpoch) {
 			p.c.logEvery.Warn(p.c.log, fmt.Sprintf("pt-fetch:%d", leader), "fetch from source failed", "broker", leader, "err", err)
-			for _, t := range topics {
+			topics := make(map[string]bool)
+			for _, tp := range tps {
+				p.c.endUnread(tp)
+				topics[tp.Topic] = true
+			}
+			for t := range topics {
 				p.forgetLeaders(&p.srcMeta, t)
 			}
 		}
@@ -536,25 +540,25 @@ func (p *passthrough) fetch(ctx context.Context, leader int32, req *kmsg.FetchRe
 
 // endSession takes every member out of leader's session, into toPlace
 // (the broker holds no session for them any more, or never made one), and
-// returns their topics.
-func (p *passthrough) endSession(leader int32) []string {
+// returns them.
+func (p *passthrough) endSession(leader int32) []TopicPartition {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	sess := p.sessions[leader]
 	if sess == nil || (sess.members == 0 && sess.id == 0) {
 		return nil
 	}
-	topics := make(map[string]bool)
+	var tps []TopicPartition
 	for tp, pp := range p.parts {
 		if pp.sessLeader != leader {
 			continue
 		}
 		pp.sessLeader = -1
 		p.markPending(tp, pp)
-		topics[tp.Topic] = true
+		tps = append(tps, tp)
 	}
 	*sess = ptSession{}
-	return slices.Collect(maps.Keys(topics))
+	return tps
 }
 
 // ptCopyBelow: a partition's fetched bytes smaller than this are copied out
@@ -585,6 +589,7 @@ func (p *passthrough) accept(leader int32, tp TopicPartition, rp kmsg.FetchRespo
 		p.c.outOfRange(tp, from)
 		return false, false
 	case err != nil:
+		p.c.endUnread(tp)
 		p.c.logEvery.Warn(p.c.log, fmt.Sprintf("pt-fetch:%s/%d", tp.Topic, tp.Partition), "fetch from source failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
 		p.srcMeta.forgetLeader(tp)
 		p.leaveSession(tp, pp)

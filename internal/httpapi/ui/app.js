@@ -44,13 +44,20 @@
     return el("table", {}, el("thead", {}, head), el("tbody", {}, ...body));
   }
 
-  function ago(iso) {
+  // elapsed is the time since iso as text ("90s", "5m", "2h"), "" when
+  // iso is not a time.
+  function elapsed(iso) {
     const t = Date.parse(iso);
-    if (!iso || isNaN(t) || t <= 0) return "never";
+    if (!iso || isNaN(t) || t <= 0) return "";
     const s = Math.max(0, Math.round((Date.now() - t) / 1000));
-    if (s < 120) return s + "s ago";
-    if (s < 7200) return Math.round(s / 60) + "m ago";
-    return Math.round(s / 3600) + "h ago";
+    if (s < 120) return s + "s";
+    if (s < 7200) return Math.round(s / 60) + "m";
+    return Math.round(s / 3600) + "h";
+  }
+
+  function ago(iso) {
+    const e = elapsed(iso);
+    return e ? e + " ago" : "never";
   }
 
   const fmt = (n) => (typeof n === "number" ? n.toLocaleString("en-US") : "");
@@ -110,6 +117,16 @@
     return out.length ? el("div", {}, ...out) : "";
   }
 
+  // lagCell is a lag (records) to show. It is null when the worker could
+  // not read the source's end offsets since lag_unknown_since: unknown,
+  // not 0, and shown apart.
+  function lagCell(lag, unknownSince, unit) {
+    if (typeof lag === "number") return fmt(lag) + (unit || "");
+    const e = elapsed(unknownSince);
+    return el("span", { class: "unknown", title: unknownSince ? "the source's end offsets could not be read since " + unknownSince : null },
+      e ? "unknown for " + e : "unknown");
+  }
+
   // lagTime is a topic's time lag as text ("" when not behind).
   function lagTime(t) {
     const s = t.lag_seconds || 0;
@@ -125,7 +142,7 @@
         el("h3", {}, m.name),
         el("span", { class: "muted" }, m.source + " → " + m.target),
         m.ready ? badge("ready", "ok") : badge("not ready", "notready"),
-        el("span", {}, "lag " + fmt(m.lag) + " records"),
+        el("span", {}, "lag ", lagCell(m.lag, m.lag_unknown_since, " records")),
         throughput && el("span", { class: "rate" }, throughput),
         el("span", { class: "muted" }, passed ? "last pass " + ago(m.last_pass_at) : "no pass yet")));
     if (m.last_pass_error) card.append(el("p", { class: "error" }, "Last pass failed: " + m.last_pass_error));
@@ -147,7 +164,7 @@
         ["Target topic", (t) => t.target_topic],
         ["Partitions", (t) => fmt(t.partitions), true],
         ["State", (t) => badge(t.state)],
-        ["Lag", (t) => fmt(t.lag), true],
+        ["Lag", (t) => lagCell(t.lag, t.lag_unknown_since), true],
         ["Behind by", (t) => lagTime(t), true],
         ["Records/s", (t) => topicRate(m, t), true],
         ["Rate limit", (t) => (t.rate_limit ? fmtBytes(t.rate_limit) + "/s" + (t.throttled ? " (held back)" : "") : ""), true],
@@ -168,7 +185,7 @@
         ["Control plane", (w) => (w.control_plane ? "yes" : "")],
       ], c.workers || []));
       const lag = Object.entries(c.slot_lag || {}).sort((a, b) => a[0] - b[0]);
-      if (lag.length) box.append(el("p", { class: "muted" }, "Lag of this worker's slots (slot: records): " + lag.map(([s, n]) => s + ": " + n).join(", ")));
+      if (lag.length) box.append(el("p", { class: "muted" }, "Lag of this worker's slots (slot: records): " + lag.map(([s, n]) => s + ": " + (typeof n === "number" ? fmt(n) : "?")).join(", ")));
       card.append(box);
     }
     return card;
@@ -182,7 +199,7 @@
     $("clusters-section").hidden = failing.length === 0;
     return table([
       ["Cluster", (f) => f.alias],
-      ["Broker", (f) => f.address],
+      ["Broker", (f) => el("span", { class: "addr" }, f.address)],
       ["Failing since", (f) => ago(f.since)],
       ["Failures", (f) => fmt(f.failures), true],
       ["Error", (f) => el("span", { class: "error" }, f.error)],
