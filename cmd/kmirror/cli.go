@@ -20,6 +20,7 @@ import (
 	"github.com/kmirror/kmirror/config"
 	"github.com/kmirror/kmirror/connector"
 	"github.com/kmirror/kmirror/internal/app"
+	"github.com/kmirror/kmirror/internal/english"
 )
 
 // Exit codes, the same for every command (README.md, "Exit codes").
@@ -140,12 +141,7 @@ func writeJSON(w io.Writer, v any) {
 }
 
 // plural is "1 partition", "2 partitions".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return fmt.Sprintf("1 %s", noun)
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
+func plural(n int, noun string) string { return english.Count(n, noun) }
 
 // configError prints err from loading the config at path, with a hint on
 // how to name a config when the file does not exist.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kmirror/kmirror/connector/data"
 	"github.com/kmirror/kmirror/connector/index"
+	"github.com/kmirror/kmirror/internal/english"
 )
 
 // TranslateOptions are what `kmirror translate` asks of Translate.
@@ -174,7 +175,7 @@ func (s *Syncer) TranslateStored(ctx context.Context, c Clients, stored *Stored,
 		return st, fmt.Errorf("cannot tell whether group %s has active members on the target: %w; nothing applied", group, err)
 	}
 	if ms := members.members[group]; len(ms) > 0 {
-		return st, fmt.Errorf("group %s has %d active members on the target (%s): stop them before applying", group, len(ms), strings.Join(ms, ", "))
+		return st, fmt.Errorf("group %s has %s on the target (%s): stop them before applying", group, english.Count(len(ms), "active member"), strings.Join(ms, ", "))
 	}
 	if err := refuseRewind(ctx, c.DstAdm, group, commit, opts.AllowRewind); err != nil {
 		return st, err

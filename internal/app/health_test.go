@@ -1,8 +1,10 @@
 package app
 
 import (
+	"encoding/json"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,6 +43,16 @@ mirrors:
 	}
 	if quiet.Name != "quiet" || !quiet.Healthy || quiet.Calls != 0 || len(quiet.Mirrors) != 1 || quiet.Mirrors[0] != "n" {
 		t.Errorf("quiet (never called) = %+v", quiet)
+	}
+	// In the API, a time at which nothing happened is absent, not year 1.
+	for _, l := range ext.Listeners {
+		b, err := json.Marshal(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), "0001-01-01") || strings.Contains(string(b), "last_error_at") != (l.Errors > 0) {
+			t.Errorf("%s in the API: %s; want last_error_at only after a failure, no zero time", l.Name, b)
+		}
 	}
 	a.listenerHealth.onCall("audit", nil, t0.Add(2*time.Second))
 	if audit := a.Extensions().Listeners[0]; !audit.Healthy || audit.LastError != "connection refused" {

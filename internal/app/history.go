@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kmirror/kmirror/connector"
+	"github.com/kmirror/kmirror/internal/english"
 	"github.com/kmirror/kmirror/internal/httpapi"
 	"github.com/kmirror/kmirror/listeners"
 )
@@ -80,14 +81,14 @@ func (n *recordingNotifier) SetTopics(topics []listeners.Topic) {
 	n.topics, n.haveTopics = slices.Clone(topics), true
 	n.mu.Unlock()
 	if first {
-		n.log.add(httpapi.Change{Mirror: n.mirror, Kind: httpapi.ChangeInitial, Detail: fmt.Sprintf("%d topics selected at start", len(topics))})
+		n.log.add(httpapi.Change{Mirror: n.mirror, Kind: httpapi.ChangeInitial, Detail: english.Count(len(topics), "topic") + " selected at start"})
 		return
 	}
 	added, removed, changed := listeners.DiffTopics(prev, topics)
 	var cs []httpapi.Change
 	for _, t := range added {
 		cs = append(cs, httpapi.Change{Mirror: n.mirror, Kind: httpapi.ChangeTopicAdded, Name: t.Upstream, Target: t.Downstream,
-			Detail: fmt.Sprintf("%d partitions, %s", t.Partitions, t.State)})
+			Detail: english.Count(int(t.Partitions), "partition") + ", " + t.State})
 	}
 	for _, t := range removed {
 		cs = append(cs, httpapi.Change{Mirror: n.mirror, Kind: httpapi.ChangeTopicRemoved, Name: t.Upstream, Target: t.Downstream})
@@ -110,7 +111,7 @@ func (n *recordingNotifier) SetGroups(groups []listeners.Group) {
 	n.groups, n.haveGroups = slices.Clone(groups), true
 	n.mu.Unlock()
 	if first {
-		n.log.add(httpapi.Change{Mirror: n.mirror, Kind: httpapi.ChangeInitial, Detail: fmt.Sprintf("%d groups translated at start", len(groups))})
+		n.log.add(httpapi.Change{Mirror: n.mirror, Kind: httpapi.ChangeInitial, Detail: english.Count(len(groups), "group") + " translated at start"})
 		return
 	}
 	added, removed := listeners.DiffGroups(prev, groups)

@@ -44,13 +44,21 @@ func TestRecordingNotifier(t *testing.T) {
 		}
 	}
 	want := []string{
-		"initial   1 topics selected at start",
-		"topic_added clicks east.clicks 1 partitions, pending",
+		"initial   1 topic selected at start",
+		"topic_added clicks east.clicks 1 partition, pending",
 		"topic_changed orders east.orders state pending → mirroring; metadata team=payments",
 		"topic_removed orders east.orders ",
 		"initial   0 groups translated at start",
 		"group_added billing  topics orders",
 		"group_removed billing  ",
+	}
+	// Counts of one are singular.
+	one := newChangeLog(10)
+	n = &recordingNotifier{next: next, log: one, mirror: "m"}
+	n.SetGroups([]listeners.Group{{Name: "billing", Topics: []string{"orders"}}})
+	n.SetTopics([]listeners.Topic{orders})
+	if cs := one.Changes(); len(cs) != 2 || cs[1].Detail != "1 group translated at start" || cs[0].Detail != "1 topic selected at start" {
+		t.Errorf("first sets of one group and one topic: %+v", cs)
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("changes, oldest first:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

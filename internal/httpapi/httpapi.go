@@ -136,10 +136,12 @@ type ListenerStatus struct {
 	Calls   uint64   `json:"calls"`
 	Errors  uint64   `json:"errors"`
 	// Healthy is false while its last call failed (it is retried).
-	Healthy     bool      `json:"healthy"`
-	LastCallAt  time.Time `json:"last_call_at"`
+	Healthy bool `json:"healthy"`
+	// LastCallAt and LastErrorAt are absent before the first call, and
+	// the first failure ("0001-01-01T00:00:00Z" read as a failure).
+	LastCallAt  time.Time `json:"last_call_at,omitzero"`
 	LastError   string    `json:"last_error,omitempty"`
-	LastErrorAt time.Time `json:"last_error_at"`
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
 }
 
 // CountersResponse is the body of GET /api/v1/counters: each mirror's
