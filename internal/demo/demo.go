@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -307,17 +308,24 @@ func printSummary(ctx context.Context, w io.Writer, eastAddr, westAddr string) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "\nSOURCE (east)\tEND OFFSET\tTARGET (west)\tEND OFFSET\n")
 	for _, n := range names {
-		target := "east." + n
-		got, ok := dstEnds[target]
-		if !ok {
-			target, got = "(not mirrored)", 0
-			if !strings.HasPrefix(n, "__") && !strings.HasSuffix(n, ".internal") {
-				target = "(pending)"
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\n", n, srcEnds[n], target, got)
+		target, end := summaryTarget(n, dstEnds)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", n, srcEnds[n], target, end)
 	}
 	_ = tw.Flush()
+}
+
+// summaryTarget is the summary's target side of source topic n: its
+// target topic and end offset, or why there is none ("-": a topic not on
+// the target has no end offset, not 0).
+func summaryTarget(n string, dstEnds map[string]int64) (target, end string) {
+	target = "east." + n
+	if got, ok := dstEnds[target]; ok {
+		return target, strconv.FormatInt(got, 10)
+	}
+	if strings.HasPrefix(n, "__") || strings.HasSuffix(n, ".internal") {
+		return "(not mirrored)", "-"
+	}
+	return "(pending)", "-"
 }
 
 // billingConsumer is a consumer group on the source that reads orders

@@ -123,3 +123,20 @@ func TestDemoHTTPBusy(t *testing.T) {
 		t.Errorf("printed before failing:\n%s", out.String())
 	}
 }
+
+// TestSummaryTarget: a source topic the demo does not mirror, or not yet,
+// has no target end offset to show ("-"), not 0.
+func TestSummaryTarget(t *testing.T) {
+	t.Parallel()
+	dst := map[string]int64{"east.orders": 120}
+	for n, want := range map[string][2]string{
+		"orders":             {"east.orders", "120"},
+		"__consumer_offsets": {"(not mirrored)", "-"},
+		"kmirror.x.internal": {"(not mirrored)", "-"},
+		"payments":           {"(pending)", "-"},
+	} {
+		if target, end := summaryTarget(n, dst); target != want[0] || end != want[1] {
+			t.Errorf("%s: target %q, end %q; want %q, %q", n, target, end, want[0], want[1])
+		}
+	}
+}
