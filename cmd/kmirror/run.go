@@ -45,7 +45,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 			case <-ctx.Done():
 				return
 			case <-hup:
-				_ = a.Reload(ctx) // logs its own outcome
+				_, _ = a.Reload(ctx) // logs its own outcome
 			}
 		}
 	}()

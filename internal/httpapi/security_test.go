@@ -43,7 +43,7 @@ func readyStatus() statuses {
 func TestAuthToken(t *testing.T) {
 	t.Parallel()
 	var reloads atomic.Int32
-	inner := httpapi.Handler(prometheus.NewRegistry(), readyStatus(), func(context.Context) error { reloads.Add(1); return nil })
+	inner := httpapi.Handler(prometheus.NewRegistry(), readyStatus(), func(context.Context) ([]string, error) { reloads.Add(1); return nil, nil })
 	for _, metricsOpen := range []bool{false, true} {
 		h := httpapi.Protect(inner, httpapi.Security{Token: token, MetricsOpen: metricsOpen})
 		for _, path := range []string{"/api/v1/status", "/api/v1/topics", "/api/v1/groups", "/metrics", "/nope"} {
@@ -102,7 +102,7 @@ func TestCrossSiteRefused(t *testing.T) {
 	t.Parallel()
 	var reloads atomic.Int32
 	srv := httptest.NewServer(httpapi.Protect(
-		httpapi.Handler(prometheus.NewRegistry(), readyStatus(), func(context.Context) error { reloads.Add(1); return nil }),
+		httpapi.Handler(prometheus.NewRegistry(), readyStatus(), func(context.Context) ([]string, error) { reloads.Add(1); return nil, nil }),
 		httpapi.Security{LoopbackHosts: true}))
 	t.Cleanup(srv.Close)
 	post := func(headers ...string) int {
