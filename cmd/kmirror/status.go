@@ -18,6 +18,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kmirror/kmirror/config"
 	"github.com/kmirror/kmirror/connector"
 	"github.com/kmirror/kmirror/internal/httpapi"
 )
@@ -38,7 +39,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	if code := parse(fs, args); code >= 0 {
 		return code
 	}
-	var token string
+	var token bearerToken
 	base := strings.TrimSuffix(*url, "/")
 	// --config alone names the worker; with --url too, it only gives the
 	// token (and the scheme) for the worker at --url.
@@ -50,7 +51,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		if cfg.HTTP.Auth != nil {
-			token = cfg.HTTP.Auth.Token().Reveal()
+			token = configToken(cfg.HTTP.Auth, *path)
 		}
 		if base == "" {
 			var err error
@@ -71,7 +72,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "--token-file: %v\n", err)
 			return 1
 		}
-		token = strings.TrimSpace(string(b))
+		token = bearerToken{value: strings.TrimSpace(string(b)), from: *tokenFile}
 	}
 	client, err := statusClient(*caFile, *certFile, *keyFile)
 	if err != nil {
@@ -156,14 +157,30 @@ func statusURL(listen string, https bool) (string, error) {
 	return scheme + net.JoinHostPort(host, port), nil
 }
 
-func fetchStatus(ctx context.Context, client *http.Client, url, token string) (httpapi.StatusResponse, error) {
+// bearerToken is the token status sends, with where it was read, for the
+// message when the worker refuses it.
+type bearerToken struct {
+	value string
+	from  string // "wrong.token", "token (http.auth.bearer_token_file of kmirror.yaml)"
+}
+
+// configToken is the token of a worker's config, http.auth.
+func configToken(auth *config.HTTPAuth, configPath string) bearerToken {
+	from := fmt.Sprintf("%s (http.auth.bearer_token_file of %s)", auth.BearerTokenFile, configPath)
+	if auth.BearerTokenEnv != "" {
+		from = fmt.Sprintf("$%s (http.auth.bearer_token_env of %s)", auth.BearerTokenEnv, configPath)
+	}
+	return bearerToken{value: auth.Token().Reveal(), from: from}
+}
+
+func fetchStatus(ctx context.Context, client *http.Client, url string, token bearerToken) (httpapi.StatusResponse, error) {
 	var st httpapi.StatusResponse
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return st, err
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+	if token.value != "" {
+		req.Header.Set("Authorization", "Bearer "+token.value)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -174,16 +191,32 @@ func fetchStatus(ctx context.Context, client *http.Client, url, token string) (h
 	if err != nil {
 		return st, fmt.Errorf("GET %s: %w", url, err)
 	}
-	if resp.StatusCode == http.StatusUnauthorized {
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized && token.value != "":
+		// Not the hint for no token: the token was sent, and is
+		// the wrong one (another worker's, an old one).
+		return st, fmt.Errorf("the worker refused the token in %s: GET %s: %s: %s", token.from, url, resp.Status, apiError(body))
+	case resp.StatusCode == http.StatusUnauthorized:
 		return st, fmt.Errorf("GET %s: %s: the worker requires a bearer token (http.auth): pass --token-file, or --config with the worker's config", url, resp.Status)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("GET %s: %s: %s", url, resp.Status, strings.TrimSpace(string(body)))
+	case resp.StatusCode != http.StatusOK:
+		return st, fmt.Errorf("GET %s: %s: %s", url, resp.Status, apiError(body))
 	}
 	if err := json.Unmarshal(body, &st); err != nil {
 		return st, fmt.Errorf("GET %s: not a kmirror status: %w", url, err)
 	}
 	return st, nil
+}
+
+// apiError is the message of an API error answer ({"error": "..."}), or
+// the body as it is when it is not one.
+func apiError(body []byte) string {
+	var e struct {
+		Error string `json:"error"`
+	}
+	if err := json.Unmarshal(body, &e); err == nil && e.Error != "" {
+		return e.Error
+	}
+	return strings.TrimSpace(string(body))
 }
 
 // printTopicRanges lists the topics' source gaps (offsets the source

@@ -196,6 +196,26 @@ func TestStatusToken(t *testing.T) {
 	if code := run([]string{"status", "--config", path}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "MIRROR east-to-west") {
 		t.Fatalf("--config with http.auth: exit %d: %s%s", code, stdout.String(), stderr.String())
 	}
+
+	// A wrong token is refused, and said so: no hint to pass one.
+	wrong := filepath.Join(dir, "wrong.token")
+	if err := os.WriteFile(wrong, []byte("old-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stderr.Reset()
+	if code := run([]string{"status", "--url", srv.URL, "--token-file", wrong}, &stdout, &stderr); code != 1 ||
+		!strings.Contains(stderr.String(), "the worker refused the token in "+wrong+": ") ||
+		!strings.Contains(stderr.String(), "the bearer token was refused") || strings.Contains(stderr.String(), "pass --token-file") {
+		t.Fatalf("a wrong --token-file: exit %d, stderr %q; want 1, the token refused", code, stderr.String())
+	}
+	if err := os.WriteFile(filepath.Join(dir, "token"), []byte("old-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stderr.Reset()
+	if code := run([]string{"status", "--config", path}, &stdout, &stderr); code != 1 ||
+		!strings.Contains(stderr.String(), "the worker refused the token in "+filepath.Join(dir, "token")+" (http.auth.bearer_token_file of "+path+")") {
+		t.Fatalf("a wrong token in the config's file: exit %d, stderr %q", code, stderr.String())
+	}
 }
 
 // writeStatusConfig writes dir/kmirror.yaml: one mirror east-to-west, the

@@ -59,6 +59,9 @@ func TestAuthToken(t *testing.T) {
 			if rec := do(h, "GET", path, "Authorization: Bearer wrong"+token); rec.Code != wantNoToken {
 				t.Errorf("metricsOpen=%v GET %s with a wrong token = %d, want %d", metricsOpen, path, rec.Code, wantNoToken)
 			}
+			if wantNoToken == http.StatusUnauthorized {
+				checkUnauthorized(t, h, path)
+			}
 			wantToken := http.StatusOK
 			if path == "/nope" {
 				wantToken = http.StatusNotFound
@@ -92,6 +95,27 @@ func TestAuthToken(t *testing.T) {
 	}
 	if rec := do(h, "POST", "/api/v1/reload", "Authorization: bearer "+token); rec.Code != http.StatusOK || reloads.Load() != 1 {
 		t.Fatalf("POST /api/v1/reload with the token = %d %s (reloads %d)", rec.Code, rec.Body, reloads.Load())
+	}
+}
+
+// checkUnauthorized: a 401 says whether the token was missing or refused,
+// in its message and (RFC 6750) its challenge.
+func checkUnauthorized(t *testing.T, h http.Handler, path string) {
+	t.Helper()
+	for _, c := range []struct {
+		headers   []string
+		msg, auth string
+	}{
+		{nil, "a bearer token is required", `Bearer realm="kmirror"`},
+		{[]string{"Authorization: Basic dXNlcjpwYXNz"}, "a bearer token is required", `Bearer realm="kmirror"`},
+		{[]string{"Authorization: Bearer "}, "a bearer token is required", `Bearer realm="kmirror"`},
+		{[]string{"Authorization: Bearer wrong"}, "the bearer token was refused", `Bearer realm="kmirror", error="invalid_token"`},
+		{[]string{"Authorization: Bearer " + token[:len(token)-1]}, "the bearer token was refused", `Bearer realm="kmirror", error="invalid_token"`},
+	} {
+		rec := do(h, "GET", path, c.headers...)
+		if rec.Code != http.StatusUnauthorized || !strings.Contains(rec.Body.String(), c.msg) || rec.Header().Get("WWW-Authenticate") != c.auth {
+			t.Errorf("GET %s with %q = %d %q %s; want 401 %q, %s", path, c.headers, rec.Code, rec.Header().Get("WWW-Authenticate"), rec.Body, c.auth, c.msg)
+		}
 	}
 }
 
