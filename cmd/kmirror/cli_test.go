@@ -97,6 +97,29 @@ func TestVersion(t *testing.T) {
 	}
 }
 
+// TestHelpCommand: `kmirror help CMD` prints CMD's own help, the same as
+// `kmirror CMD --help` but on stdout; `kmirror help` the general one.
+func TestHelpCommand(t *testing.T) {
+	for name := range commandFuncs {
+		code, stdout, stderr := runIn("help", name)
+		_, _, want := runIn(name, "--help")
+		if code != exitOK || stdout != want || stderr != "" || !strings.Contains(stdout, "Usage: kmirror "+name) {
+			t.Errorf("help %s: exit %d, stdout:\n%s\nstderr:\n%s\nwant %s --help's:\n%s", name, code, stdout, stderr, name, want)
+		}
+	}
+	for _, args := range [][]string{{"help"}, {"help", "help"}, {"--help"}} {
+		if code, stdout, _ := runIn(args...); code != exitOK || stdout != usage {
+			t.Errorf("%v: exit %d, want the general help:\n%s", args, code, stdout)
+		}
+	}
+	if code, _, stderr := runIn("help", "nope"); code != exitUsage || !strings.Contains(stderr, `unknown command "nope"`) {
+		t.Errorf("help nope: exit %d, stderr:\n%s", code, stderr)
+	}
+	if code, _, stderr := runIn("help", "run", "plan"); code != exitUsage || !strings.Contains(stderr, "want one command") {
+		t.Errorf("help run plan: exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
 // TestExitCodes: 2 for usage errors, 1 for errors, with the hint that
 // says how to give a config when the default one is missing.
 func TestExitCodes(t *testing.T) {
