@@ -157,7 +157,8 @@ func TestExitCodes(t *testing.T) {
 // TestPlanOutput runs plan against an embedded cluster: "text" is accepted
 // for table; with nothing to change the exit status is 0 and -o json
 // prints empty lists as [], not null; a topic to create is counted in
-// the singular when it has one partition, and the exit status is 2.
+// the singular when it has one partition, and the exit status is 3 (not 2:
+// a bad flag's).
 func TestPlanOutput(t *testing.T) {
 	src, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"))
 	if err != nil {
@@ -201,7 +202,10 @@ mirrors:
 	}
 
 	code, stdout, stderr = runIn("plan", "--config", write("orders"))
-	if code != exitUsage || !strings.Contains(stdout, "+ create east.orders (1 partition) from orders") {
-		t.Errorf("plan: exit %d, want 2 (changes pending)\n%s%s", code, stdout, stderr)
+	if code != exitNegative || !strings.Contains(stdout, "+ create east.orders (1 partition) from orders") {
+		t.Errorf("plan: exit %d, want 3 (changes pending)\n%s%s", code, stdout, stderr)
+	}
+	if code, _, _ := runIn("plan", "--config", write("orders"), "--nosuchflag"); code != exitUsage {
+		t.Errorf("plan with a bad flag: exit %d, want 2", code)
 	}
 }

@@ -40,7 +40,7 @@ Usage:
   kmirror validate --config FILE   check FILE and its plugins as run would, starting nothing else;
                                    warnings for legal but suspicious settings
   kmirror plan --config FILE       print what one pass would create or change; change nothing
-                                   (exit 0: nothing to do, 2: changes pending, 1: error)
+                                   (exit 0: nothing to do, 3: changes pending)
   kmirror topics --config FILE     list the mirrored topics with their metadata
   kmirror translate --config FILE --group G [--apply [--allow-rewind]]
                                    a group's target offsets for a failover (exact);
@@ -58,22 +58,25 @@ Usage:
                                    verify the copy, fence, commit every group (exit 0: exact)
   kmirror verify --config FILE [--mirror M] [--topic T] [--since D]
                                    compare the copy with its source record by record through
-                                   the offset index (exit 0: all matched, 1: differences or
-                                   partitions that could not be read)
+                                   the offset index (exit 0: all matched, 3: differences,
+                                   1: partitions that could not be read)
   kmirror status --config FILE     what the running worker reports: mirrors, topics, lag, and in
                                    cluster mode the workers and their slots (or --url ADDR;
                                    the config's http.auth token, or --token-file)
+                                   (exit 0: ready, 3: not ready)
   kmirror import-mm2 [--output FILE] mm2.properties
                                    convert a MirrorMaker 2 properties file to a kmirror config
-                                   taking over its flows (exit 0: all mapped, 2: settings not
-                                   mapped, listed on stderr, 1: error)
+                                   taking over its flows (exit 0: all mapped, 3: settings not
+                                   mapped, listed on stderr)
   kmirror demo [--duration D]      mirror between two embedded clusters, no setup
   kmirror version                  print the version (also kmirror --version)
 
 Every command that prints takes -o table|json; every command that talks to a
 cluster or a worker takes --timeout (default 30s). --config defaults to
 kmirror.yaml in the working directory.
-Exit status: 0 ok, 1 error, 2 bad usage (and for plan: changes pending).
+Exit status, the same for every command: 0 ok; 1 error (or an action refused);
+2 bad usage; 3 the command worked and its answer is no (plan: changes pending,
+status: not ready, verify: differences, import-mm2: settings not mapped).
 
 Run 'kmirror help COMMAND' (or 'kmirror COMMAND --help') for a command's flags.
 `

@@ -24,7 +24,7 @@ import (
 )
 
 func cmdStatus(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("status", "Prints what a running worker reports on GET /api/v1/status: each mirror's state and\nlag, its topics (state, lag, the error of a failed one) and, in cluster mode, the\nworkers of the mirror, the slots each owns, which one runs the control plane and\nthe lag of this worker's slots; then the brokers the worker cannot reach, with\nwhat to check. The worker is the one at --url, or the one that\nlistens on http.listen of --config.", stderr)
+	fs := newFlagSet("status", "Prints what a running worker reports on GET /api/v1/status: each mirror's state and\nlag, its topics (state, lag, the error of a failed one) and, in cluster mode, the\nworkers of the mirror, the slots each owns, which one runs the control plane and\nthe lag of this worker's slots; then the brokers the worker cannot reach, with\nwhat to check. The worker is the one at --url, or the one that\nlistens on http.listen of --config.\nExit status 0 when the worker (with --mirror, that mirror) is ready, 3 when not, 1 on\nerror (no worker answers, a refused token), 2 on bad usage.", stderr)
 	path := configFlag(fs, "the config file; the worker listens on its http.listen")
 	url := fs.String("url", "", "the worker's HTTP address, e.g. http://127.0.0.1:9644 (instead of --config; with it, --config gives only the token and the scheme)")
 	out := outputFlag(fs)
@@ -48,7 +48,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	if base == "" || configSet {
 		cfg, _ := loadForCommand(*path, stderr)
 		if cfg == nil {
-			return 1
+			return exitError
 		}
 		if cfg.HTTP.Auth != nil {
 			token = configToken(cfg.HTTP.Auth, *path)
@@ -57,7 +57,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 			var err error
 			if base, err = statusURL(cfg.HTTP.Listen, cfg.HTTP.TLS != nil); err != nil {
 				fmt.Fprintf(stderr, "%s: http.listen: %v\n", *path, err)
-				return 1
+				return exitError
 			}
 		} else if !strings.Contains(base, "://") && cfg.HTTP.TLS != nil {
 			base = "https://" + base
@@ -70,14 +70,14 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 		b, err := os.ReadFile(*tokenFile)
 		if err != nil {
 			fmt.Fprintf(stderr, "--token-file: %v\n", err)
-			return 1
+			return exitError
 		}
 		token = bearerToken{value: strings.TrimSpace(string(b)), from: *tokenFile}
 	}
 	client, err := statusClient(*caFile, *certFile, *keyFile)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return 1
+		return exitError
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
@@ -94,14 +94,35 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	st, err := fetchStatus(ctx, client, endpoint, token)
 	if err != nil {
 		fmt.Fprintf(stderr, "status: %v\n", err)
-		return 1
+		return exitError
+	}
+	if *mirror != "" && len(st.Mirrors) == 0 {
+		fmt.Fprintf(stderr, "status: --mirror: the worker runs no mirror named %q\n", *mirror)
+		return exitError
 	}
 	if out.JSON() {
 		writeJSON(stdout, st)
+	} else {
+		printStatus(stdout, st, time.Now())
+	}
+	return readyExit(st, *mirror != "", stderr)
+}
+
+// readyExit is status's exit code: 0 when the worker is ready (or, with
+// --mirror, that mirror is), 3 when not, naming the mirrors not ready: a
+// script or a deploy gate waits on it without parsing the output.
+func readyExit(st httpapi.StatusResponse, oneMirror bool, stderr io.Writer) int {
+	var notReady []string
+	for _, m := range st.Mirrors {
+		if !m.Ready {
+			notReady = append(notReady, m.Name)
+		}
+	}
+	if len(notReady) == 0 && (oneMirror || st.Ready) {
 		return exitOK
 	}
-	printStatus(stdout, st, time.Now())
-	return 0
+	fmt.Fprintf(stderr, "status: not ready: %s\n", orDash(strings.Join(notReady, ", ")))
+	return exitNegative
 }
 
 // statusClient is the HTTP client for a worker, with the TLS settings of
