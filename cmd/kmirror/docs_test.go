@@ -311,7 +311,7 @@ func TestDocsCLI(t *testing.T) {
 					}
 					t.Chdir(dir)
 					code, stdout, stderr := runIn(args...)
-					if args[0] == "import-mm2" && code == exitUsage && strings.Contains(stderr, "not mapped") {
+					if args[0] == "import-mm2" && code == exitNegative && strings.Contains(stderr, "not mapped") {
 						code = exitOK // converted, with settings to review
 					}
 					if code != exitOK {

@@ -13,7 +13,7 @@ import (
 )
 
 func cmdPlan(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("plan", "Connects to the clusters and runs one pass of every mirror in dry-run mode: topics to\ncreate (checked by the target's controller with validateOnly), partitions to add and\nconfigs to change. Changes nothing, not even kmirror's own topics.\nExit status 0 when nothing would change, 2 when changes are pending, 1 on error.", stderr)
+	fs := newFlagSet("plan", "Connects to the clusters and runs one pass of every mirror in dry-run mode: topics to\ncreate (checked by the target's controller with validateOnly), partitions to add and\nconfigs to change. Changes nothing, not even kmirror's own topics.\nExit status 0 when nothing would change, 3 when changes are pending, 1 on error, 2 on bad usage.", stderr)
 	path := configFlag(fs, "the config file")
 	out := outputFlag(fs, "text")
 	timeout := timeoutFlag(fs)
@@ -22,26 +22,26 @@ func cmdPlan(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg, log := loadForCommand(*path, stderr)
 	if cfg == nil {
-		return 1
+		return exitError
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	a, err := app.New(app.Options{Config: cfg, Logger: log, Version: getVersion()})
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return 1
+		return exitError
 	}
 	defer a.Close()
 	if err := a.StartPlugins(ctx); err != nil {
 		fmt.Fprintln(stderr, err)
-		return 1
+		return exitError
 	}
 	var plans []*connector.Plan
 	for _, m := range a.Mirrors() {
 		p, err := m.Plan(ctx)
 		if err != nil {
 			fmt.Fprintf(stderr, "plan: %v\n", err)
-			return 1
+			return exitError
 		}
 		plans = append(plans, p)
 	}
@@ -58,7 +58,9 @@ func cmdPlan(args []string, stdout, stderr io.Writer) int {
 		printPlans(stdout, plans)
 	}
 	if changes {
-		return exitUsage // "changes pending", as terraform plan -detailed-exitcode
+		// Not 2, as terraform plan -detailed-exitcode has it: that is a
+		// bad flag here, which a CI gate must not take for changes.
+		return exitNegative
 	}
 	return exitOK
 }
