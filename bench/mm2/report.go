@@ -23,6 +23,7 @@ type report struct {
 	st       map[string]startup
 	fo       map[string]failover
 	cp       map[string]map[string]compressed // by contender, codec (compressed.go)
+	wan      map[string][]wanRun              // by contender (wan.go)
 }
 
 func ms(d time.Duration) string {
@@ -130,10 +131,15 @@ func (r *report) render(failed error) string {
 		b.WriteString("\n")
 	}
 	b.WriteString(renderCompressed(o, r.cp))
+	r.renderWAN(&b)
 	r.renderTargets(&b)
 	if len(r.settings) > 0 {
 		b.WriteString("## Settings\n\n")
-		b.WriteString("As run in the throughput phase (the other phases differ only in the topic pattern, and in the failover phase group sync is on: kmirror `group_offsets: {enabled: true, interval: 1s}`; MM2 `emit.checkpoints.enabled`, `sync.group.offsets.enabled`, `emit.offset-syncs.enabled` true with 1 s intervals, `dst.offset.flush.interval.ms = 1000`, `offset.lag.max` default 100). Both leave topic config sync on (kmirror every 30 s, MM2 every 600 s) and ACL sync off; checkpoints, group sync and offset syncs (MM2) / group sync (kmirror) are off outside the failover phase. kmirror always records its offset index and progress (no switch).\n\n")
+		b.WriteString("As run in the throughput phase (the other phases differ only in the topic pattern, and in the failover phase group sync is on: kmirror `group_offsets: {enabled: true, interval: 1s}`; MM2 `emit.checkpoints.enabled`, `sync.group.offsets.enabled`, `emit.offset-syncs.enabled` true with 1 s intervals, `dst.offset.flush.interval.ms = 1000`, `offset.lag.max` default 100). Both leave topic config sync on (kmirror every 30 s, MM2 every 600 s) and ACL sync off; checkpoints, group sync and offset syncs (MM2) / group sync (kmirror) are off outside the failover phase. kmirror always records its offset index and progress (no switch).")
+		if len(r.wan) > 0 {
+			b.WriteString(" A contender without a throughput run shows the settings of its first WAN run, whose source bootstrap is the latency proxy's address.")
+		}
+		b.WriteString("\n\n")
 		for _, n := range names {
 			if s, ok := r.settings[n]; ok {
 				fmt.Fprintf(&b, "### %s\n\n```\n%s\n```\n\n", n, strings.TrimSpace(s))
@@ -230,6 +236,49 @@ func (r *report) renderTargets(b *strings.Builder) {
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", r.target, r.kmirror, r.other, r.ratio, r.verdict)
 	}
 	b.WriteString("\n")
+}
+
+// renderWAN is the WAN phase's table (wan.go): rows by partition count,
+// contender and round trip.
+func (r *report) renderWAN(b *strings.Builder) {
+	if len(r.wan) == 0 {
+		return
+	}
+	o := r.o
+	fmt.Fprintf(b, "## (f) WAN: the source behind a latency proxy; a backlog of %d records, then %d records/s\n\n", o.wanRecords, o.rate)
+	b.WriteString("| contender | partitions | RTT ms | records/s | × at 0 ms | p99 ms at " + fmt.Sprint(o.rate) + "/s | CPU s/GB | copy window s | connections via proxy | load before → after (copy) |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, parts := range o.wanPartitions {
+		for _, n := range o.contenders {
+			for _, w := range r.wan[n] {
+				if w.partitions != parts {
+					continue
+				}
+				window := fmt.Sprintf("%.1f", w.tp.window.Seconds())
+				if w.bounded {
+					window += "*"
+				}
+				fmt.Fprintf(b, "| %s | %d | %d | %.0f | %s | %s | %.2f | %s | %d | %s |\n",
+					n, parts, w.rtt.Milliseconds(), w.tp.recordsPerSec(), wanRatio(r.wan[n], w), ms(w.lat.p99),
+					cpuPerGB(w.tp.cpuWindow, w.tp.windowRecords, o.valueSize), window, w.conns, w.tp.load)
+			}
+		}
+	}
+	fmt.Fprintf(b, "\nThe contender reaches the source through a latency proxy (e2e/kafkatest/faultproxy, running in this harness's process, so its CPU is not the contender's) that passes each request to the broker RTT/2 after it arrived and each response to the contender RTT/2 after the broker sent it; frames a client pipelines stay overlapped, as on a link. It rewrites the broker addresses in the responses that carry them (Metadata, FindCoordinator, DescribeCluster, the KIP-951 leader hints), so clients stay behind it; at the end of each copy window the bench counts the contender's TCP connections (/proc) and fails the run if any goes to the source directly (\"connections via proxy\": those through it; the Java client's too). The target, the bench's producers, its checks and the latency reader use the clusters directly. One pair of clusters per contender and partition count; for each round trip a fresh topic of %d records is preloaded (synced, then 2 s) and a fresh contender process copies it: records/s and CPU s/GB (the contender's CPU per 10^9 B copied) over the window from the first record visible at the target to the last, or to %v after the first (marked *: the backlog was not done, so records/s is what arrived in that window); then the proxy's latency is lifted so that the rest copies at loopback speed, and the target must hold exactly the source's records per partition. Then another fresh contender process mirrors an empty topic of as many partitions through the proxy at the same round trip: p99 from produce to arrival at the target at %d records/s for %v after a 1 s warm-up, as in the latency phase. × at 0 ms: records/s over the same contender's at 0 ms with as many partitions; the 0 ms rows go through the proxy too, so the ratio isolates the added round trips.\n\n",
+		o.wanRecords, o.wanWindow, o.rate, o.wanLatencyDuration)
+	b.WriteString("mm2-wan is MirrorMaker 2 with the tuning operators apply to a high-latency link (its properties under Settings say what and why): the source consumer's receive.buffer.bytes -1 (the OS default, auto-tuned) instead of Java's 64 KiB, max.partition.fetch.bytes 16 MiB instead of 1 MiB, tasks.max as many as partitions (as mm2: MirrorSourceConnector runs min(tasks.max, partitions) tasks, so more tasks add nothing, and with one partition no task count helps).\n\n")
+	b.WriteString("What the proxy does not model: TCP windows and receive buffers, bandwidth limits, loss and retransmits. Its sockets are loopback ones, where the kernel's window auto-tuning never limits and the proxy reads whatever arrives at once and holds it for its delay, as if the link's bandwidth-delay product were unbounded. So a Java consumer's 64 KiB receive.buffer.bytes, which on a real 80 ms link caps each connection near 64 KiB per round trip (under 1 MB/s), does not bite here, and mm2-wan's -1 shows none of the gain it has there; a lossy link would slow every contender further. The figures are what round trips alone cost: an upper bound for a real link of that round trip.\n\n")
+}
+
+// wanRatio is w's records/s over those of the same contender's run at
+// 0 ms with as many partitions, "-" without one.
+func wanRatio(runs []wanRun, w wanRun) string {
+	for _, z := range runs {
+		if z.partitions == w.partitions && z.rtt == 0 && z.tp.recordsPerSec() > 0 {
+			return fmt.Sprintf("%.2f", w.tp.recordsPerSec()/z.tp.recordsPerSec())
+		}
+	}
+	return "-"
 }
 
 // renderVerify is the throughput phase's `kmirror verify` runs (verify.go).

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"maps"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestParseRTTs(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		in   string
+		want []time.Duration
+	}{
+		{"0,40,80,150ms", []time.Duration{0, 40 * ms, 80 * ms, 150 * ms}},
+		{" 0, 80ms ", []time.Duration{0, 80 * ms}},
+		{"10ms,1s", []time.Duration{10 * ms, time.Second}},
+		{"0.5,1s", []time.Duration{500 * ms, time.Second}},
+		{"0", []time.Duration{0}},
+	} {
+		got, err := parseRTTs(c.in)
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("parseRTTs(%q) = %v, %v; want %v", c.in, got, err, c.want)
+		}
+	}
+	for _, in := range []string{"", "40,80", "0,,80ms", "-40ms", "80,80ms", "fast"} {
+		if got, err := parseRTTs(in); err == nil {
+			t.Errorf("parseRTTs(%q) = %v, want an error", in, got)
+		}
+	}
+}
+
+func TestParsePartitions(t *testing.T) {
+	got, err := parsePartitions("1, 16")
+	if err != nil || !slices.Equal(got, []int{1, 16}) {
+		t.Errorf("parsePartitions = %v, %v", got, err)
+	}
+	for _, in := range []string{"", "0", "1,x", "4,4", "-1"} {
+		if got, err := parsePartitions(in); err == nil {
+			t.Errorf("parsePartitions(%q) = %v, want an error", in, got)
+		}
+	}
+}
+
+// A /proc/net/tcp6 excerpt: a listener, two established connections of
+// the process (inodes 101 and 102, remote ports 0x2328 = 9000 and 9000),
+// one of another process (inode 200) and one of the process in TIME_WAIT.
+const procNetTCP6 = `  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 00000000000000000000000000000000:1F90 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 100 1 0000000000000000 100 0 0 10 0
+   1: 0000000000000000FFFF00000100007F:A1B2 0000000000000000FFFF00000100007F:2328 01 00000000:00000000 00:00000000 00000000     0        0 101 1 0000000000000000 20 4 30 10 -1
+   2: 0000000000000000FFFF00000100007F:A1B3 0000000000000000FFFF00000100007F:2328 01 00000000:00000000 00:00000000 00000000     0        0 102 1 0000000000000000 20 4 30 10 -1
+   3: 0000000000000000FFFF00000100007F:A1B4 0000000000000000FFFF00000100007F:2329 01 00000000:00000000 00:00000000 00000000     0        0 200 1 0000000000000000 20 4 30 10 -1
+   4: 0000000000000000FFFF00000100007F:A1B5 0000000000000000FFFF00000100007F:232A 06 00000000:00000000 00:00000000 00000000     0        0 103 1 0000000000000000 20 4 30 10 -1
+`
+
+func TestParseProcNetTCP(t *testing.T) {
+	mine := map[uint64]bool{100: true, 101: true, 102: true, 103: true}
+	got := parseProcNetTCP([]byte(procNetTCP6), mine)
+	if want := map[int]int{9000: 2}; !maps.Equal(got, want) {
+		t.Errorf("parseProcNetTCP = %v, want %v", got, want)
+	}
+	ipv4 := "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n" +
+		"   0: 0100007F:C350 0100007F:2328 01 00000000:00000000 00:00000000 00000000     0        0 101 1 0000000000000000 20 4 30 10 -1\n"
+	if got := parseProcNetTCP([]byte(ipv4), mine); !maps.Equal(got, map[int]int{9000: 1}) {
+		t.Errorf("parseProcNetTCP(IPv4) = %v", got)
+	}
+}
+
+func TestContenderRuns(t *testing.T) {
+	byName := func(n string) contender {
+		return allContenders[slices.IndexFunc(allContenders, func(c contender) bool { return c.name == n })]
+	}
+	all := []string{"throughput", "latency", "startup", "failover", "compressed", "wan"}
+	for name, want := range map[string][]string{
+		"limit":          {"throughput", "latency", "startup", "compressed", "wan"},
+		"kmirror":        all,
+		"mm2":            all,
+		"mm2-wan":        {"wan"},
+		"kmirror-eos":    {"throughput", "latency", "compressed"},
+		"mm2-eos":        {"throughput", "latency", "compressed"},
+		"kmirror-eos-2w": {"throughput"},
+	} {
+		var got []string
+		for _, p := range all {
+			if byName(name).runs(p) {
+				got = append(got, p)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s runs %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestPhaseDefaults(t *testing.T) {
+	none := map[string]bool{}
+	for _, c := range []struct {
+		phases                  []string
+		set                     map[string]bool
+		contenders, out         string
+		wantContenders, wantOut string
+	}{
+		{[]string{"wan"}, none, defaultContenders, defaultOut, wanContenders, wanOut},
+		{[]string{"wan"}, map[string]bool{"out": true}, defaultContenders, "/tmp/x.md", wanContenders, "/tmp/x.md"},
+		{[]string{"wan"}, map[string]bool{"contenders": true, "out": true}, "kmirror", "", "kmirror", ""},
+		{[]string{"throughput", "wan"}, none, defaultContenders, defaultOut, defaultContenders, defaultOut},
+		{[]string{"latency"}, none, defaultContenders, defaultOut, defaultContenders, defaultOut},
+	} {
+		gc, gout := phaseDefaults(c.phases, c.set, c.contenders, c.out)
+		if gc != c.wantContenders || gout != c.wantOut {
+			t.Errorf("phaseDefaults(%v, %v) = %q, %q; want %q, %q", c.phases, c.set, gc, gout, c.wantContenders, c.wantOut)
+		}
+	}
+}
