@@ -40,7 +40,8 @@ func targetTopic(t string) string { return srcAlias + "." + t }
 type spec struct {
 	// topics is a regular expression of source topics (whole name).
 	topics string
-	// partitions is the most partitions of one topic (MM2's tasks.max).
+	// partitions is the most partitions of one topic (MM2's tasks.max);
+	// in the WAN phase, those of both its topics.
 	partitions int
 	// groups turns group offset translation on (the failover phase only).
 	groups bool

@@ -334,24 +334,23 @@ func latencyPhase(ctx context.Context, e *env, o *options, c contender) (res lat
 		return res, err
 	}
 	defer func() { r.end(err != nil) }()
-	return r.measureLatency(ctx, o, "latency", o.latencyDuration, spec{partitions: o.partitions})
+	const topic = "latency"
+	if err := workload.CreateTopic(ctx, []string{r.p.src.Addr(kafkatest.PLAINTEXT)}, topic, o.partitions); err != nil {
+		return res, err
+	}
+	if err := r.startContender(spec{topics: topic, partitions: o.partitions}); err != nil {
+		return res, err
+	}
+	return r.measureLatency(ctx, o, topic, o.partitions, o.latencyDuration)
 }
 
-// measureLatency creates topic with s.partitions partitions, starts the
-// contender on it (s, with topics set to topic) and measures the latency of
-// -rate records/s for duration after the warm-up; then it stops the
-// contender and checks the copy.
-func (r *contenderRun) measureLatency(ctx context.Context, o *options, topic string, duration time.Duration, s spec) (res latency, err error) {
-	c, partitions := r.c, s.partitions
+// measureLatency measures the latency of -rate records/s to topic for
+// duration after the warm-up, once the contender (started on it) copies;
+// then it stops the contender and checks the copy of topic.
+func (r *contenderRun) measureLatency(ctx context.Context, o *options, topic string, partitions int, duration time.Duration) (res latency, err error) {
+	c := r.c
 	src := r.p.src.Addr(kafkatest.PLAINTEXT)
 	dst := r.p.dst.Addr(kafkatest.PLAINTEXT)
-	if err := workload.CreateTopic(ctx, []string{src}, topic, partitions); err != nil {
-		return res, err
-	}
-	s.topics = topic
-	if err := r.startContender(s); err != nil {
-		return res, err
-	}
 	// Readiness: one primer record per partition (no time header, so the
 	// reader skips it), visible at the target.
 	if err := producePrimers(ctx, src, topic, partitions); err != nil {

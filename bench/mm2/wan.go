@@ -69,6 +69,9 @@ func wanPair(ctx context.Context, e *env, o *options, c contender, parts int) (r
 		return nil, "", err
 	}
 	defer func() { base.end(err != nil) }()
+	if err := warmBrokers(ctx, base.p, parts, o.valueSize); err != nil {
+		return nil, "", err
+	}
 	px, err := faultproxy.New(base.p.src.Addrs())
 	if err != nil {
 		return nil, "", err
@@ -92,28 +95,71 @@ func wanPair(ctx context.Context, e *env, o *options, c contender, parts int) (r
 	return runs, settings, nil
 }
 
-// wanOne is one round trip: the backlog's copy, then the latency, each by
-// a fresh contender process behind the proxy.
+// warmupRecords are the records warmBrokers writes to each cluster and
+// reads back.
+const warmupRecords = 200000
+
+// warmBrokers runs a fresh pair's brokers once through the paths a copy
+// takes (produce requests, fetches), so that the first round trip
+// measured (0 ms, the ratios' base) does not pay for compiling them, as a
+// fresh broker's JIT does for seconds.
+func warmBrokers(ctx context.Context, p *pair, parts, valueSize int) error {
+	t := time.Now()
+	for _, c := range []*kafkatest.Cluster{p.src, p.dst} {
+		if err := workload.CreateTopic(ctx, c.Addrs(), "warmup", parts); err != nil {
+			return err
+		}
+		if err := workload.Preload(ctx, c.Addrs(), "warmup", warmupRecords, parts, valueSize); err != nil {
+			return err
+		}
+		if _, err := workload.CommittedCounts(ctx, c.Addrs(), "warmup"); err != nil {
+			return err
+		}
+	}
+	log.Printf("  brokers warmed up in %.1fs", time.Since(t).Seconds())
+	return nil
+}
+
+// wanOne is one round trip, by a fresh contender process behind the proxy:
+// the backlog's copy, then the latency once it caught up. Measuring both
+// with one process saves a JVM start per run; the latency topic is
+// mirrored from the start, idle during the copy, and MM2 gets a task per
+// partition of both topics, so that the copy's tasks are its own.
 func wanOne(ctx context.Context, base *contenderRun, o *options, px *faultproxy.Proxy, parts int, rtt time.Duration) (w wanRun, settings string, err error) {
 	w = wanRun{partitions: parts, rtt: rtt}
 	name := fmt.Sprintf("%dms", rtt.Milliseconds())
-	cp, err := base.rerun("copy-" + name)
+	r, err := base.rerun(name)
 	if err != nil {
 		return w, "", err
 	}
-	err = cp.wanCopy(ctx, o, px, "wan-"+name, &w)
-	cp.finish(err != nil)
-	if err != nil {
-		return w, cp.settings, fmt.Errorf("copy: %w", err)
+	defer func() { r.finish(err != nil) }()
+	backlog, steady := "wan-"+name, "wanlat-"+name
+	src := []string{r.p.src.Addr(kafkatest.PLAINTEXT)}
+	for _, t := range []string{backlog, steady} {
+		if err := workload.CreateTopic(ctx, src, t, parts); err != nil {
+			return w, "", err
+		}
 	}
-	lr, err := base.rerun("latency-" + name)
-	if err != nil {
-		return w, cp.settings, err
+	t := time.Now()
+	if err := workload.Preload(ctx, src, backlog, o.wanRecords, parts, o.valueSize); err != nil {
+		return w, "", err
+	}
+	log.Printf("  preloaded %d records in %.1fs", o.wanRecords, time.Since(t).Seconds())
+	settle()
+	px.SetLatency(rtt)
+	dist := startDisturbance(r.p)
+	if err := r.startContender(spec{topics: backlog + "|" + steady, partitions: 2 * parts, via: px.Addrs()[0]}); err != nil {
+		return w, r.settings, err
+	}
+	if err := r.wanCopy(ctx, o, px, backlog, dist, &w); err != nil {
+		return w, r.settings, fmt.Errorf("copy: %w", err)
 	}
 	px.SetLatency(rtt)
-	w.lat, err = lr.measureLatency(ctx, o, "wanlat-"+name, o.wanLatencyDuration, spec{partitions: parts, via: px.Addrs()[0]})
-	lr.finish(err != nil)
-	return w, cp.settings, err
+	if w.lat, err = r.measureLatency(ctx, o, steady, parts, o.wanLatencyDuration); err != nil {
+		return w, r.settings, err
+	}
+	// The contender stopped: the backlog's copy must not have changed.
+	return w, r.settings, r.verify(ctx, backlog)
 }
 
 // rerun is a fresh run of r's contender on r's clusters, in a directory of
@@ -126,35 +172,20 @@ func (r *contenderRun) rerun(name string) (*contenderRun, error) {
 	return &contenderRun{e: r.e, p: r.p, c: r.c, dir: dir}, nil
 }
 
-// wanCopy preloads -wan-records records into topic, starts the contender
-// behind the proxy at w.rtt and measures the copy over the window from the
-// first record visible at the target to the last, or to -wan-window after
-// the first: a slow contender at 150 ms would take minutes per run. Then
-// the proxy's latency is lifted, so that the rest copies at loopback
-// speed, and the target must hold exactly the source's records.
-func (r *contenderRun) wanCopy(ctx context.Context, o *options, px *faultproxy.Proxy, topic string, w *wanRun) error {
-	src := r.p.src.Addr(kafkatest.PLAINTEXT)
-	if err := workload.CreateTopic(ctx, []string{src}, topic, w.partitions); err != nil {
-		return err
-	}
-	t := time.Now()
-	if err := workload.Preload(ctx, []string{src}, topic, o.wanRecords, w.partitions, o.valueSize); err != nil {
-		return err
-	}
-	log.Printf("  preloaded %d records in %.1fs", o.wanRecords, time.Since(t).Seconds())
-	settle()
-	px.SetLatency(w.rtt)
-	dist := startDisturbance(r.p)
-	if err := r.startContender(spec{topics: topic, partitions: w.partitions, via: px.Addrs()[0]}); err != nil {
-		return err
-	}
+// wanCopy measures the contender's copy of the backlog topic (-wan-records
+// records) behind the proxy at w.rtt, over the window from the first
+// record visible at the target to the last, or to -wan-window after the
+// first: a slow contender at 150 ms would take minutes per run. Then the
+// proxy's latency is lifted, so that the rest copies at loopback speed,
+// and the target must hold exactly the source's records.
+func (r *contenderRun) wanCopy(ctx context.Context, o *options, px *faultproxy.Proxy, backlog string, dist disturbance, w *wanRun) error {
 	want := int64(o.wanRecords)
 	var t1 time.Time
 	var st1 kafkatest.ProcStat
 	var n1 int64
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute+o.wanWindow)
 	defer cancel()
-	ends, err := r.waitTarget(wctx, []string{targetTopic(topic)}, 20*time.Millisecond,
+	ends, err := r.waitTarget(wctx, []string{targetTopic(backlog)}, 20*time.Millisecond,
 		func(m map[string]map[int32]int64) bool {
 			return sum(m) >= want || !t1.IsZero() && time.Since(t1) >= o.wanWindow
 		},
@@ -177,13 +208,12 @@ func (r *contenderRun) wanCopy(ctx context.Context, o *options, px *faultproxy.P
 	if w.bounded {
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Minute+time.Duration(o.wanRecords/2000)*time.Second)
 		defer cancel()
-		if _, err := r.waitTarget(dctx, []string{targetTopic(topic)}, 100*time.Millisecond,
+		if _, err := r.waitTarget(dctx, []string{targetTopic(backlog)}, 100*time.Millisecond,
 			func(m map[string]map[int32]int64) bool { return sum(m) >= want }, nil); err != nil {
 			return fmt.Errorf("the rest of the backlog, without latency: %w", err)
 		}
 	}
-	r.stopContender()
-	return r.verify(ctx, topic)
+	return r.verify(ctx, backlog)
 }
 
 // proxied returns the contender's established connections through the
