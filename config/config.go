@@ -292,6 +292,13 @@ type Mirror struct {
 	Sync Sync `yaml:"sync"`
 	// Labels add user metadata to mirrored topics, per topic pattern.
 	Labels []*Label `yaml:"labels"`
+	// RateLimit caps the bytes per second the mirror fetches from the
+	// source, all its topics together (0: no limit). The workers of a
+	// mirror split it by the slots they own. A reload changes it.
+	RateLimit ByteSize `yaml:"rate_limit"`
+	// TopicRateLimits cap single topics, each topic on its own: the
+	// first rule a topic meets gives it its limit. A reload changes them.
+	TopicRateLimits []*TopicRateLimit `yaml:"topic_rate_limits"`
 	// Metadata says whose topic metadata found on the source is believed.
 	Metadata MirrorMetadata `yaml:"metadata"`
 	// Filters run after topics.include/exclude, in order; each sees what
@@ -455,6 +462,29 @@ func (l *Label) Regexp() *regexp.Regexp {
 		l.match = regexp.MustCompile(anchor(l.Match))
 	}
 	return l.match
+}
+
+// TopicRateLimit caps each topic it matches at RateLimit bytes per second.
+// A topic meets the rule when its source name matches Match and it has
+// every label in Labels (labels set by this mirror or carried from
+// upstream); a rule names Match, Labels or both.
+type TopicRateLimit struct {
+	// Match is a regexp matched against the whole source topic name.
+	Match string `yaml:"match"`
+	// Labels are the labels (all of them) a topic must have.
+	Labels map[string]string `yaml:"labels"`
+	// RateLimit is the topic's bytes per second.
+	RateLimit ByteSize `yaml:"rate_limit"`
+
+	match *regexp.Regexp
+}
+
+// Regexp returns the anchored, compiled Match pattern (nil without one).
+func (r *TopicRateLimit) Regexp() *regexp.Regexp {
+	if r.match == nil && r.Match != "" {
+		r.match = regexp.MustCompile(anchor(r.Match))
+	}
+	return r.match
 }
 
 // ReplicationPolicy decides how source topic names map to target topic names.

@@ -408,6 +408,26 @@ func (v *validator) mirror(m *Mirror, path string, clusters map[string]*Cluster,
 		}
 	}
 
+	if m.RateLimit < 0 {
+		v.errorf(path+".rate_limit", "must not be negative (bytes per second; 0 or unset: no limit)")
+	}
+	for i, r := range m.TopicRateLimits {
+		rp := fmt.Sprintf("%s.topic_rate_limits[%d]", path, i)
+		if r.Match == "" && len(r.Labels) == 0 {
+			v.errorf(rp, "name the topics: match (a regexp over source topic names), labels, or both")
+		}
+		if r.Match != "" {
+			if _, err := regexp.Compile(r.Match); err != nil {
+				v.errorf(rp+".match", "invalid regexp %q: %s", r.Match, strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+			} else {
+				r.match = regexp.MustCompile(anchor(r.Match))
+			}
+		}
+		if r.RateLimit <= 0 {
+			v.errorf(rp+".rate_limit", "required field missing or not positive (bytes per second, e.g. 10MB)")
+		}
+	}
+
 	for i, l := range m.Labels {
 		lp := fmt.Sprintf("%s.labels[%d]", path, i)
 		if l.Partition != nil || l.Partitions != nil {

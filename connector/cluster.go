@@ -319,6 +319,7 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 	for _, slot := range installed {
 		p.m.metrics.slotOwned(slot, true, "assigned")
 	}
+	p.shareRateLimit()
 	p.m.log.Info("slots taken over", "slots", installed, "partitions_stored", len(ld.Positions), "took", time.Since(begin).Round(time.Millisecond))
 	// Partitions of topics already mirrored start now, not at the next
 	// pass.
@@ -366,7 +367,7 @@ func (p *slotPlane) sharedProducer(ctx context.Context) (*kgo.Client, error) {
 	produceCtx, cancelProduce := context.WithCancel(context.Background())
 	w := &slotWorker{slot: -1, dst: dst, produceCtx: produceCtx, cancelProduce: cancelProduce, done: make(chan struct{})}
 	w.cp = data.NewCopier(p.m.log, p.m.metrics.data(), dst, produceCtx, p.m.gapOpts(data.CopierOpts{DeadLetter: cfg.DeadLetterTopic, DeliveryTimeout: cfg.DeliveryTimeout, Passthrough: cfg.SourceCompression, DstOpts: cfg.TargetOpts,
-		RecordPath: p.recordPath, SourceLeaders: p.srcLeaders, TargetLeaders: p.dstLeaders, BatchBudget: p.batchBudget}))
+		RecordPath: p.recordPath, SourceLeaders: p.srcLeaders, TargetLeaders: p.dstLeaders, BatchBudget: p.batchBudget, Throttle: p.m.throttle}))
 	if cfg.Cluster.ExactlyOnce {
 		// The batch path writes inside the transactions too
 		// (data/pttxn.go), with the producer's ID and epoch.
@@ -417,6 +418,7 @@ func (p *slotPlane) release(ctx context.Context, ss []int32, commit bool) {
 		p.m.metrics.slotOwned(w.slot, false, map[bool]string{true: "revoked", false: "lost"}[commit])
 		p.m.log.Info("slot released", "slot", w.slot, "committed", commit)
 	}
+	p.shareRateLimit()
 }
 
 // takeOutShared stops the shared copier copying the partitions of slots
@@ -726,6 +728,7 @@ func (p *slotPlane) rebuildShared(w *slotWorker) {
 	for _, s := range slotsGone {
 		p.m.metrics.slotOwned(s, false, "lost")
 	}
+	p.shareRateLimit()
 	w.cancelProduce()
 	w.cp.Close()
 	w.dst.Close()
@@ -1019,4 +1022,14 @@ func (p *slotPlane) status() *ClusterStatus {
 		}
 	}
 	return st
+}
+
+// shareRateLimit makes this worker take its share of the mirror's rate
+// limit: the slots it owns over all slots (the workers together then
+// fetch at the limit).
+func (p *slotPlane) shareRateLimit() {
+	p.mu.Lock()
+	owned, total := len(p.owned), int(p.n)
+	p.mu.Unlock()
+	p.m.throttle.SetShare(owned, total, time.Now())
 }

@@ -24,6 +24,9 @@ type Selection struct {
 	// TrustedUpstreams are the mirrors whose metadata topics on the source
 	// are believed (Config.TrustedUpstreams).
 	TrustedUpstreams []string
+	// RateLimits cap the bytes per second fetched from the source
+	// (Config.RateLimits).
+	RateLimits RateLimits
 }
 
 // Notifier is told the mirror's current topic and group sets after every
@@ -75,6 +78,9 @@ type Config struct {
 	ConfigFilters []filters.ConfigPropertyFilter
 	// Labels set user metadata on topics, later entries winning.
 	Labels []Label
+	// RateLimits cap the bytes per second the mirror fetches from the
+	// source: all of it, and single topics (ratelimit.go).
+	RateLimits RateLimits
 	// TrustedUpstreams names the mirrors whose metadata topics on the
 	// source (kmirror.<name>.metadata.internal, when the source is their
 	// target) are read for the labels and origin they give topics. Any

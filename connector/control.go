@@ -64,6 +64,7 @@ func (m *Mirror) doPass(ctx context.Context, c *clients, cp dataPlane) (bool, er
 		m.metrics.incFilterErrors()
 		return false, err
 	}
+	m.setRateTopics(selected)
 	// 3. Compare with the target.
 	tl, err := m.listTarget(ctx, c, selected)
 	if err != nil {

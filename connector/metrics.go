@@ -56,6 +56,9 @@ type Metrics struct {
 	divergent       *prometheus.GaugeVec
 	// detail: the per-topic and per-partition series (metricsdetail.go).
 	detail *detailCollector
+	// throttles: the rate limits and the time they held fetches back
+	// (ratelimit.go).
+	throttles *throttleCollector
 }
 
 // Kinds of kmirror's own records on the target, for
@@ -248,7 +251,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.slotsOwned, m.slotsTaken, m.controlPlane, m.slotsTotal, m.slotsUnowned, m.rebalanceSecs, m.txns, m.commitLatency, m.batches, m.fallbacks,
 		m.indexBytes, m.indexEvictions, m.mm2Adopted, m.mm2AdoptErrors, m.mm2Heartbeats, m.mm2Checkpoints)
 	m.detail = newDetailCollector()
-	reg.MustRegister(m.detail)
+	m.throttles = newThrottleCollector()
+	reg.MustRegister(m.detail, m.throttles)
 	return m
 }
 

@@ -23,6 +23,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/connector/policy"
+	"github.com/kmirror/kmirror/connector/throttle"
+	"github.com/kmirror/kmirror/filters"
 	"github.com/kmirror/kmirror/listeners"
 )
 
@@ -64,6 +66,9 @@ type Status struct {
 	// cutover): this worker copies nothing. It says when, by what and
 	// why.
 	Fenced string `json:"fenced,omitempty"`
+	// RateLimit is the mirror's rate limits on this worker, when it has
+	// any (mirrors[].rate_limit, topic_rate_limits).
+	RateLimit *RateLimitStatus `json:"rate_limit,omitempty"`
 }
 
 // ClusterStatus is a worker's membership in a mirror's cluster.
@@ -136,6 +141,10 @@ type TopicStatus struct {
 	// partition, of a mirror copying back after a failover: the
 	// records the former target never got (divergent.go).
 	Divergent []DivergentStatus `json:"divergent,omitempty"`
+	// RateLimit is the topic's own limit (topic_rate_limits), bytes per
+	// second on this worker; Throttled: it holds the topic back now.
+	RateLimit int64 `json:"rate_limit,omitempty"`
+	Throttled bool  `json:"throttled,omitempty"`
 }
 
 // topicState is the control plane's view of one selected topic. Fields are
@@ -206,6 +215,12 @@ type Mirror struct {
 
 	// sel is what the mirror selects with; Reconfigure swaps it.
 	sel atomic.Pointer[Selection]
+	// throttle holds this worker's fetches to the mirror's rate limits
+	// (applyRateLimits), shared by its copiers.
+	throttle *throttle.Throttle
+	// rateTopics are the topics the last pass selected, with their
+	// labels: what a reload resolves topic rate limits against at once.
+	rateTopics []filters.Topic
 
 	// groupSync is the groups plane (package groups, wired in
 	// groupsync.go), with its own state and lock.
@@ -275,11 +290,12 @@ func New(cfg Config) (*Mirror, error) {
 		topics:              make(map[string]*topicState),
 		indexes:             make(map[data.TopicPartition]*index.Partition),
 		metaPersisted:       make(map[string]map[string]string),
+		throttle:            throttle.New(),
 	}
 	if err := m.SetOnSourceGap(cfg.OnSourceGap); err != nil {
 		return nil, err
 	}
-	m.sel.Store(&Selection{Filters: cfg.Filters, ConfigFilters: cfg.ConfigFilters, GroupFilters: cfg.GroupFilters, Labels: cfg.Labels, TrustedUpstreams: cfg.TrustedUpstreams})
+	m.sel.Store(&Selection{Filters: cfg.Filters, ConfigFilters: cfg.ConfigFilters, GroupFilters: cfg.GroupFilters, Labels: cfg.Labels, TrustedUpstreams: cfg.TrustedUpstreams, RateLimits: cfg.RateLimits})
 	if m.cfg.Cluster == nil {
 		m.cfg.Cluster = DefaultClusterConfig()
 	}
@@ -303,6 +319,7 @@ func (m *Mirror) dstErr(err error) error { return m.cfg.TargetExplainer.Explain(
 // stops mirroring it, exactly as if its source topic were deleted.
 func (m *Mirror) Reconfigure(s Selection) {
 	m.sel.Store(&s)
+	m.applyRateLimits()
 	m.log.Info("selection reconfigured", "topic_filters", len(s.Filters), "config_filters", len(s.ConfigFilters), "group_filters", len(s.GroupFilters), "labels", len(s.Labels), "trusted_upstreams", s.TrustedUpstreams)
 }
 
@@ -456,6 +473,7 @@ func (m *Mirror) Run(ctx context.Context) error {
 	defer c.close()
 	defer m.cancelProduce()
 	defer m.cfg.Metrics.watch(m.cfg.Name, m.partitionStates)()
+	defer m.cfg.Metrics.watchThrottle(m.cfg.Name, m.throttle)()
 
 	if err := m.start(ctx, c); err != nil {
 		return nil // ctx was cancelled during startup: nothing to flush
@@ -957,6 +975,7 @@ func (m *Mirror) Status() Status {
 		}
 	}
 	sort.Slice(st.Topics, func(i, j int) bool { return st.Topics[i].SourceTopic < st.Topics[j].SourceTopic })
+	st.RateLimit = m.rateLimitStatus(st.Topics, now)
 	st.Cluster = m.slots.status()
 	if !m.controlWithoutGroup && (st.Cluster.Member == "" || (st.Cluster.Rebalance != nil && st.Cluster.Rebalance.NotSettling)) {
 		ready = false // not in the group yet, or its group does not settle

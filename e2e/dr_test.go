@@ -263,12 +263,19 @@ func (d *drDay) appRun(args ...string) (string, error) {
 }
 
 // valuesOf reads a whole topic and returns its values per partition.
+//
+// A read that fails is tried again, for up to a minute: right after A
+// starts again, its partitions may still be electing their leader
+// (ListOffsets answers NOT_LEADER_OR_FOLLOWER), and a failed read is not
+// an empty topic.
 func drValues(t *testing.T, addrs []string, topic string) map[int32][]string {
 	t.Helper()
-	recs, err := readTopic(ctxTimeout(t, 60*time.Second), addrs, topic)
-	if err != nil {
-		t.Fatalf("read %s at %v: %v", topic, addrs, err)
-	}
+	var recs map[int32][]*kgo.Record
+	waitFor(t, 60*time.Second, fmt.Sprintf("a read of %s at %v", topic, addrs), func() (bool, string) {
+		var err error
+		recs, err = readTopic(ctxTimeout(t, 30*time.Second), addrs, topic)
+		return err == nil, fmt.Sprint(err)
+	})
 	return values(recs)
 }
 
@@ -395,6 +402,18 @@ func drRuntime(t *testing.T) *kafkatest.Runtime {
 func TestDisasterRecoveryDay(t *testing.T) {
 	t.Parallel()
 	begin := time.Now()
+	// Registered first, so it runs last: a failure's own message is
+	// logged above the logs of the workers, commands and brokers that
+	// the other cleanups dump; this line says, at the very end, where the
+	// day was.
+	var stage atomic.Value
+	stage.Store("setting up the clusters")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("TestDisasterRecoveryDay failed %v into the day, at: %s (its message is above the dumped logs)", time.Since(begin).Round(time.Millisecond), stage.Load())
+		}
+	})
+	at := func(s string) { stage.Store(s) }
 	rb := readRunbook(t)
 	rt := drRuntime(t)
 	base := t.TempDir()
@@ -476,11 +495,13 @@ func TestDisasterRecoveryDay(t *testing.T) {
 		defer ackMu.Unlock()
 		return len(ackedA)
 	}
+	at("the producer writing 100 records to A")
 	waitFor(t, 90*time.Second, "the producer to write 100 records to A", func() (bool, string) {
 		return acked() >= 100, fmt.Sprintf("%d acked", acked())
 	})
 
 	// The group reads part of A and commits.
+	at("the group consuming on A")
 	out, err := d.appRun("consume", "--bootstrap", aAddr, "--topic", topic, "--group", group, "--max", "60", "--timeout-ms", "30000", "--commit", "--reset", "earliest")
 	if err != nil {
 		t.Fatal(err)
@@ -490,6 +511,7 @@ func TestDisasterRecoveryDay(t *testing.T) {
 		t.Fatalf("the group committed %v on A, want both partitions", committedA)
 	}
 	// kmirror checkpoints it on B (what failover reads with A gone).
+	at("primary-to-dr checkpointing the group on B")
 	waitFor(t, 60*time.Second, fmt.Sprintf("primary-to-dr to checkpoint %s at %v on B", group, committedA), func() (bool, string) {
 		cps, err := drCheckpoints(t, e.dst.Addrs(), "primary-to-dr", group)
 		if err != nil {
@@ -500,6 +522,7 @@ func TestDisasterRecoveryDay(t *testing.T) {
 	// The producer is still writing and kmirror copying: more records
 	// on B, then the disaster.
 	copiedBefore, _, _ := recordCount(ctxTimeout(t, 10*time.Second), e.dstCl, topic)
+	at("kmirror copying more records while the producer writes")
 	waitFor(t, 60*time.Second, "kmirror to copy more records while the producer writes", func() (bool, string) {
 		n, _, err := recordCount(ctxTimeout(t, 10*time.Second), e.dstCl, topic)
 		return err == nil && n >= copiedBefore+40, fmt.Sprintf("%d offsets on B (%v)", n, err)
@@ -518,6 +541,7 @@ func TestDisasterRecoveryDay(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = wM.cmd.Process.Signal(syscall.SIGCONT) })
 	ackedAtStop := acked()
+	at("the producer writing 40 records with the worker stopped (SIGSTOP)")
 	waitFor(t, 60*time.Second, "the producer to write 40 records kmirror does not copy", func() (bool, string) {
 		return acked() >= ackedAtStop+40, fmt.Sprintf("%d acked", acked())
 	})
@@ -538,6 +562,7 @@ func TestDisasterRecoveryDay(t *testing.T) {
 	t.Logf("A killed (kill -9 of pid %d) with %d records acked so far", pid, acked())
 
 	// ---- Step "failover", A unreachable.
+	at("step failover")
 	failover := rb.step(t, "failover", "failover")
 	code, stdout, _ := d.kmirror(failover[0], "-o", "json")
 	var fo drFailoverReport
@@ -603,6 +628,7 @@ func TestDisasterRecoveryDay(t *testing.T) {
 	}
 	t.Logf("recovery point: %d not copied as far as kmirror saw; %d acked on A and not on B", fo.NotCopied, lostAcked)
 
+	at("the group resuming on B")
 	// The group resumes on B exactly: its first records are the ones
 	// right after what it had consumed on A.
 	remaining := 0
@@ -627,6 +653,7 @@ func TestDisasterRecoveryDay(t *testing.T) {
 	}
 
 	// Applications write to B: 30 new records.
+	at("applications writing to and reading from B")
 	out, err = d.appRun("produce", "--bootstrap", bAddr, "--topic", topic, "--count", "30", "--key-prefix", "kb-", "--value-prefix", "b-")
 	if err != nil {
 		t.Fatal(err)
@@ -647,6 +674,7 @@ func TestDisasterRecoveryDay(t *testing.T) {
 	}
 
 	// ---- A comes back (its data survives).
+	at("A starting again")
 	if err := a.Start(ctxTimeout(t, 3*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
@@ -670,6 +698,7 @@ func TestDisasterRecoveryDay(t *testing.T) {
 
 	// ---- Step "failback": the reverse mirror copies back only the new
 	// records.
+	at("step failback")
 	failback := rb.step(t, "failback", "failback", "run")
 	code, stdout, _ = d.kmirror(failback[0], "-o", "json")
 	var fb drFailbackReport
@@ -693,6 +722,7 @@ func TestDisasterRecoveryDay(t *testing.T) {
 	for p := range copiedTo {
 		wantA[p] = append(slices.Clone(onA[p]), newOnB[p]...)
 	}
+	at("the reverse mirror copying B's new records to A")
 	waitFor(t, 60*time.Second, "A to hold its own records and then exactly the new ones of B", func() (bool, string) {
 		got, err := readTopic(ctxTimeout(t, 30*time.Second), e.src.Addrs(), topic)
 		if err != nil {
@@ -710,6 +740,7 @@ func TestDisasterRecoveryDay(t *testing.T) {
 		// on A they follow A's own records.
 		wantResumeA[p] = int64(len(onA[p]) + readOnB[p])
 	}
+	at("dr-to-primary committing the group on A")
 	waitFor(t, 60*time.Second, fmt.Sprintf("dr-to-primary to commit %s on A at %v", group, wantResumeA), func() (bool, string) {
 		c, err := drCommitted(t, e.srcAdm, group, topic)
 		if err != nil {
@@ -718,6 +749,7 @@ func TestDisasterRecoveryDay(t *testing.T) {
 		return fmt.Sprint(c) == fmt.Sprint(wantResumeA), fmt.Sprintf("committed %v", c)
 	})
 	rest := 30 - readOnB[0] - readOnB[1]
+	at("the group resuming on A")
 	// Without --commit: the group's truth stays on B until the cutover
 	// (a group that commits on A meanwhile is ahead of B's, and the
 	// cutover refuses to move it backwards).
@@ -739,6 +771,7 @@ func TestDisasterRecoveryDay(t *testing.T) {
 	}
 
 	// ---- Step "cutover": refused while a producer writes to B.
+	at("step cutover")
 	cutover := rb.step(t, "cutover", "cutover")
 	var (
 		stopB    = make(chan struct{})
@@ -796,6 +829,7 @@ func TestDisasterRecoveryDay(t *testing.T) {
 	if code, _ := wM.stop(t, syscall.SIGTERM); code != 0 {
 		t.Errorf("the fenced primary-to-dr worker exited %d, want 0", code)
 	}
+	at("step switch-back")
 	sb := rb.step(t, "switch-back", "failback", "run")
 	code, stdout, _ = d.kmirror(sb[0], "-o", "json")
 	fb = drFailbackReport{}
@@ -819,6 +853,7 @@ func TestDisasterRecoveryDay(t *testing.T) {
 	e.waitTargetValues(60*time.Second, topic, wantB)
 
 	// ---- Step "verify": both copies are clean.
+	at("step verify")
 	for _, args := range rb.step(t, "verify", "verify", "verify") {
 		if code, _, _ := d.kmirror(args); code != 0 {
 			t.Errorf("kmirror %s: exit %d, want 0", strings.Join(args, " "), code)

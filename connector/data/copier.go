@@ -18,6 +18,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/connector/throttle"
 )
 
 // Memory bounds of the data path. franz-go's defaults (a 50 MiB fetch per
@@ -139,6 +141,12 @@ type Copier struct {
 	// recordPath holds the partitions a transactional copier copies on
 	// the record path although it has a batch path (see txnAbort).
 	recordPath *RecordPathSet
+	// throttle holds fetches to the mirror's rate limits (nil: none);
+	// held are the record path's topics it paused (holdRecordPath),
+	// under consumerMu.
+	throttle *throttle.Throttle
+	held     map[string]bool
+	fetchMax int32 // the record path consumer's fetch sizes, when a limit set them
 	// pt, when set, copies partitions as batches (passthrough.go).
 	pt       *passthrough
 	stopPT   context.CancelFunc
@@ -554,6 +562,9 @@ type CopierOpts struct {
 	// BatchBudget bounds the batch path's batches together with the
 	// other copiers of the worker that share it (nil: its own bound).
 	BatchBudget *BatchBudget
+	// Throttle holds the batch path's fetches to the mirror's byte-rate
+	// limits, shared by the copiers of a worker (nil: no limits).
+	Throttle *throttle.Throttle
 	// GapPolicy is what a partition does at a source gap (nil: skip);
 	// OnGap, when set, is told of every gap (gap.go).
 	GapPolicy *GapPolicyVar
@@ -606,8 +617,10 @@ func NewCopier(log *slog.Logger, m *Metrics, dst *kgo.Client, produceCtx context
 	if c.recordPath == nil {
 		c.recordPath = NewRecordPathSet()
 	}
+	c.throttle = opts.Throttle
 	if opts.Passthrough {
 		c.pt = newPassthrough(c, opts.DstOpts, opts.SourceLeaders, opts.TargetLeaders)
+		c.pt.throttle = opts.Throttle
 		if b := opts.BatchBudget; b != nil {
 			c.pt.useBudget(b)
 		}
@@ -729,6 +742,13 @@ func (c *Copier) consume(offsets map[string]map[int32]kgo.Offset) (created bool,
 			// would delay a new topic's first records by that long.
 			kgo.FetchMaxWait(500*time.Millisecond),
 			kgo.FetchMaxBytes(FetchMaxBytes),
+			// One partition may fill a fetch: with one fetch in flight
+			// per broker, 1 MiB per partition (franz-go's default)
+			// copies one partition at 1 MiB per round trip, 12.5 MB/s
+			// at 80 ms. The broker still spreads a fetch over the
+			// partitions behind (franz-go rotates their order).
+			kgo.FetchMaxPartitionBytes(FetchMaxBytes),
+			kgo.WithHooks(fetchedBytes{c.throttle}),
 			// A position the source no longer has is never
 			// moved silently: the fetch error goes to the poll
 			// loop, which applies on_source_gap (gap.go).
@@ -1053,8 +1073,66 @@ func (c *Copier) poll(ctx context.Context, src *kgo.Client) (kgo.Fetches, uint64
 		c.dst.PurgeTopicsFromProducing(slices.Collect(maps.Keys(c.purgeTargets))...)
 		clear(c.purgeTargets)
 	}
+	c.holdRecordPath(src, time.Now())
 	fetches := src.PollFetches(ctx)
 	return fetches, c.assignGen.Load()
+}
+
+// fetchedBytes pays the throttle for every batch the record path's
+// consumer read, as the bytes it took on the wire (compressed, as the batch
+// path counts them): a rate limit caps the link, whatever the path.
+type fetchedBytes struct{ t *throttle.Throttle }
+
+func (f fetchedBytes) OnFetchBatchRead(_ kgo.BrokerMetadata, topic string, _ int32, m kgo.FetchBatchMetrics) {
+	f.t.Took(topic, m.CompressedBytes, time.Now())
+}
+
+// holdRecordPath pauses the record path's topics that a rate limit holds
+// back now (the mirror's limit holds them all) and resumes those it no
+// longer holds; the poll loop's next turns look again. The batch path
+// holds its own fetches (fetchLoop). Called under consumerMu.
+func (c *Copier) holdRecordPath(src *kgo.Client, now time.Time) {
+	if c.throttle == nil {
+		return
+	}
+	// A fetch asks for no more than the limits allow in a window.
+	if mb := c.throttle.MaxBytes(FetchMaxBytes); mb != c.fetchMax {
+		src.UpdateFetchMaxBytes(mb, mb)
+		c.fetchMax = mb
+	}
+	if len(c.held) == 0 && !c.throttle.Limited() {
+		return
+	}
+	var pause, resume []string
+	for _, topic := range src.GetConsumeTopics() {
+		held := c.throttle.TopicDelay(topic, now) > 0
+		switch {
+		case held && !c.held[topic]:
+			pause = append(pause, topic)
+		case !held && c.held[topic]:
+			resume = append(resume, topic)
+		}
+	}
+	for topic := range c.held {
+		if !slices.Contains(resume, topic) && c.throttle.TopicDelay(topic, now) == 0 {
+			resume = append(resume, topic) // no longer consumed, or no longer held
+		}
+	}
+	if len(pause) > 0 {
+		src.PauseFetchTopics(pause...)
+		if c.held == nil {
+			c.held = make(map[string]bool)
+		}
+		for _, t := range pause {
+			c.held[t] = true
+		}
+	}
+	if len(resume) > 0 {
+		src.ResumeFetchTopics(resume...)
+		for _, t := range resume {
+			delete(c.held, t)
+		}
+	}
 }
 
 // producePartition produces one fetched batch, taken by a poll at assignGen

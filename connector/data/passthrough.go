@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kmirror/kmirror/connector/recordbatch"
+	"github.com/kmirror/kmirror/connector/throttle"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -92,8 +93,18 @@ type passthrough struct {
 	// partition always on the same lane) are written in parallel.
 	lanes   []*kgo.Client
 	dstOpts []kgo.Opt
-	wires   map[ptLaneLeader]*ptWire
-	wiresMu sync.Mutex
+	// fetchMaxBytes is a Fetch request's MaxBytes, and the most a
+	// partition's own limit grows to (ptPart.fetchMax), on round trips
+	// up to ptCeilingRTT (fetchCeiling).
+	fetchMaxBytes int32
+	// rtt is the source round trip as full fetches measured it
+	// (noteRoundTrip), in nanoseconds.
+	rtt atomic.Int64
+	// throttle holds fetches to the mirror's byte-rate limits (nil:
+	// none): see fetchLoop, place and fetchRequest.
+	throttle *throttle.Throttle
+	wires    map[ptLaneLeader]*ptWire
+	wiresMu  sync.Mutex
 	// requests counts the Produce requests in flight per lane and
 	// broker (under mu), at most ptMaxRequests.
 	requests map[ptLaneLeader]int
@@ -192,6 +203,17 @@ type ptPart struct {
 	// partitions, that was most of an idle worker's work).
 	hw, lso  int64
 	marksSet bool
+	// fetchMax is the partition's PartitionMaxBytes (0: ptPartitionMaxBytes).
+	// A partition has one fetch in flight, so it copies at most fetchMax
+	// per round trip to its source leader: 1 MiB at 80 ms is 12.5 MB/s,
+	// whatever the link. So the limit follows the bandwidth-delay product
+	// as the fetches measure it (nextFetchMax): it doubles while a fetch
+	// ends short of the partition's last stable offset with the limit
+	// (nearly) filled, up to the request's MaxBytes, and falls back to
+	// twice what a fetch brought once one reaches the end. On loopback a
+	// partition behind grows its limit too, and catches up in fewer
+	// fetches.
+	fetchMax int32
 }
 
 type ptFetch struct {
@@ -305,12 +327,15 @@ func (q *ptQueue) window(now time.Time) int {
 // batch (fallbackErr), before the partition takes the record path.
 const ptMaxRefusals = 3
 
-// Raw fetch sizes: as the record path's consumer (FetchMaxBytes, and
-// franz-go's default per partition). The per-partition limit spreads a
-// fetch over the partitions: with one batch in flight per partition, a
-// fetch filled by a few partitions would leave the others idle.
+// Raw fetch sizes. A request asks for at most FetchMaxBytes; each
+// partition starts at ptPartitionMaxBytes (franz-go's and the Java
+// consumer's default), which spreads a fetch over the partitions: with
+// one fetch in flight per partition, a fetch filled by a few partitions
+// would leave the others idle. A partition that a fetch left behind grows
+// its own limit (fetchSize): see ptPart.fetchMax.
 const (
 	ptPartitionMaxBytes = 1 << 20
+	ptCeilingRTT        = 75 * time.Millisecond
 	FetchWait           = 500 * time.Millisecond
 	ptMetaMaxAge        = 30 * time.Second
 	ptMaxBatchRecords   = 1 << 20 // re-encoded batches: records per batch
@@ -324,6 +349,7 @@ func newPassthrough(c *Copier, dstOpts []kgo.Opt, srcLeaders, dstLeaders *Leader
 		// No lanes without dstOpts (unit tests): the shared client.
 		lanes:          make([]*kgo.Client, ptLanes*min(len(dstOpts), 1)),
 		dstOpts:        dstOpts,
+		fetchMaxBytes:  FetchMaxBytes,
 		parts:          make(map[TopicPartition]*ptPart),
 		toPlace:        make(map[TopicPartition]struct{}),
 		sessions:       make(map[int32]*ptSession),
@@ -701,7 +727,7 @@ func (p *passthrough) logFallback(tp TopicPartition, reason string, err error) {
 func (p *passthrough) enqueue(ps *PartitionState, u *ptUnit) {
 	for {
 		p.mu.Lock()
-		if p.buffered < ProducerMaxBufferedBytes || p.buffered == 0 {
+		if p.buffered < p.byteBudget() || p.buffered == 0 {
 			break
 		}
 		space := p.space

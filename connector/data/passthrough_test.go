@@ -106,7 +106,7 @@ func TestPassthroughIdleFetchNotHandedOver(t *testing.T) {
 		gen := p.parts[tp].gen
 		p.mu.Unlock()
 		p.fetchRequest(1, []ptWant{{tp, 5, gen}}) // joins broker 1's session, unless still in it
-		if got := p.accept(1, tp, empty(step.hw, step.lso)); got != step.want {
+		if got, _ := p.accept(1, tp, empty(step.hw, step.lso)); got != step.want {
 			t.Fatalf("step %d (hw %d, lso %d): handed over = %v, want %v", i, step.hw, step.lso, got, step.want)
 		}
 		if got := len(p.take()); got != map[bool]int{true: 1, false: 0}[step.want] {
@@ -150,7 +150,7 @@ func TestAcceptCopiesSmallFetches(t *testing.T) {
 		gen := p.parts[tp].gen
 		p.mu.Unlock()
 		p.fetchRequest(1, []ptWant{{tp, 0, gen}})
-		if !p.accept(1, tp, rp) {
+		if got, _ := p.accept(1, tp, rp); !got {
 			t.Fatalf("%s: the fetch was not handed over", tc.name)
 		}
 		fs := p.take()

@@ -131,6 +131,15 @@ func (p *passthrough) fetchLoop(ctx context.Context) {
 		for leader := range joins {
 			leaders[leader] = true
 		}
+		// The mirror's rate limit: no fetch while its debt is paid
+		// (throttle.Throttle); the joins stay in toPlace.
+		if d := p.throttle.Delay(time.Now()); d > 0 && len(leaders) > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(d):
+			}
+			continue
+		}
 		for leader := range leaders {
 			busyMu.Lock()
 			b := busy[leader]
@@ -183,8 +192,9 @@ func (p *passthrough) fetchLoop(ctx context.Context) {
 func (p *passthrough) room() int {
 	held := int(p.budget.held.Load())
 	batches := ptMaxBatches - held
-	bytes := ProducerMaxBufferedBytes - p.buffered - p.readyBytes
-	if held > 0 && (batches < ptMaxBatches/4 || bytes < ProducerMaxBufferedBytes/4) {
+	budget := p.byteBudget()
+	bytes := budget - p.buffered - p.readyBytes
+	if held > 0 && (batches < ptMaxBatches/4 || bytes < budget/4) {
 		return 0
 	}
 	return max(1, batches)
@@ -252,6 +262,10 @@ func (p *passthrough) place(ctx context.Context) (joins map[int32][]ptWant, retr
 			}
 			if now.Before(pp.notBefore) {
 				retry = true // held back (retry): placed on a later round
+				continue
+			}
+			if p.throttle.TopicDelay(tp.Topic, now) > 0 {
+				retry = true // its topic's rate limit holds it back
 				continue
 			}
 			wants = append(wants, ptWant{tp, pp.pos, pp.gen})
@@ -390,7 +404,7 @@ func (p *passthrough) fetchRequest(leader int32, joins []ptWant) *kmsg.FetchRequ
 	req.ReplicaID = -1
 	req.MaxWaitMillis = int32(FetchWait / time.Millisecond)
 	req.MinBytes = 1
-	req.MaxBytes = FetchMaxBytes
+	req.MaxBytes = p.throttle.MaxBytes(p.fetchCeiling())
 	req.IsolationLevel = 1 // read_committed: nothing past the last stable offset
 	req.SessionID, req.SessionEpoch = sess.id, sess.epoch
 
@@ -427,7 +441,7 @@ func (p *passthrough) fetchRequest(leader int32, joins []ptWant) *kmsg.FetchRequ
 		rp.CurrentLeaderEpoch = -1
 		rp.LastFetchedEpoch = -1
 		rp.LogStartOffset = -1
-		rp.PartitionMaxBytes = ptPartitionMaxBytes
+		rp.PartitionMaxBytes = p.throttle.TopicMaxBytes(w.tp.Topic, pp.fetchSize())
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
 	forget := sess.forget
@@ -461,6 +475,7 @@ func (p *passthrough) fetchRequest(leader int32, joins []ptWant) *kmsg.FetchRequ
 func (p *passthrough) fetch(ctx context.Context, leader int32, req *kmsg.FetchRequest) bool {
 	rctx, cancel := context.WithTimeout(ctx, FetchWait+30*time.Second)
 	defer cancel()
+	sent := time.Now()
 	resp, err := req.RequestWith(rctx, p.src.Broker(int(leader)))
 	if err == nil {
 		err = kerr.ErrorForCode(resp.ErrorCode)
@@ -494,7 +509,7 @@ func (p *passthrough) fetch(ctx context.Context, leader int32, req *kmsg.FetchRe
 	}
 	p.mu.Unlock()
 
-	got := false
+	got, full := false, false
 	for i := range resp.Topics {
 		rt := &resp.Topics[i]
 		topic := rt.Topic
@@ -502,13 +517,19 @@ func (p *passthrough) fetch(ctx context.Context, leader int32, req *kmsg.FetchRe
 			topic = p.topicByID(&p.srcMeta, rt.TopicID)
 		}
 		for j := range rt.Partitions {
-			if p.accept(leader, TopicPartition{topic, rt.Partitions[j].Partition}, rt.Partitions[j]) {
-				got = true
-			}
+			buffered, behind := p.accept(leader, TopicPartition{topic, rt.Partitions[j].Partition}, rt.Partitions[j])
+			got = got || buffered
+			full = full || behind
 		}
 	}
 	if resp.SessionID == 0 {
 		p.endSession(leader)
+	}
+	if full {
+		// A partition had more than it got: the broker answered at
+		// once, so this was the link's round trip (and the transfer),
+		// not a long poll.
+		p.noteRoundTrip(time.Since(sent))
 	}
 	return got
 }
@@ -544,13 +565,15 @@ const ptCopyBelow = 64 << 10
 // accept handles one partition of a fetch response: an error moves or
 // refreshes the position, data is buffered for the poll loop and the
 // position moves past its last whole batch (the poll loop moves it back
-// to where its decoding stopped, if it decodes them: decodeFetch).
-func (p *passthrough) accept(leader int32, tp TopicPartition, rp kmsg.FetchResponseTopicPartition) bool {
+// to where its decoding stopped, if it decodes them: decodeFetch). It
+// reports whether it buffered anything, and whether the partition is
+// behind with its fetch limit filled (nextFetchMax grew it).
+func (p *passthrough) accept(leader int32, tp TopicPartition, rp kmsg.FetchResponseTopicPartition) (buffered, filled bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	pp := p.parts[tp]
 	if pp == nil || pp.sessLeader != leader || pp.sessGen != pp.gen || pp.paused {
-		return false // not (any more) fetched from there at that position
+		return false, false // not (any more) fetched from there at that position
 	}
 	gen, from := pp.gen, pp.sessPos
 	switch err := kerr.ErrorForCode(rp.ErrorCode); {
@@ -560,13 +583,13 @@ func (p *passthrough) accept(leader int32, tp TopicPartition, rp kmsg.FetchRespo
 		// applied on_source_gap (gap.go), which rewinds or pauses it.
 		p.leaveSession(tp, pp)
 		p.c.outOfRange(tp, from)
-		return false
+		return false, false
 	case err != nil:
 		p.c.logEvery.Warn(p.c.log, fmt.Sprintf("pt-fetch:%s/%d", tp.Topic, tp.Partition), "fetch from source failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
 		p.srcMeta.forgetLeader(tp)
 		p.leaveSession(tp, pp)
 		p.markPending(tp, pp)
-		return false
+		return false, false
 	}
 	last := int64(-1)
 	if n := len(rp.RecordBatches); n > 0 && n < ptCopyBelow {
@@ -590,7 +613,7 @@ func (p *passthrough) accept(leader int32, tp TopicPartition, rp kmsg.FetchRespo
 		// Nothing new: still hand the watermarks over (lag), when they
 		// moved (records aborted or compacted away, a marker).
 		if pp.marksSet && pp.hw == rp.HighWatermark && pp.lso == rp.LastStableOffset {
-			return false
+			return false, false
 		}
 		pp.hw, pp.lso, pp.marksSet = rp.HighWatermark, rp.LastStableOffset, true
 		p.leaveSession(tp, pp)
@@ -598,18 +621,87 @@ func (p *passthrough) accept(leader int32, tp TopicPartition, rp kmsg.FetchRespo
 		p.readyBatches++
 		p.publishHeld()
 		pp.buffered = true
-		return true
+		return true, false
 	}
 	if err == nil && last >= from {
 		pp.pos = last + 1
+		limit := pp.fetchSize()
+		pp.fetchMax = nextFetchMax(limit, len(rp.RecordBatches), pp.pos < rp.LastStableOffset, p.fetchCeiling())
+		filled = pp.pos < rp.LastStableOffset && int64(len(rp.RecordBatches)) >= int64(limit)/2
 	}
 	// On a malformed response the position stays: the poll loop decodes
 	// it with franz-go's parser and rewinds to after what that returned.
+	p.throttle.Took(tp.Topic, len(rp.RecordBatches), time.Now())
 	p.leaveSession(tp, pp)
 	p.ready = append(p.ready, f)
 	p.readyBytes += len(rp.RecordBatches)
 	p.readyBatches += max(1, len(hs))
 	p.publishHeld()
 	pp.buffered = true
-	return true
+	return true, filled
+}
+
+// fetchSize is the partition's PartitionMaxBytes for its next fetch.
+func (pp *ptPart) fetchSize() int32 {
+	if pp.fetchMax <= 0 {
+		return ptPartitionMaxBytes
+	}
+	return pp.fetchMax
+}
+
+// nextFetchMax is a partition's PartitionMaxBytes after a fetch of limit
+// brought got bytes: twice limit (at most ceiling) when the fetch ended
+// short of the last stable offset (behind) with at least half the limit
+// filled (the limit, not the request's MaxBytes shared with other
+// partitions, held it back: Kafka returns whole batches, so a full fetch
+// ends up to a batch short of the limit); else, once the fetch reached the
+// end, twice what it brought, at least ptPartitionMaxBytes. A partition
+// copying r bytes/s with a round trip of t brings about r*t a fetch, so
+// its limit settles at twice the bandwidth-delay product.
+func nextFetchMax(limit int32, got int, behind bool, ceiling int32) int32 {
+	switch {
+	case behind && int64(got) >= int64(limit)/2:
+		return int32(min(int64(limit)*2, int64(ceiling)))
+	case behind:
+		return limit
+	default:
+		return int32(min(max(int64(got)*2, ptPartitionMaxBytes), int64(limit)))
+	}
+}
+
+// noteRoundTrip takes in the time of a fetch that a partition behind
+// filled (so the broker answered at once): the round trip to the source,
+// transfer included. The estimate follows a shorter one at once and a
+// longer one slowly, so one slow answer does not inflate it.
+func (p *passthrough) noteRoundTrip(d time.Duration) {
+	old := time.Duration(p.rtt.Load())
+	next := d
+	if old > 0 && d > old {
+		next = old + (d-old)/8
+	}
+	p.rtt.Store(int64(next))
+	p.throttle.NoteRoundTrip(next)
+}
+
+// fetchCeiling is a fetch request's MaxBytes, and the most a partition's
+// own limit grows to: fetchMaxBytes up to a round trip of ptCeilingRTT,
+// and in proportion beyond it (up to 4 times), so that the partitions of
+// a leader still bring about their loopback rate per round trip across an
+// ocean (16 MiB per 75 ms is 213 MiB/s; at 150 ms a fetch of 32 MiB
+// travels for 150 ms and then takes its transfer time). The bytes
+// fetched and not yet acknowledged may reach twice the ceiling
+// (byteBudget).
+func (p *passthrough) fetchCeiling() int32 {
+	rtt := time.Duration(p.rtt.Load())
+	if rtt <= ptCeilingRTT {
+		return p.fetchMaxBytes
+	}
+	return int32(min(int64(p.fetchMaxBytes)*int64(rtt)/int64(ptCeilingRTT), 4*int64(p.fetchMaxBytes)))
+}
+
+// byteBudget bounds the bytes fetched and not yet acknowledged: the
+// producer's buffer, or two fetches at the ceiling when that is larger
+// (one fetched while the other is produced).
+func (p *passthrough) byteBudget() int {
+	return max(ProducerMaxBufferedBytes, 2*int(p.fetchCeiling()))
 }

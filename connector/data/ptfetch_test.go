@@ -1,12 +1,17 @@
 package data
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/connector/recordbatch"
 )
 
 // TestFetchJoinsBounded: a request lets at most ptMaxJoins partitions join
@@ -185,5 +190,116 @@ func TestPlaceUnfetchedFirst(t *testing.T) {
 	p.rewind(tp, 3)
 	if p.parts[tp].taken {
 		t.Fatal("a rewound partition still counts as taken")
+	}
+}
+
+// TestNextFetchMax: a partition's fetch limit doubles while fetches that
+// (nearly) fill it leave it behind, up to the ceiling; stays while the
+// request's shared MaxBytes, not its own limit, held it back; and falls to
+// twice what a fetch brought once it reached the end.
+func TestNextFetchMax(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		name          string
+		limit         int32
+		got           int
+		behind        bool
+		ceiling, want int32
+	}{
+		{"full and behind: doubles", mib, mib - 16<<10, true, 16 * mib, 2 * mib},
+		{"half full and behind: doubles", 4 * mib, 2 * mib, true, 16 * mib, 8 * mib},
+		{"at the ceiling", 16 * mib, 16 * mib, true, 16 * mib, 16 * mib},
+		{"doubling stops at the ceiling", 12 * mib, 12 * mib, true, 16 * mib, 16 * mib},
+		{"behind, little brought (the request's MaxBytes): stays", 8 * mib, mib, true, 16 * mib, 8 * mib},
+		{"caught up: twice what it brought", 16 * mib, 3 * mib, false, 16 * mib, 6 * mib},
+		{"caught up with little: the default", 16 * mib, 100, false, 16 * mib, ptPartitionMaxBytes},
+		{"caught up never grows", 2 * mib, 2 * mib, false, 16 * mib, 2 * mib},
+	} {
+		if got := nextFetchMax(c.limit, c.got, c.behind, c.ceiling); got != c.want {
+			t.Errorf("%s: nextFetchMax(%d, %d, %v, %d) = %d, want %d", c.name, c.limit, c.got, c.behind, c.ceiling, got, c.want)
+		}
+	}
+}
+
+// TestFetchLimitFollowsRoundTrip: through the fetch loop's own steps
+// (fetchRequest, accept, take), a partition whose fetch filled its limit
+// and left it behind asks for twice as much next time, one that caught up
+// falls back; a long measured round trip raises the ceiling (and the
+// bytes that may be held), a short one lowers it at once.
+func TestFetchLimitFollowsRoundTrip(t *testing.T) {
+	p := newPassthrough(&Copier{}, nil, nil, nil)
+	tp := TopicPartition{"t", 0}
+	p.add(tp, 0, p.newGen())
+	pos := int64(0)
+	// fetch sends the partition's next request and answers it with n
+	// records of 1 KiB, lso the source's last stable offset; it returns
+	// the PartitionMaxBytes the request asked for, and accept's verdict.
+	fetch := func(n int, lso int64) (asked int32, filled bool) {
+		t.Helper()
+		p.mu.Lock()
+		gen := p.parts[tp].gen
+		p.mu.Unlock()
+		req := p.fetchRequest(1, []ptWant{{tp, pos, gen}})
+		if req == nil || len(req.Topics) != 1 {
+			t.Fatal("the partition did not join the request")
+		}
+		asked = req.Topics[0].Partitions[0].PartitionMaxBytes
+		recs := make([]*kgo.Record, n)
+		for i := range recs {
+			recs[i] = &kgo.Record{Value: bytes.Repeat([]byte{1}, 1024)}
+		}
+		batch, err := recordbatch.Encode(recs, 0, recordbatch.Compressors()[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		binary.BigEndian.PutUint64(batch, uint64(pos)) // the base offset (outside the CRC)
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.HighWatermark, rp.LastStableOffset, rp.RecordBatches = lso, lso, batch
+		got, filled := p.accept(1, tp, rp)
+		if !got {
+			t.Fatal("the fetch was not handed over")
+		}
+		p.take()
+		pos += int64(n)
+		return asked, filled
+	}
+	const mib = 1 << 20
+	for i, want := range []int32{mib, 2 * mib, 4 * mib, 8 * mib, 16 * mib, 16 * mib} {
+		// Each answer fills the limit it was asked for, and more waits.
+		n := int(want) / 1100
+		asked, filled := fetch(n, pos+int64(n)+100_000)
+		if asked != want || !filled {
+			t.Fatalf("fetch %d behind: asked for %d (filled %v), want %d", i, asked, filled, want)
+		}
+	}
+	// Caught up with 3 MiB: twice that next time.
+	if _, filled := fetch(3*mib/1100, pos+3*mib/1100); filled {
+		t.Fatal("a fetch that reached the end counts as filled")
+	}
+	if asked, _ := fetch(10, pos+10); asked < 5*mib || asked > 6*mib {
+		t.Fatalf("after catching up with 3 MiB the limit is %d, want about 6 MiB", asked)
+	}
+	if asked, _ := fetch(10, pos+10); asked != ptPartitionMaxBytes {
+		t.Fatalf("after a small fetch the limit is %d, want the default %d", asked, ptPartitionMaxBytes)
+	}
+
+	// The ceiling follows the round trip.
+	if c, b := p.fetchCeiling(), p.byteBudget(); c != FetchMaxBytes || b != ProducerMaxBufferedBytes {
+		t.Fatalf("no round trip measured: ceiling %d, budget %d; want %d, %d", c, b, FetchMaxBytes, ProducerMaxBufferedBytes)
+	}
+	p.noteRoundTrip(3 * ptCeilingRTT)
+	if c, b := p.fetchCeiling(), p.byteBudget(); c != 3*FetchMaxBytes || b != 6*FetchMaxBytes {
+		t.Fatalf("%v round trip: ceiling %d, budget %d; want %d, %d", 3*ptCeilingRTT, c, b, 3*FetchMaxBytes, 6*FetchMaxBytes)
+	}
+	p.noteRoundTrip(2 * time.Second) // one slow answer moves it an eighth of the way
+	if c := p.fetchCeiling(); c != 4*FetchMaxBytes {
+		t.Fatalf("after a 2s answer: ceiling %d, want the most, %d", c, 4*FetchMaxBytes)
+	}
+	if rtt := time.Duration(p.rtt.Load()); rtt != 3*ptCeilingRTT+(2*time.Second-3*ptCeilingRTT)/8 {
+		t.Fatalf("after a 2s answer the round trip is %v", rtt)
+	}
+	p.noteRoundTrip(time.Millisecond)
+	if c := p.fetchCeiling(); c != FetchMaxBytes {
+		t.Fatalf("after a 1ms answer: ceiling %d, want %d at once", c, FetchMaxBytes)
 	}
 }

@@ -246,15 +246,17 @@ type selectionParts struct {
 	labels        []connector.Label
 	// trustedUpstreams steer labels as much as labels do.
 	trustedUpstreams []string
+	// rateLimits are resolved against the topics and their labels.
+	rateLimits connector.RateLimits
 }
 
 func (s selectionParts) connector() connector.Selection {
-	return connector.Selection{Filters: s.filters, ConfigFilters: s.configFilters, GroupFilters: s.groupFilters, Labels: s.labels, TrustedUpstreams: s.trustedUpstreams}
+	return connector.Selection{Filters: s.filters, ConfigFilters: s.configFilters, GroupFilters: s.groupFilters, Labels: s.labels, TrustedUpstreams: s.trustedUpstreams, RateLimits: s.rateLimits}
 }
 
 // Reload re-reads the config file and applies what can change while
 // running: each mirror's selection (topic and group filters, config sync
-// filters, labels, trusted upstreams) and the plugins (started, stopped or restarted as their
+// filters, labels, trusted upstreams, rate limits) and the plugins (started, stopped or restarted as their
 // specs changed). A config that fails validation is rejected, with the
 // error returned, and the running config stays. Other changes (clusters,
 // mirrors added or removed, listeners) are logged as needing a restart.
@@ -353,6 +355,7 @@ func newMirror(cfg *config.Config, mc *config.Mirror, clusters map[string]*kafka
 		GroupFilters:        sel.groupFilters,
 		Labels:              sel.labels,
 		TrustedUpstreams:    sel.trustedUpstreams,
+		RateLimits:          sel.rateLimits,
 		Notifier:            notifier,
 		ConfigSyncInterval:  enabledInterval(mc.Sync.TopicConfigs.Enabled, mc.Sync.TopicConfigs.Interval),
 		ACLSyncInterval:     enabledInterval(mc.Sync.ACLs.Enabled, mc.Sync.ACLs.Interval),

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kmirror/kmirror/config"
+	"github.com/kmirror/kmirror/connector"
 	"github.com/kmirror/kmirror/filters"
 	"github.com/kmirror/kmirror/listeners"
 	"github.com/kmirror/kmirror/listeners/builtin"
@@ -467,6 +468,10 @@ func (a *App) selection(mc *config.Mirror) (sel selectionParts, err error) {
 	}
 	sel.labels = labels(mc.Labels)
 	sel.trustedUpstreams = mc.Metadata.TrustedUpstreams
+	sel.rateLimits = connector.RateLimits{Mirror: int64(mc.RateLimit)}
+	for _, r := range mc.TopicRateLimits {
+		sel.rateLimits.Topics = append(sel.rateLimits.Topics, connector.TopicRateLimit{Match: r.Regexp(), Labels: r.Labels, BytesPerSecond: int64(r.RateLimit)})
+	}
 	return sel, nil
 }
 

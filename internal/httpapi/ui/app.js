@@ -54,6 +54,9 @@
   }
 
   const fmt = (n) => (typeof n === "number" ? n.toLocaleString("en-US") : "");
+  // fmtBytes is a byte count in MB (10^6, as rate limits are mostly
+  // written), KB or B.
+  const fmtBytes = (n) => (n >= 1e6 ? +(n / 1e6).toFixed(1) + " MB" : n >= 1e3 ? +(n / 1e3).toFixed(1) + " KB" : n + " B");
 
   function formatSlots(ss) {
     if (!ss || ss.length === 0) return "none";
@@ -126,6 +129,15 @@
         throughput && el("span", { class: "rate" }, throughput),
         el("span", { class: "muted" }, passed ? "last pass " + ago(m.last_pass_at) : "no pass yet")));
     if (m.last_pass_error) card.append(el("p", { class: "error" }, "Last pass failed: " + m.last_pass_error));
+    const rl = m.rate_limit;
+    if (rl) {
+      // A mirror held back by its rate limit copies slower than it could:
+      // its lag is the limit's doing, not the link's or the target's.
+      const limit = rl.bytes_per_second > 0 ? "rate limit " + fmtBytes(rl.bytes_per_second) + "/s" : "topic rate limits";
+      card.append(el("p", { class: rl.throttled ? "throttled" : "muted", "data-throttled": rl.throttled ? "true" : "false" },
+        (rl.throttled ? "Held back by its " + limit + " now" : "Within its " + limit) +
+        "; held back " + (rl.throttled_seconds + rl.topic_throttled_seconds).toFixed(1) + " s in all"));
+    }
     const topics = [...(m.topics || [])].sort((a, b) => a.source_topic.localeCompare(b.source_topic));
     if (topics.length === 0) {
       card.append(el("p", { class: "muted" }, "No topics selected."));
@@ -138,6 +150,7 @@
         ["Lag", (t) => fmt(t.lag), true],
         ["Behind by", (t) => lagTime(t), true],
         ["Records/s", (t) => topicRate(m, t), true],
+        ["Rate limit", (t) => (t.rate_limit ? fmtBytes(t.rate_limit) + "/s" + (t.throttled ? " (held back)" : "") : ""), true],
         ["Error", (t) => topicErrors(t)],
       ], topics, (t) => ({ "data-topic": t.source_topic, "data-state": t.state })));
     }
