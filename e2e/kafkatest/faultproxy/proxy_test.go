@@ -549,3 +549,76 @@ func TestLatencyPipelined(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestDown: with SetDown(true) the connections open through the proxy are
+// reset, and so is each new one, without a protocol error; a client's
+// requests fail until SetDown(false), when they pass again.
+func TestDown(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p, err := New(c.ListenAddrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p.Addrs()...), kgo.RetryTimeout(time.Second), kgo.RequestRetries(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ping := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_, err := adm.ListEndOffsets(ctx, "t")
+		return err
+	}
+	if err := ping(); err != nil {
+		t.Fatalf("through the proxy, up: %v", err)
+	}
+	open, err := net.DialTimeout("tcp", p.Addrs()[0], 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	waitFor(t, 5*time.Second, "the raw connection to be served", func() (bool, string) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.conns) >= 2, fmt.Sprintf("%d connections", len(p.conns))
+	})
+
+	p.SetDown(true)
+	readFails := func(nc net.Conn, what string) {
+		t.Helper()
+		_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err := nc.Read(make([]byte, 1))
+		var ne net.Error
+		if err == nil || errors.As(err, &ne) && ne.Timeout() {
+			t.Fatalf("%s: read %v, want the connection reset", what, err)
+		}
+	}
+	readFails(open, "a connection open when the link went down")
+	fresh, err := net.DialTimeout("tcp", p.Addrs()[0], 5*time.Second)
+	if err == nil {
+		readFails(fresh, "a connection made while the link is down")
+		fresh.Close()
+	}
+	if err := ping(); err == nil {
+		t.Fatal("a request passed while the link was down")
+	}
+	if n := p.Resets(); n < 3 {
+		t.Errorf("Resets() = %d, want at least 3 (the client's, the raw and the fresh connection)", n)
+	}
+
+	p.SetDown(false)
+	waitFor(t, 15*time.Second, "requests to pass once the link is back", func() (bool, string) {
+		err := ping()
+		return err == nil, fmt.Sprint(err)
+	})
+	if err := p.Err(); err != nil {
+		t.Errorf("resets are no protocol errors: %v", err)
+	}
+}
