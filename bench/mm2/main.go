@@ -87,6 +87,16 @@ type options struct {
 	wanPartitions                 []int
 	wanRecords                    int
 	wanWindow, wanLatencyDuration time.Duration
+	// The WAN phase's extras, kmirror only (wanextra.go).
+	wanExtras                    bool
+	wanExtrasRTT                 time.Duration
+	wanExtrasPartitions          int
+	wanRateLimit                 string
+	wanRateLimitBytes            int64
+	wanRateWarmup, wanRateWindow time.Duration
+	wanRateRecords               int
+	wanOutage                    time.Duration
+	wanOutageRate                int
 }
 
 func main() {
@@ -133,6 +143,15 @@ func run() int {
 	flag.IntVar(&o.wanRecords, "wan-records", 500000, "wan: records of the backlog copied per contender, partition count and round trip")
 	flag.DurationVar(&o.wanWindow, "wan-window", 15*time.Second, "wan: the longest copy window measured; the rest of the backlog is then copied without latency, and checked")
 	flag.DurationVar(&o.wanLatencyDuration, "wan-latency-duration", 10*time.Second, "wan: length of each latency measurement (-rate records/s), after a 1s warm-up")
+	flag.BoolVar(&o.wanExtras, "wan-extras", true, "wan: after kmirror's runs, its rate limit on a saturated source and its catch-up after an outage (wanextra.go); -wan-extras=false to skip")
+	flag.DurationVar(&o.wanExtrasRTT, "wan-extras-rtt", 80*time.Millisecond, "wan extras: the round trip the proxy adds")
+	flag.IntVar(&o.wanExtrasPartitions, "wan-extras-partitions", 16, "wan extras: partitions of their topics")
+	flag.StringVar(&o.wanRateLimit, "wan-rate-limit", "20MB", "wan extras: kmirror's rate_limit (bytes per second fetched from the source; MB = 10^6 B), in the rate limit run and the second outage run")
+	flag.DurationVar(&o.wanRateWarmup, "wan-rate-warmup", 5*time.Second, "wan extras, rate limit: from the first record at the target to the window's start")
+	flag.DurationVar(&o.wanRateWindow, "wan-rate-window", 30*time.Second, "wan extras, rate limit: the window the bytes copied are measured over")
+	flag.IntVar(&o.wanRateRecords, "wan-rate-records", 0, "wan extras, rate limit: records of the backlog (0: the limit's worth of the warm-up, the window and 10 s more)")
+	flag.DurationVar(&o.wanOutage, "wan-outage", 5*time.Minute, "wan extras, outage: how long the link is down")
+	flag.IntVar(&o.wanOutageRate, "wan-outage-rate", 10000, "wan extras, outage: records per second produced throughout (-value-size bytes each)")
 	flag.BoolVar(&o.verify, "verify", true, "throughput: after kmirror's and kmirror-eos's copy, time `kmirror verify` over it (records compared per second against the copy's); -verify=false to skip")
 	flag.Parse()
 	for _, n := range strings.Split(phases, ",") {
@@ -160,6 +179,10 @@ func run() int {
 	}
 	if err != nil {
 		log.Print(err)
+		return 2
+	}
+	if o.wanRateLimitBytes, err = parseBytes(o.wanRateLimit); err != nil {
+		log.Printf("-wan-rate-limit: %v", err)
 		return 2
 	}
 	if o.failoverRecords <= int(slices.Max(failoverLags)) {
@@ -231,6 +254,10 @@ func run() int {
 				rep.wan[name] = runs // the runs done so far, if one failed
 				if _, ok := rep.settings[name]; !ok && settings != "" {
 					rep.settings[name] = settings
+				}
+				if err == nil && name == "kmirror" && o.wanExtras {
+					log.Printf("wan extras: kmirror (load %s)", machine.Loadavg())
+					rep.wanExtras, err = wanExtrasPhase(ctx, e, &o, c)
 				}
 			case "failover":
 				var r failover

@@ -24,6 +24,8 @@ type report struct {
 	fo       map[string]failover
 	cp       map[string]map[string]compressed // by contender, codec (compressed.go)
 	wan      map[string][]wanRun              // by contender (wan.go)
+	// wanExtras: kmirror's rate limit and outage runs (wanextra.go).
+	wanExtras *wanExtras
 }
 
 func ms(d time.Duration) string {
@@ -132,6 +134,7 @@ func (r *report) render(failed error) string {
 	}
 	b.WriteString(renderCompressed(o, r.cp))
 	r.renderWAN(&b)
+	r.renderWANExtras(&b)
 	r.renderTargets(&b)
 	if len(r.settings) > 0 {
 		b.WriteString("## Settings\n\n")
@@ -306,4 +309,52 @@ func (r *report) renderVerify(b *strings.Builder) {
 		b.WriteString(row)
 	}
 	fmt.Fprintf(b, "\nOnce the copy is done and checked and the contender stopped, the same clusters are compared record by record (key, value, headers, timestamp) through kmirror's offset index by `%s` (the contender's config, as in Settings), which must exit 0 with its total matched equal to the records copied, else the phase fails. verify s: the command's wall clock, process start (config, clients, reading the progress topic and the index) to exit, so unlike the copy's window it includes start-up. verify records/s: records compared (matched) per second of it; records read counts both sides. CPU s and peak RSS: the verify process's own (its rusage); CPU s/GB per 10^9 B of the records compared (one side, as the copy's CPU s/GB), so the two compare. broker CPU: both brokers over the command. -verify=false skips it.\n\n", command)
+}
+
+// renderWANExtras is kmirror's rate limit and outage runs (wanextra.go),
+// after the WAN table.
+func (r *report) renderWANExtras(b *strings.Builder) {
+	x := r.wanExtras
+	if x == nil || x.rate == nil && len(x.outages) == 0 {
+		return
+	}
+	o := r.o
+	rtt := x.rtt.Milliseconds()
+	fmt.Fprintf(b, "### kmirror at a rate limit and after an outage (issue 27, goals 3 and 4): %d partitions, %d ms round trip\n\n", x.partitions, rtt)
+	fmt.Fprintf(b, "kmirror with its defaults (compression: source), through the latency proxy at %d ms, on a fresh pair of clusters (brokers warmed up as above); each run a fresh kmirror process and a fresh topic of %d partitions, checked afterwards (the target holds exactly the source's records per partition), then deleted. Bytes are the source's wire bytes: the records copied times the source log's bytes per record (its .log segments over its records: a fetch returns the batches as stored, so this is what the limit counts, batch headers included).\n\n", rtt, x.partitions)
+	if w := x.rate; w != nil && w.window > 0 {
+		verdict := "met"
+		if d := w.ratio() - 1; d > 0.05 || d < -0.05 {
+			verdict = "**missed**"
+		}
+		if !w.saturated {
+			verdict = "**not saturated**: the backlog ran out within the window"
+		}
+		fmt.Fprintf(b, "**Rate limit** (goal 3: it holds within 5%% over 30 s on a saturated source): `rate_limit: %s` (%d B/s); a backlog of %d records (%.0f MB, %.1f B per record on the wire) preloaded, then kmirror started; the window opened %v after the first record reached the target and lasted %v.\n\n",
+			o.wanRateLimit, w.limit, w.records, float64(w.records)*w.recordBytes/1e6, w.recordBytes, w.warmup, o.wanRateWindow)
+		b.WriteString("| limit MB/s | copied MB/s | ÷ limit | verdict | records in the window | window s | throttled s (mirror limit) | throttled s (topic limits) | kmirror_rate_limit_bytes_per_second | CPU s | connections via proxy | load before → after |\n")
+		b.WriteString("|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		fmt.Fprintf(b, "| %.2f | %.2f | %.3f | %s | %d | %.2f | %.1f | %.1f | %.0f | %.1f | %d | %s |\n\n",
+			float64(w.limit)/1e6, w.bytesPerSec()/1e6, w.ratio(), verdict, w.windowRecords, w.window.Seconds(), w.throttled, w.topicThrottled, w.metricLimit, w.cpu.Seconds(), w.conns, w.load)
+		b.WriteString("copied MB/s: the records copied in the window (the target's end offsets polled every 20 ms, at the polls that opened and closed it) × the bytes per record, over the window's length; MB = 10^6 B. throttled s: the growth of kmirror's `kmirror_throttled_seconds_total` over the window (from its /metrics), the time the limit held fetches back: near the window's length, the limit and not the link or the machine set the pace. After the window the rest of the backlog is copied, still at the limit, and checked.\n\n")
+	}
+	if len(x.outages) > 0 {
+		fmt.Fprintf(b, "**Catch-up after an outage** (goal 4): a producer writes %d records/s of %d B values (linger 5 ms) to the source throughout; kmirror copies them through the proxy; after 10 s of steady copying the link goes down for %v (faultproxy's SetDown: every connection through the proxy is reset, and every new one, until it is back; the producer writes to the source directly and goes on), then comes back. Timed from the link's return: *backlog copied*, until the target held every record the source had at the return; *caught up*, until kmirror was as far behind as before the outage (the lag, source minus target end offsets polled every 100 ms, at most the larger of a second of records and twice the most it lagged over the last 5 s before the outage). Under a steady load through a %d ms link the lag never reaches 0: the records written over the last round trip and fetch are always on their way. Once caught up the producer stops, the rest is copied and the copy checked.\n\n",
+			o.wanOutageRate, o.valueSize, o.wanOutage, rtt)
+		b.WriteString("| run | outage s | backlog records | backlog MB | B/record | steady lag before | caught-up lag ≤ | backlog copied s | caught up s | copy MB/s (catch-up) | incoming MB/s | expected at the limit s | caught up ÷ expected | throttled s | connections reset | load at down | load return → caught up |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
+		for _, w := range x.outages {
+			run, exp, ratio := "no rate limit", "-", "-"
+			if w.limit > 0 {
+				run = fmt.Sprintf("rate_limit %s", o.wanRateLimit)
+				if d := w.expected(); d > 0 {
+					exp, ratio = fmt.Sprintf("%.1f", d.Seconds()), fmt.Sprintf("%.2f", w.caughtUp.Seconds()/d.Seconds())
+				}
+			}
+			fmt.Fprintf(b, "| %s | %.0f | %d | %.0f | %.1f | %d | %d | %.1f | %.1f | %.2f | %.2f | %s | %s | %.1f | %d | %s | %s |\n",
+				run, w.outage.Seconds(), w.backlog, w.backlogBytes()/1e6, w.recordBytes, w.steadyLag, w.threshold, w.drained.Seconds(), w.caughtUp.Seconds(),
+				w.copyBytesPerSec()/1e6, w.incomingBytesPerSec()/1e6, exp, ratio, w.throttled, w.resets, w.loadDown, w.load)
+		}
+		b.WriteString("\nbacklog: source minus target end offsets when the link came back; MB at the run's bytes per record (its source log over its records, measured once the producer stopped). copy MB/s: the records copied from the link's return to caught up, over that time; incoming MB/s: those the producer wrote meanwhile. expected at the limit: backlog bytes ÷ (limit − incoming bytes/s), the time a copy at exactly the limit takes. throttled s: the growth of `kmirror_throttled_seconds_total{limit=\"mirror\"}` over the catch-up. connections reset: kmirror's connections the proxy reset while the link was down (those open when it went down and each reconnect). A link that drops packets silently, where clients notice only by their timeouts, is not modelled; nor are TCP windows or bandwidth (see above).\n\n")
+	}
 }

@@ -3,8 +3,11 @@ package main
 import (
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/kmirror/kmirror/e2e/kafkatest"
 )
 
 func TestParseRTTs(t *testing.T) {
@@ -111,5 +114,79 @@ func TestPhaseDefaults(t *testing.T) {
 		if gc != c.wantContenders || gout != c.wantOut {
 			t.Errorf("phaseDefaults(%v, %v) = %q, %q; want %q, %q", c.phases, c.set, gc, gout, c.wantContenders, c.wantOut)
 		}
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int64{"20MB": 20e6, "20000000": 20e6, " 16MiB": 16 << 20, "1GB": 1e9, "512KiB": 512 << 10, "100B": 100} {
+		if got, err := parseBytes(in); err != nil || got != want {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "0", "-1MB", "20 mb", "fast", "1.5MB"} {
+		if got, err := parseBytes(in); err == nil {
+			t.Errorf("parseBytes(%q) = %d, want an error", in, got)
+		}
+	}
+}
+
+func TestParseMetrics(t *testing.T) {
+	text := `# HELP kmirror_throttled_seconds_total Seconds a rate limit held ...
+# TYPE kmirror_throttled_seconds_total counter
+kmirror_throttled_seconds_total{limit="mirror",mirror="bench"} 12.5
+kmirror_throttled_seconds_total{limit="topic",mirror="bench"} 0
+kmirror_rate_limit_bytes_per_second{mirror="bench"} 2e+07
+kmirror_throttled_seconds_totally{limit="mirror"} 99
+kmirror_records_total{mirror="bench"} 5
+`
+	got, err := parseMetrics(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{
+		`kmirror_throttled_seconds_total{limit="mirror"}`: 12.5,
+		`kmirror_throttled_seconds_total{limit="topic"}`:  0,
+		"kmirror_rate_limit_bytes_per_second":             2e7,
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("parseMetrics = %v, want %v", got, want)
+	}
+	if _, err := parseMetrics(strings.NewReader("kmirror_records_total 1\n")); err == nil {
+		t.Error("no throttle series: want an error")
+	}
+}
+
+func TestOutageFigures(t *testing.T) {
+	p := lagPoll{src: map[int32]int64{0: 100, 1: 50}, dst: map[int32]int64{0: 90, 1: 60}}
+	if got := p.lag(); got != 10 {
+		t.Errorf("lag = %d, want 10 (a partition ahead counts 0)", got)
+	}
+	if !covers(map[int32]int64{0: 5, 1: 7}, map[int32]int64{0: 5, 1: 6}) || covers(map[int32]int64{0: 5}, map[int32]int64{0: 5, 1: 1}) {
+		t.Error("covers")
+	}
+	// 1,000,000 records of 1,000 B behind; 10 MB/s incoming over a 20 MB/s
+	// limit: 1 GB at 10 MB/s spare, 100 s.
+	w := wanOutageRun{limit: 20e6, recordBytes: 1000, backlog: 1e6, caughtUp: 50 * time.Second, incoming: 500000, copied: 1500000}
+	if got := w.expected(); got != 100*time.Second {
+		t.Errorf("expected = %v, want 100s", got)
+	}
+	if got := w.copyBytesPerSec(); got != 30e6 {
+		t.Errorf("copyBytesPerSec = %v, want 30e6", got)
+	}
+	w.limit = 0
+	if got := w.expected(); got != 0 {
+		t.Errorf("expected without a limit = %v, want 0", got)
+	}
+}
+
+func TestKmirrorConfigExtras(t *testing.T) {
+	p := &pair{src: &kafkatest.Cluster{}, dst: &kafkatest.Cluster{}}
+	plain := kmirrorConfig(p, spec{topics: "t", via: "127.0.0.1:1"})
+	if !strings.Contains(plain, "compression: none") || strings.Contains(plain, "rate_limit") {
+		t.Errorf("the other phases' config changed:\n%s", plain)
+	}
+	cfg := kmirrorConfig(p, spec{topics: "t", via: "127.0.0.1:1", rateLimit: "20MB", kmirrorDefaults: true})
+	if strings.Contains(cfg, "compression") || !strings.Contains(cfg, "\n    rate_limit: 20MB\n") {
+		t.Errorf("want rate_limit 20MB and the default compression:\n%s", cfg)
 	}
 }
