@@ -91,6 +91,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -143,7 +144,15 @@ type Proxy struct {
 	// connections reset because of it.
 	down   bool
 	resets int
+
+	// respBytes counts the bytes of the responses sent to clients.
+	respBytes atomic.Int64
 }
+
+// ResponseBytes returns the bytes of every response the proxy sent to its
+// clients so far, size prefixes included: what came over the link to
+// them (the requests' bytes are not counted).
+func (p *Proxy) ResponseBytes() int64 { return p.respBytes.Load() }
 
 // SetDown takes the link down (true) or brings it back (false). While it
 // is down, every client connection is reset (closed with a TCP RST, the
@@ -695,7 +704,9 @@ func (c *conn) writeResponses() {
 				return
 			}
 		}
-		if _, err := c.client.Write(appendFrame(nil, out)); err != nil {
+		n, err := c.client.Write(appendFrame(nil, out))
+		c.p.respBytes.Add(int64(n))
+		if err != nil {
 			return
 		}
 	}

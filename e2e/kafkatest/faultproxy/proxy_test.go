@@ -498,7 +498,7 @@ func TestAcksZeroPipelined(t *testing.T) {
 // than d after its request, in order, and requests a client pipelines
 // stay overlapped: five pipelined requests take about one round trip, not
 // five (serialized they would take 5d; the bound, 4d, leaves 3d for a
-// loaded machine).
+// loaded machine). ResponseBytes counts the frames the client read.
 func TestLatencyPipelined(t *testing.T) {
 	c, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
@@ -528,11 +528,13 @@ func TestLatencyPipelined(t *testing.T) {
 	if _, err := conn.Write(out); err != nil {
 		t.Fatal(err)
 	}
+	var responseBytes int64
 	for i := range 5 {
 		frame, err := readFrame(conn)
 		if err != nil {
 			t.Fatalf("response %d: %v (proxy errors: %v)", i+1, err, p.Err())
 		}
+		responseBytes += 4 + int64(len(frame))
 		if i == 0 {
 			if took := time.Since(start); took < d {
 				t.Fatalf("the first response came %v after its request; want at least the latency %v", took, d)
@@ -545,6 +547,11 @@ func TestLatencyPipelined(t *testing.T) {
 	if took := time.Since(start); took >= 4*d {
 		t.Fatalf("five pipelined requests took %v at %v latency: serialized, not overlapped", took, d)
 	}
+	// Counted once its Write returned, a moment after the client read it.
+	waitFor(t, 5*time.Second, "ResponseBytes to count the five frames read", func() (bool, string) {
+		got := p.ResponseBytes()
+		return got == responseBytes, fmt.Sprintf("%d bytes, want %d", got, responseBytes)
+	})
 	if err := p.Err(); err != nil {
 		t.Error(err)
 	}
