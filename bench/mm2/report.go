@@ -332,17 +332,18 @@ func (r *report) renderWANExtras(b *strings.Builder) {
 		}
 		fmt.Fprintf(b, "**Rate limit** (goal 3: it holds within 5%% over 30 s on a saturated source): `rate_limit: %s` (%d B/s); a backlog of %d records (%.0f MB, %.1f B per record on the wire) preloaded, then kmirror started; the window opened %v after the first record reached the target and lasted %v.\n\n",
 			o.wanRateLimit, w.limit, w.records, float64(w.records)*w.recordBytes/1e6, w.recordBytes, w.warmup, o.wanRateWindow)
-		b.WriteString("| limit MB/s | copied MB/s | ÷ limit | verdict | records in the window | window s | throttled s (mirror limit) | throttled s (topic limits) | kmirror_rate_limit_bytes_per_second | CPU s | connections via proxy | load before → after |\n")
-		b.WriteString("|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
-		fmt.Fprintf(b, "| %.2f | %.2f | %.3f | %s | %d | %.2f | %.1f | %.1f | %.0f | %.1f | %d | %s |\n\n",
-			float64(w.limit)/1e6, w.bytesPerSec()/1e6, w.ratio(), verdict, w.windowRecords, w.window.Seconds(), w.throttled, w.topicThrottled, w.metricLimit, w.cpu.Seconds(), w.conns, w.load)
-		b.WriteString("copied MB/s: the records copied in the window (the target's end offsets polled every 20 ms, at the polls that opened and closed it) × the bytes per record, over the window's length; MB = 10^6 B. throttled s: the growth of kmirror's `kmirror_throttled_seconds_total` over the window (from its /metrics), the time the limit held fetches back: near the window's length, the limit and not the link or the machine set the pace. After the window the rest of the backlog is copied, still at the limit, and checked.\n\n")
+		b.WriteString("| limit MB/s | copied MB/s | ÷ limit | verdict | link MB/s | link ÷ limit | records in the window | window s | throttled s (mirror limit) | throttled s (topic limits) | kmirror_rate_limit_bytes_per_second | CPU s | connections via proxy | load before → after |\n")
+		b.WriteString("|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		fmt.Fprintf(b, "| %.2f | %.2f | %.3f | %s | %.2f | %.3f | %d | %.2f | %.1f | %.1f | %.0f | %.1f | %d | %s |\n\n",
+			float64(w.limit)/1e6, w.bytesPerSec()/1e6, w.ratio(), verdict, w.linkBytesPerSec()/1e6, w.linkBytesPerSec()/float64(w.limit),
+			w.windowRecords, w.window.Seconds(), w.throttled, w.topicThrottled, w.metricLimit, w.cpu.Seconds(), w.conns, w.load)
+		b.WriteString("copied MB/s: the records copied in the window (the target's end offsets polled every 20 ms, at the polls that opened and closed it) × the bytes per record, over the window's length; MB = 10^6 B; the verdict is on it. link MB/s: the bytes of every response the proxy sent kmirror over the window (faultproxy's ResponseBytes), so also what kmirror fetched and did not copy (a batch the broker cut at the fetch's size, fetched again whole) and the responses' own framing: above copied MB/s by that waste. throttled s: the growth of kmirror's `kmirror_throttled_seconds_total` over the window (from its /metrics), the time the limit held fetches back: near the window's length, the limit and not the link or the machine set the pace. After the window the rest of the backlog is copied, still at the limit, and checked.\n\n")
 	}
 	if len(x.outages) > 0 {
 		fmt.Fprintf(b, "**Catch-up after an outage** (goal 4): a producer writes %d records/s of %d B values (linger 5 ms) to the source throughout; kmirror copies them through the proxy; after 10 s of steady copying the link goes down for %v (faultproxy's SetDown: every connection through the proxy is reset, and every new one, until it is back; the producer writes to the source directly and goes on), then comes back. Timed from the link's return: *backlog copied*, until the target held every record the source had at the return; *caught up*, until kmirror was as far behind as before the outage (the lag, source minus target end offsets polled every 100 ms, at most the larger of a second of records and twice the most it lagged over the last 5 s before the outage). Under a steady load through a %d ms link the lag never reaches 0: the records written over the last round trip and fetch are always on their way. Once caught up the producer stops, the rest is copied and the copy checked.\n\n",
 			o.wanOutageRate, o.valueSize, o.wanOutage, rtt)
-		b.WriteString("| run | outage s | backlog records | backlog MB | B/record | steady lag before | caught-up lag ≤ | backlog copied s | caught up s | copy MB/s (catch-up) | incoming MB/s | expected at the limit s | caught up ÷ expected | throttled s | connections reset | load at down | load return → caught up |\n")
-		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
+		b.WriteString("| run | outage s | backlog records | backlog MB | B/record | steady lag before | caught-up lag ≤ | backlog copied s | caught up s | copy MB/s (catch-up) | link MB/s (catch-up) | incoming MB/s | expected at the limit s | caught up ÷ expected | throttled s | connections reset | load at down | load return → caught up |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
 		for _, w := range x.outages {
 			run, exp, ratio := "no rate limit", "-", "-"
 			if w.limit > 0 {
@@ -351,10 +352,10 @@ func (r *report) renderWANExtras(b *strings.Builder) {
 					exp, ratio = fmt.Sprintf("%.1f", d.Seconds()), fmt.Sprintf("%.2f", w.caughtUp.Seconds()/d.Seconds())
 				}
 			}
-			fmt.Fprintf(b, "| %s | %.0f | %d | %.0f | %.1f | %d | %d | %.1f | %.1f | %.2f | %.2f | %s | %s | %.1f | %d | %s | %s |\n",
+			fmt.Fprintf(b, "| %s | %.0f | %d | %.0f | %.1f | %d | %d | %.1f | %.1f | %.2f | %.2f | %.2f | %s | %s | %.1f | %d | %s | %s |\n",
 				run, w.outage.Seconds(), w.backlog, w.backlogBytes()/1e6, w.recordBytes, w.steadyLag, w.threshold, w.drained.Seconds(), w.caughtUp.Seconds(),
-				w.copyBytesPerSec()/1e6, w.incomingBytesPerSec()/1e6, exp, ratio, w.throttled, w.resets, w.loadDown, w.load)
+				w.copyBytesPerSec()/1e6, w.linkBytesPerSec()/1e6, w.incomingBytesPerSec()/1e6, exp, ratio, w.throttled, w.resets, w.loadDown, w.load)
 		}
-		b.WriteString("\nbacklog: source minus target end offsets when the link came back; MB at the run's bytes per record (its source log over its records, measured once the producer stopped). copy MB/s: the records copied from the link's return to caught up, over that time; incoming MB/s: those the producer wrote meanwhile. expected at the limit: backlog bytes ÷ (limit − incoming bytes/s), the time a copy at exactly the limit takes. throttled s: the growth of `kmirror_throttled_seconds_total{limit=\"mirror\"}` over the catch-up. connections reset: kmirror's connections the proxy reset while the link was down (those open when it went down and each reconnect). A link that drops packets silently, where clients notice only by their timeouts, is not modelled; nor are TCP windows or bandwidth (see above).\n\n")
+		b.WriteString("\nbacklog: source minus target end offsets when the link came back; MB at the run's bytes per record (its source log over its records, measured once the producer stopped). copy MB/s: the records copied from the link's return to caught up, over that time; link MB/s: the bytes of the responses the proxy sent kmirror meanwhile, over that time; incoming MB/s: those the producer wrote meanwhile. expected at the limit: backlog bytes ÷ (limit − incoming bytes/s), the time a copy at exactly the limit takes. throttled s: the growth of `kmirror_throttled_seconds_total{limit=\"mirror\"}` over the catch-up. connections reset: kmirror's connections the proxy reset while the link was down (those open when it went down and each reconnect). A link that drops packets silently, where clients notice only by their timeouts, is not modelled; nor are TCP windows or bandwidth (see above).\n\n")
 	}
 }

@@ -65,14 +65,21 @@ type wanRateRun struct {
 	// {limit="mirror"} and {limit="topic"} over the window; metricLimit
 	// kmirror_rate_limit_bytes_per_second at its end.
 	throttled, topicThrottled, metricLimit float64
-	cpu                                    time.Duration // kmirror's, over the window
-	conns                                  int           // kmirror's connections via the proxy
-	load                                   string        // before → after the window
+	// linkBytes are the bytes of the responses the proxy sent kmirror
+	// over the window (faultproxy's ResponseBytes): what the link carried,
+	// fetched bytes kmirror did not copy (a batch the broker cut at the
+	// fetch's size) and the responses' framing included.
+	linkBytes int64
+	cpu       time.Duration // kmirror's, over the window
+	conns     int           // kmirror's connections via the proxy
+	load      string        // before → after the window
 }
 
 func (w wanRateRun) bytesPerSec() float64 {
 	return float64(w.windowRecords) * w.recordBytes / w.window.Seconds()
 }
+
+func (w wanRateRun) linkBytesPerSec() float64 { return float64(w.linkBytes) / w.window.Seconds() }
 
 // ratio is the bytes per second copied over the limit.
 func (w wanRateRun) ratio() float64 { return w.bytesPerSec() / float64(w.limit) }
@@ -102,6 +109,9 @@ type wanOutageRun struct {
 	// throttled: kmirror_throttled_seconds_total{limit="mirror"} over the
 	// catch-up.
 	throttled float64
+	// linkBytes: the responses' bytes the proxy sent kmirror over the
+	// catch-up (as wanRateRun's).
+	linkBytes int64
 	// resets are the connections the proxy reset while the link was down.
 	resets int
 	// produced: records the producer wrote over the whole run.
@@ -121,6 +131,8 @@ func (w wanOutageRun) incomingBytesPerSec() float64 {
 func (w wanOutageRun) copyBytesPerSec() float64 {
 	return float64(w.copied) * w.recordBytes / w.caughtUp.Seconds()
 }
+
+func (w wanOutageRun) linkBytesPerSec() float64 { return float64(w.linkBytes) / w.caughtUp.Seconds() }
 
 // expected is the catch-up time at the limit: the backlog over what the
 // limit leaves beyond the incoming rate (0 without a limit, or when the
@@ -228,7 +240,7 @@ func wanRateLimit(ctx context.Context, base *contenderRun, o *options, px *fault
 		return w, err
 	}
 	var t0, t1, t2 time.Time
-	var n1, n2 int64
+	var n1, n2, link1, link2 int64
 	var m1, m2 map[string]float64
 	var st1, st2 kafkatest.ProcStat
 	var load1 string
@@ -242,13 +254,13 @@ func wanRateLimit(ctx context.Context, base *contenderRun, o *options, px *fault
 			return false
 		case t1.IsZero():
 			if now.Sub(t0) >= o.wanRateWarmup {
-				t1, n1, st1, load1 = now, n, r.stat(), machine.Loadavg()
+				t1, n1, st1, load1, link1 = now, n, r.stat(), machine.Loadavg(), px.ResponseBytes()
 				m1, scrapeErr = scrapeMetrics(ctx, metrics)
 				return scrapeErr != nil
 			}
 			return n >= w.records
 		case now.Sub(t1) >= o.wanRateWindow || n >= w.records:
-			t2, n2, st2 = now, n, r.stat()
+			t2, n2, st2, link2 = now, n, r.stat(), px.ResponseBytes()
 			m2, scrapeErr = scrapeMetrics(ctx, metrics)
 			return true
 		}
@@ -263,7 +275,7 @@ func wanRateLimit(ctx context.Context, base *contenderRun, o *options, px *fault
 	if t1.IsZero() {
 		return w, fmt.Errorf("the backlog of %d records was copied within the warm-up (%v): raise -wan-rate-records", w.records, o.wanRateWarmup)
 	}
-	w.window, w.windowRecords, w.saturated = t2.Sub(t1), n2-n1, n2 < w.records
+	w.window, w.windowRecords, w.saturated, w.linkBytes = t2.Sub(t1), n2-n1, n2 < w.records, link2-link1
 	w.cpu, w.load = st2.CPU-st1.CPU, load1+" → "+machine.Loadavg()
 	w.throttled = m2[`kmirror_throttled_seconds_total{limit="mirror"}`] - m1[`kmirror_throttled_seconds_total{limit="mirror"}`]
 	w.topicThrottled = m2[`kmirror_throttled_seconds_total{limit="topic"}`] - m1[`kmirror_throttled_seconds_total{limit="topic"}`]
@@ -394,7 +406,7 @@ func wanOutage(ctx context.Context, base *contenderRun, o *options, px *faultpro
 		px.SetDown(false)
 		return w, err
 	}
-	load1 := machine.Loadavg()
+	load1, link1 := machine.Loadavg(), px.ResponseBytes()
 	px.SetDown(false)
 	tBack := time.Now()
 	w.resets = px.Resets() - resets0
@@ -428,7 +440,7 @@ func wanOutage(ctx context.Context, base *contenderRun, o *options, px *faultpro
 			w.drained = p.at.Sub(tBack)
 		}
 		if w.drained > 0 && p.lag() <= w.threshold {
-			w.caughtUp = p.at.Sub(tBack)
+			w.caughtUp, w.linkBytes = p.at.Sub(tBack), px.ResponseBytes()-link1
 			w.copied = sumP(p.dst) - sumP(back.dst)
 			w.incoming = sumP(p.src) - sumP(back.src)
 			break
