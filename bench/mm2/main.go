@@ -26,15 +26,25 @@
 //   - compressed: -compressed-records JSON-like records produced with zstd
 //     and with lz4 (compressed.go): kmirror with its defaults, the limit
 //     and MM2 re-encoding with the codec; CPU per GB, bytes on disk;
-//   - wan (not in the default list: about 25 minutes; make bench-wan): the
-//     contender reaches the source through a latency proxy
-//     (e2e/kafkatest/faultproxy) adding each of -wan-rtts round trips, on
-//     topics of each of -wan-partitions partitions (wan.go): records/s of
-//     a backlog of -wan-records (over at most -wan-window, then the rest
-//     without latency, checked), CPU per GB, and p99 at -rate records/s
-//     for -wan-latency-duration; contenders limit, kmirror, mm2 and mm2-wan
-//     (MM2 with the consumer tuning operators apply to such links); its
-//     report goes to bench/results/wan.md when it runs alone.
+//   - wan (not in the default list: about 45 minutes, 20 of them
+//     kmirror's extras; make bench-wan): the contender reaches the source
+//     through a latency proxy (e2e/kafkatest/faultproxy) adding each of
+//     -wan-rtts round trips, on topics of each of -wan-partitions
+//     partitions (wan.go): records/s of a backlog of -wan-records (over at
+//     most -wan-window, then the rest without latency, checked), CPU per
+//     GB, and p99 at -rate records/s for -wan-latency-duration; contenders
+//     limit, kmirror, mm2 and mm2-wan (MM2 with the consumer tuning
+//     operators apply to such links); its report goes to
+//     bench/results/wan.md when it runs alone. After kmirror's runs,
+//     unless -wan-extras=false, its extras (wanextra.go), through the
+//     proxy at -wan-extras-rtt (80ms) on topics of -wan-extras-partitions
+//     (16): kmirror (defaults, compression source) with rate_limit
+//     -wan-rate-limit (20MB) copying a backlog that keeps it at the limit,
+//     the bytes copied over -wan-rate-window (30s, after -wan-rate-warmup
+//     5s) against the limit, and kmirror_throttled_seconds_total; then,
+//     under -wan-outage-rate records/s (10,000), the link down for
+//     -wan-outage (5m) and the time from its return until kmirror caught
+//     up, without a rate limit and with -wan-rate-limit.
 //
 // kmirror-eos and mm2-eos run the throughput, latency and compressed phases with
 // exactly-once on (kmirror `exactly_once: true`, MM2
@@ -50,6 +60,8 @@
 //	go run ./bench/mm2 -records 100000 -latency-duration 10s -startup-topics 100   # smoke
 //	go run ./bench/mm2                                                             # the full run
 //	go run ./bench/mm2 -phases wan                                                 # the WAN phase
+//	go run ./bench/mm2 -phases wan -contenders kmirror -wan-rtts 0 -wan-partitions 1 -wan-records 20000 \
+//	    -wan-latency-duration 2s -wan-rate-window 10s -wan-outage 20s -out ''        # its smoke, with the extras
 package main
 
 import (
@@ -128,7 +140,7 @@ func run() int {
 	// records/s of one contender then moved 3x between runs.
 	flag.IntVar(&o.compressedRecords, "compressed-records", 8000000, "compressed: JSON-like records per codec (zstd, lz4)")
 	flag.StringVar(&contenders, "contenders", defaultContenders, "contenders, comma-separated: limit, kmirror, mm2, kmirror-eos and mm2-eos (exactly once: throughput, latency and compressed phases only), kmirror-eos-2w (two exactly once workers of one mirror: throughput only; CPU and peak RSS summed over both), kmirror-eos-4s (exactly once with 4 slots instead of 16), kmirror-prof (kmirror in-process with a CPU profile), kmirror-eos-prof (the same with exactly-once) and mm2-wan (MM2 tuned for a high-latency link: wan phase only); with -phases wan alone the default is "+wanContenders)
-	flag.StringVar(&phases, "phases", "throughput,latency,startup,failover,compressed", "phases, comma-separated: those and wan (a latency proxy in front of the source; about 25 minutes, so not in the default list)")
+	flag.StringVar(&phases, "phases", "throughput,latency,startup,failover,compressed", "phases, comma-separated: those and wan (a latency proxy in front of the source; about 45 minutes with kmirror's extras, so not in the default list)")
 	flag.StringVar(&o.out, "out", defaultOut, "also write the report here when every run passed; empty to skip; with -phases wan alone the default is "+wanOut)
 	flag.IntVar(&o.eosSlots, "eos-slots", 0, "kmirror-eos (and its -2w and -prof): cluster.slots (0: kmirror's default, 16)")
 	flag.StringVar(&o.mm2Heap, "mm2-heap", "1g", "MirrorMaker 2's -Xmx")
@@ -137,7 +149,7 @@ func run() int {
 	flag.BoolVar(&o.keep, "keep", false, "keep the clusters' directories and logs")
 	flag.StringVar(&wanRTTs, "wan-rtts", "0,40,80,150ms", "wan: round trips the proxy adds, comma-separated (a bare number takes the last one's unit)")
 	flag.StringVar(&wanPartitions, "wan-partitions", "1,16", "wan: partitions of the topics, comma-separated")
-	// 500,000 records and 15 s: the whole phase takes about 25 minutes
+	// 500,000 records and 15 s: the WAN table takes about 25 minutes
 	// for the four contenders (MM2 starts, preloads and the rest of each
 	// bounded backlog dominate); kmirror copies them in about 4 s at 0 ms.
 	flag.IntVar(&o.wanRecords, "wan-records", 500000, "wan: records of the backlog copied per contender, partition count and round trip")
