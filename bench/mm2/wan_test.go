@@ -190,3 +190,31 @@ func TestKmirrorConfigExtras(t *testing.T) {
 		t.Errorf("want rate_limit 20MB and the default compression:\n%s", cfg)
 	}
 }
+
+func TestRenderWANExtras(t *testing.T) {
+	o := &options{wanRateLimit: "20MB", wanRateWindow: 30 * time.Second, wanOutage: 5 * time.Minute, wanOutageRate: 10000, valueSize: 1024}
+	x := &wanExtras{partitions: 16, rtt: 80 * time.Millisecond, settings: "kmirror run --config kmirror.yaml",
+		rate: &wanRateRun{limit: 20e6, records: 900000, recordBytes: 1063, warmup: 5 * time.Second, window: 30 * time.Second,
+			windowRecords: 560000, saturated: true, throttled: 14, linkBytes: 600e6, load: "1 → 2"},
+		outages: []wanOutageRun{
+			{rate: 10000, outage: 5 * time.Minute, recordBytes: 1077, backlog: 3e6, caughtUp: 100 * time.Second, drained: 90 * time.Second, copied: 4e6, incoming: 1e6},
+			{limit: 20e6, rate: 10000, outage: 5 * time.Minute, recordBytes: 1077, backlog: 3e6, caughtUp: 400 * time.Second, drained: 200 * time.Second, copied: 7e6, incoming: 4e6},
+		}}
+	var b strings.Builder
+	(&report{o: o, wanExtras: x}).renderWANExtras(&b)
+	out := b.String()
+	for _, want := range []string{"| 20.00 | 19.84 | 0.992 | met | 20.00 | 1.000 |", "| no rate limit | 300 | 3000000 |", "| rate_limit 20MB | 300 |", "kmirror run --config kmirror.yaml"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "%!") {
+		t.Errorf("a formatting error in:\n%s", out)
+	}
+	x.rate.saturated = false
+	b.Reset()
+	(&report{o: o, wanExtras: x}).renderWANExtras(&b)
+	if !strings.Contains(b.String(), "**not saturated**") {
+		t.Error("an unsaturated window is not flagged")
+	}
+}

@@ -44,6 +44,9 @@ type wanExtras struct {
 	rtt        time.Duration
 	rate       *wanRateRun
 	outages    []wanOutageRun // without a rate limit, then with it
+	// settings are kmirror's in the rate limit run (the outage runs' are
+	// the same but for the topic, and the first has no rate_limit).
+	settings string
 }
 
 // wanRateRun is kmirror at its rate limit on a saturated source.
@@ -232,7 +235,9 @@ func wanRateLimit(ctx context.Context, base *contenderRun, o *options, px *fault
 	w.recordBytes = float64(size) / float64(w.records)
 	settle()
 	px.SetLatency(x.rtt)
-	if err := r.startContender(spec{topics: topic, partitions: x.partitions, via: px.Addrs()[0], rateLimit: o.wanRateLimit, kmirrorDefaults: true}); err != nil {
+	err = r.startContender(spec{topics: topic, partitions: x.partitions, via: px.Addrs()[0], rateLimit: o.wanRateLimit, kmirrorDefaults: true})
+	x.settings = r.settings
+	if err != nil {
 		return w, err
 	}
 	metrics, err := kmirrorMetricsURL(ctx, r)
