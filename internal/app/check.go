@@ -22,8 +22,9 @@ import (
 // The error is what would stop Run: a plugin that does not start (a wrong
 // pin, a missing or broken binary) and a filter plugin that filters
 // nothing. The warnings are wiring that is legal but does nothing: a plugin
-// whose capabilities no entry of the config ever calls. Messages name the
-// config field, prefixed with configFile when it is not empty.
+// whose capabilities no entry of the config ever calls. Errors name the
+// file, line and field of the config key behind them, as config.Load's do;
+// warnings name the field, prefixed with configFile when it is not empty.
 func Check(ctx context.Context, cfg *config.Config, configFile string, log *slog.Logger) (warnings []string, err error) {
 	host, err := plugins.NewHost(plugins.HostOptions{Logger: log})
 	if err != nil {
@@ -33,13 +34,13 @@ func Check(ctx context.Context, cfg *config.Config, configFile string, log *slog
 	var errs []error
 	for _, s := range pluginSpecs(cfg) {
 		if _, err := host.Start(ctx, s); err != nil {
-			errs = append(errs, err)
+			errs = append(errs, pluginStartError(cfg, s.Name, err))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("plugins: %w", err)
+		return nil, err
 	}
-	if err := checkFilterPlugins(cfg, hostLookup(host), configFile, log); err != nil {
+	if err := checkFilterPlugins(cfg, hostLookup(host), log); err != nil {
 		return nil, err
 	}
 	infos := make(map[string]plugins.Info)
