@@ -7,11 +7,17 @@ package main
 // Conventions for a ```yaml block, in comment lines at its top:
 //
 //	# fragment of: deploy/examples/single.yaml
-//	    The block is part of a config: it is merged into that file (a path
-//	    from the repository root) and the result is loaded. Merging: a
-//	    mapping's keys are merged into the file's mapping of the same place,
-//	    a list of mappings element by element (the block's mirrors[0] into
-//	    the file's mirrors[0]), anything else replaces what the file has.
+//	    The block is part of that file (a path from the repository root),
+//	    as it is: every key of the block is in the file, at the same
+//	    place, with the same value. The file is loaded.
+//	# add to: deploy/examples/single.yaml
+//	    The block adds to that file: it is merged into it and the result
+//	    is loaded. Merging: a mapping's keys are merged into the file's
+//	    mapping of the same place; a list of mappings element by element,
+//	    an element with a name into the file's element of that name (the
+//	    block's mirror east-to-west into the file's, one of another name
+//	    added), one without by position; anything else replaces what the
+//	    file has.
 //	# not a kmirror config: prometheus.yml
 //	    The block is another program's file; it is not loaded.
 //	# env: NAME=value NAME2=value
@@ -26,6 +32,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"fmt"
 	"os"
 	"os/exec"
@@ -93,29 +100,42 @@ func readBlocks(t *testing.T, file string) []block {
 	return out
 }
 
+// conventions are the convention comments at the top of a YAML block.
+type conventions struct {
+	fragmentOf, addTo string // the file the block is part of, or adds to
+	foreign           bool
+	env               map[string]string
+}
+
+// base is the file the block is part of or adds to; "" for a whole config.
+func (c conventions) base() string { return cmp.Or(c.fragmentOf, c.addTo) }
+
 // directives reads the convention comments at the top of a YAML block.
-func directives(text string) (fragmentOf string, foreign bool, env map[string]string) {
-	env = map[string]string{}
+func directives(text string) conventions {
+	c := conventions{env: map[string]string{}}
 	for line := range strings.SplitSeq(text, "\n") {
-		c, ok := strings.CutPrefix(line, "#")
+		comment, ok := strings.CutPrefix(line, "#")
 		if !ok {
 			break
 		}
-		c = strings.TrimSpace(c)
-		if v, ok := strings.CutPrefix(c, "fragment of:"); ok {
-			fragmentOf = strings.TrimSpace(v)
+		comment = strings.TrimSpace(comment)
+		if v, ok := strings.CutPrefix(comment, "fragment of:"); ok {
+			c.fragmentOf = strings.TrimSpace(v)
 		}
-		if strings.HasPrefix(c, "not a kmirror config") {
-			foreign = true
+		if v, ok := strings.CutPrefix(comment, "add to:"); ok {
+			c.addTo = strings.TrimSpace(v)
 		}
-		if v, ok := strings.CutPrefix(c, "env:"); ok {
+		if strings.HasPrefix(comment, "not a kmirror config") {
+			c.foreign = true
+		}
+		if v, ok := strings.CutPrefix(comment, "env:"); ok {
 			for kv := range strings.FieldsSeq(v) {
 				k, v, _ := strings.Cut(kv, "=")
-				env[k] = v
+				c.env[k] = v
 			}
 		}
 	}
-	return fragmentOf, foreign, env
+	return c
 }
 
 // TestDocsYAML loads every YAML block of the docs as a config (see the
@@ -127,22 +147,27 @@ func TestDocsYAML(t *testing.T) {
 			if b.lang != "yaml" {
 				continue
 			}
-			fragmentOf, foreign, env := directives(b.text)
-			if foreign {
+			conv := directives(b.text)
+			if conv.foreign {
 				continue
 			}
 			n++
 			t.Run(b.String(), func(t *testing.T) {
-				for k, v := range env {
+				for k, v := range conv.env {
 					t.Setenv(k, v)
 				}
 				doc := parseYAML(t, b.text)
-				if fragmentOf != "" {
-					base, err := os.ReadFile(filepath.Join("../..", fragmentOf))
+				if file := conv.base(); file != "" {
+					base, err := os.ReadFile(filepath.Join("../..", file))
 					if err != nil {
-						t.Fatalf("fragment of: %v", err)
+						t.Fatalf("%s: %v", b, err)
 					}
 					d := parseYAML(t, string(base))
+					if conv.fragmentOf != "" {
+						if diffs := notIn(d.Content[0], doc.Content[0], ""); len(diffs) > 0 {
+							t.Errorf("%s says \"fragment of: %s\", but the file does not hold the block as it is: %s; a block that adds to the file says \"add to: %s\"", b, file, strings.Join(diffs, ", "), file)
+						}
+					}
 					merge(d.Content[0], doc.Content[0])
 					doc = d
 				}
@@ -162,6 +187,32 @@ func TestDocsYAML(t *testing.T) {
 	}
 	if n < 10 {
 		t.Errorf("only %d YAML blocks found", n)
+	}
+}
+
+// TestFragmentCheck: a block labelled "fragment of" must be in the file as
+// it is; TestDocsYAML reports every key the file lacks or holds with
+// another value, and nothing for a true fragment, whatever its style.
+func TestFragmentCheck(t *testing.T) {
+	base := parseYAML(t, `clusters:
+  east: {bootstrap_servers: ["a:9092", "b:9092"]}
+mirrors:
+  - name: east-to-west
+    source: east
+    replication_factor: 3
+`)
+	for frag, want := range map[string]string{
+		"clusters:\n  east:\n    bootstrap_servers:\n      - a:9092\n      - \"b:9092\"\n": "",
+		"mirrors:\n  - name: east-to-west\n    replication_factor: 3\n":                    "",
+		"mirrors:\n  - name: east-to-west\n    exactly_once: true\n":                       "mirrors[0].exactly_once (not in the file)",
+		"mirrors:\n  - name: east-to-west\n    replication_factor: 2\n":                    "mirrors[0].replication_factor (another value in the file)",
+		"mirrors:\n  - name: billing-only\n    source: east\n":                             "mirrors[0] (not in the file)",
+		"http: {listen: \"0.0.0.0:9644\"}\n":                                               "http (not in the file)",
+		"clusters:\n  east: {bootstrap_servers: [\"a:9092\"]}\n":                           "clusters.east.bootstrap_servers (another value in the file)",
+	} {
+		if got := strings.Join(notIn(base.Content[0], parseYAML(t, frag).Content[0], ""), ", "); got != want {
+			t.Errorf("fragment\n%sgot %q, want %q", frag, got, want)
+		}
 	}
 }
 
@@ -191,8 +242,8 @@ func merge(base, frag *yaml.Node) {
 		}
 	case base.Kind == yaml.SequenceNode && frag.Kind == yaml.SequenceNode && allMappings(base) && allMappings(frag):
 		for i, v := range frag.Content {
-			if i < len(base.Content) {
-				merge(base.Content[i], v)
+			if bv := sameItem(base, v, i); bv != nil {
+				merge(bv, v)
 			} else {
 				base.Content = append(base.Content, v)
 			}
@@ -200,6 +251,71 @@ func merge(base, frag *yaml.Node) {
 	default:
 		*base = *frag
 	}
+}
+
+// sameItem is the element of the list of mappings base that item, the
+// i-th of a block's list, stands for: the one of the same name when item
+// has a name, else the i-th; nil when there is none.
+func sameItem(base, item *yaml.Node, i int) *yaml.Node {
+	if name := mapValue(item, "name"); name != nil {
+		for _, bv := range base.Content {
+			if n := mapValue(bv, "name"); n != nil && n.Value == name.Value {
+				return bv
+			}
+		}
+		return nil
+	}
+	if i < len(base.Content) {
+		return base.Content[i]
+	}
+	return nil
+}
+
+// notIn lists what of frag, the block at path, is not in base as it is: a
+// key base lacks, a list element it has not, a value it has another of.
+func notIn(base, frag *yaml.Node, path string) []string {
+	var out []string
+	switch {
+	case base.Kind == yaml.MappingNode && frag.Kind == yaml.MappingNode:
+		for i := 0; i+1 < len(frag.Content); i += 2 {
+			k, v := frag.Content[i].Value, frag.Content[i+1]
+			p := strings.TrimPrefix(path+"."+k, ".")
+			if bv := mapValue(base, k); bv != nil {
+				out = append(out, notIn(bv, v, p)...)
+			} else {
+				out = append(out, p+" (not in the file)")
+			}
+		}
+	case base.Kind == yaml.SequenceNode && frag.Kind == yaml.SequenceNode && allMappings(base) && allMappings(frag):
+		for i, v := range frag.Content {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			if bv := sameItem(base, v, i); bv != nil {
+				out = append(out, notIn(bv, v, p)...)
+			} else {
+				out = append(out, p+" (not in the file)")
+			}
+		}
+	case !sameValue(base, frag):
+		out = append(out, path+" (another value in the file)")
+	}
+	return out
+}
+
+// sameValue reports whether two nodes hold the same YAML value, whatever
+// their style (flow or block, quoted or not).
+func sameValue(a, b *yaml.Node) bool {
+	if a.Kind != b.Kind || len(a.Content) != len(b.Content) {
+		return false
+	}
+	if a.Kind == yaml.ScalarNode {
+		return a.Value == b.Value
+	}
+	for i := range a.Content {
+		if !sameValue(a.Content[i], b.Content[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 func mapValue(m *yaml.Node, key string) *yaml.Node {
@@ -268,7 +384,7 @@ func TestDocsCLI(t *testing.T) {
 		blocks := readBlocks(t, file)
 		var cfg string
 		for _, b := range blocks {
-			if f, foreign, _ := directives(b.text); b.lang == "yaml" && f == "" && !foreign {
+			if c := directives(b.text); b.lang == "yaml" && c.base() == "" && !c.foreign {
 				cfg = b.text
 				break
 			}
@@ -398,8 +514,7 @@ func TestDocsPluginBuilds(t *testing.T) {
 		t.Fatalf("no pinned prefix-filter config in docs/plugins.md")
 	}
 	doc := parseYAML(t, strings.ReplaceAll(pin.ReplaceAllString(page, fmt.Sprintf("sha256: %q", strings.Fields(string(sum))[0])), "./bin/prefix-filter", bin))
-	fragmentOf, _, _ := directives(page)
-	baseText, err := os.ReadFile(filepath.Join(root, fragmentOf))
+	baseText, err := os.ReadFile(filepath.Join(root, directives(page).base()))
 	if err != nil {
 		t.Fatal(err)
 	}
