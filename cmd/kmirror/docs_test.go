@@ -533,3 +533,169 @@ func TestDocsPluginBuilds(t *testing.T) {
 		t.Errorf("validate: exit %d\n%s%s", code, stdout, stderr)
 	}
 }
+
+// TestDocsShellPaths checks, in the docs' sh blocks, the paths a step
+// needs before it runs, as from the repository root (where the docs'
+// steps start): a directory to cd into, the source of an install, a
+// package to go build, a make target. A path an earlier step of the block
+// makes (mkdir, go build -o, a make target's -o) counts as there; an
+// absolute path or one with a variable is the host's, not checked.
+func TestDocsShellPaths(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := makeTargets(t, filepath.Join(root, "Makefile"))
+	checked := 0
+	for _, file := range docFiles(t) {
+		for _, b := range readBlocks(t, file) {
+			if b.lang != "sh" {
+				continue
+			}
+			sh := shellCheck{root: root, cwd: root, made: map[string]bool{}, targets: targets}
+			for i, line := range strings.Split(b.text, "\n") {
+				line, _, _ = strings.Cut(line, "#")
+				for step := range strings.SplitSeq(line, "&&") {
+					where := fmt.Sprintf("%s:%d", strings.TrimPrefix(file, "../../"), b.line+1+i)
+					for _, p := range sh.step(strings.Fields(step)) {
+						t.Errorf("%s: %s", where, p)
+					}
+				}
+			}
+			checked += sh.checked
+		}
+	}
+	if checked < 5 {
+		t.Errorf("only %d paths checked", checked)
+	}
+}
+
+// shellCheck follows one sh block's steps.
+type shellCheck struct {
+	root, cwd string
+	made      map[string]bool     // paths earlier steps make
+	targets   map[string][]string // make targets and what their recipes write (-o)
+	checked   int
+}
+
+// step checks one command and records what it makes; it returns the
+// problems.
+func (s *shellCheck) step(args []string) []string {
+	if len(args) == 0 {
+		return nil
+	}
+	operands := shellOperands(args[1:], "mogtS")
+	switch {
+	case args[0] == "cd" && len(operands) == 1:
+		p := s.need(operands[0], "cd into")
+		s.cwd = cmp.Or(s.path(operands[0]), s.cwd)
+		return p
+	case args[0] == "mkdir":
+		for _, o := range operands {
+			s.made[s.path(o)] = true
+		}
+	case args[0] == "make":
+		var out []string
+		for _, target := range operands {
+			written, ok := s.targets[target]
+			if !ok {
+				out = append(out, fmt.Sprintf("make %s: no such target in the Makefile", target))
+			}
+			for _, w := range written {
+				s.made[filepath.Join(s.root, w)] = true
+			}
+		}
+		return out
+	case args[0] == "go" && len(args) > 1 && args[1] == "build":
+		var out []string
+		build := shellOperands(args[2:], "o")
+		for _, pkg := range build {
+			if strings.HasPrefix(pkg, "./") {
+				out = append(out, s.need(strings.TrimSuffix(pkg, "/..."), "build")...)
+			}
+		}
+		if i := slices.Index(args, "-o"); i >= 0 && i+1 < len(args) {
+			s.made[s.path(args[i+1])] = true
+		}
+		return out
+	case args[0] == "install" && !slices.Contains(args, "-d") && len(operands) >= 2:
+		var out []string
+		for _, src := range operands[:len(operands)-1] {
+			out = append(out, s.need(src, "install")...)
+		}
+		return out
+	}
+	return nil
+}
+
+// path is name as an absolute path from the current directory; "" for a
+// path of the host (absolute) or one with a variable.
+func (s *shellCheck) path(name string) string {
+	if filepath.IsAbs(name) || strings.ContainsAny(name, "$~") {
+		return ""
+	}
+	return filepath.Join(s.cwd, name)
+}
+
+// need reports name missing unless it exists or an earlier step made it
+// (or a directory holding it).
+func (s *shellCheck) need(name, what string) []string {
+	p := s.path(name)
+	if p == "" {
+		return nil
+	}
+	s.checked++
+	for d := p; d != s.root && d != "/"; d = filepath.Dir(d) {
+		if s.made[d] {
+			return nil
+		}
+	}
+	if _, err := os.Stat(p); err != nil {
+		rel, _ := filepath.Rel(s.root, p)
+		return []string{fmt.Sprintf("%s %s: there is no %s from the repository root (say where the step runs, or how to make it)", what, name, rel)}
+	}
+	return nil
+}
+
+// shellOperands are args without their options; the single-letter options
+// in withValue take the next argument as their value.
+func shellOperands(args []string, withValue string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case strings.HasPrefix(a, "-") && len(a) == 2 && strings.ContainsRune(withValue, rune(a[1])):
+			i++
+		case strings.HasPrefix(a, "-"), strings.Contains(a, "="):
+		default:
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// makeTargets reads the Makefile's targets and, for each, the -o outputs
+// of its recipe.
+func makeTargets(t *testing.T, makefile string) map[string][]string {
+	t.Helper()
+	text, err := os.ReadFile(makefile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	targetRE, outRE := regexp.MustCompile(`^([A-Za-z0-9_.-]+):`), regexp.MustCompile(`-o\s+(\S+)`)
+	out := map[string][]string{}
+	var cur string
+	for line := range strings.SplitSeq(string(text), "\n") {
+		if m := targetRE.FindStringSubmatch(line); m != nil {
+			cur = m[1]
+			out[cur] = nil
+			continue
+		}
+		if strings.HasPrefix(line, "\t") && cur != "" {
+			for _, m := range outRE.FindAllStringSubmatch(line, -1) {
+				out[cur] = append(out[cur], m[1])
+			}
+		}
+	}
+	return out
+}
