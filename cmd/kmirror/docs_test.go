@@ -443,18 +443,31 @@ func TestDocsCLI(t *testing.T) {
 	}
 }
 
-// TestDocsPluginBuilds follows docs/plugins.md "Write one" on a fresh
-// module: its sh blocks run in order in an empty directory (with $KMIRROR
-// the repository, as the page says), its Go block is main.go, and the
-// result must be a plugin binary that validate accepts as the filter the
-// page's config names. Go runs with the environment's settings, as for a
+// TestDocsPluginBuilds follows docs/plugins.md "Write one" (a filter) and
+// "Write a listener" on fresh modules: a section's sh blocks run in order
+// in an empty directory (with $KMIRROR the repository, as the page says),
+// its Go block is main.go, and the result must be a plugin binary that
+// validate accepts, without a warning, as what the page's config names it
+// (validate starts the plugin and warns about one whose capabilities its
+// entry never calls). Go runs with the environment's settings, as for a
 // user (by default -mod=readonly: go build needs the page's go mod tidy);
 // modules come from the module cache, where building kmirror put them, or
 // the proxy.
 func TestDocsPluginBuilds(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds a plugin module")
+		t.Skip("builds plugin modules")
 	}
+	for _, c := range []struct{ section, next, bin string }{
+		{"Write one", "Build and pin", "prefix-filter"},
+		{"Write a listener", "Use a filter plugin in a mirror", "notify-listener"},
+	} {
+		t.Run(c.bin, func(t *testing.T) { followPluginSection(t, c.section, c.next, c.bin) })
+	}
+}
+
+// followPluginSection builds the plugin bin as docs/plugins.md's section
+// (up to the heading next) says, and validates the page's config of it.
+func followPluginSection(t *testing.T, section, next, bin string) {
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
@@ -464,8 +477,14 @@ func TestDocsPluginBuilds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := bytes.Count(text[:bytes.Index(text, []byte("\n## Write one\n"))], []byte("\n")) + 1
-	end := bytes.Count(text[:bytes.Index(text, []byte("\n## Build and pin\n"))], []byte("\n")) + 1
+	lineOf := func(heading string) int {
+		i := bytes.Index(text, []byte("\n## "+heading+"\n"))
+		if i < 0 {
+			t.Fatalf("docs/plugins.md has no section %q", heading)
+		}
+		return bytes.Count(text[:i], []byte("\n")) + 1
+	}
+	start, end := lineOf(section), lineOf(next)
 	var script strings.Builder
 	script.WriteString("set -e\n")
 	gos := 0
@@ -482,7 +501,7 @@ func TestDocsPluginBuilds(t *testing.T) {
 		}
 	}
 	if gos != 1 || !strings.Contains(script.String(), "go build") {
-		t.Fatalf("docs/plugins.md \"Write one\": want one go block and the sh blocks that build it, got:\n%s", script.String())
+		t.Fatalf("docs/plugins.md %q: want one go block and the sh blocks that build it, got:\n%s", section, script.String())
 	}
 	dir := t.TempDir()
 	cmd := exec.Command("sh", "-c", script.String())
@@ -491,29 +510,29 @@ func TestDocsPluginBuilds(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("the page's steps fail: %v\n%s\nscript:\n%s", err, out, script.String())
 	}
-	bins, _ := filepath.Glob(filepath.Join(dir, "*", "bin", "prefix-filter"))
+	bins, _ := filepath.Glob(filepath.Join(dir, "*", "bin", bin))
 	if len(bins) != 1 {
-		t.Fatalf("no bin/prefix-filter built under %s: %v", dir, bins)
+		t.Fatalf("no bin/%s built under %s: %v", bin, dir, bins)
 	}
 
 	// The page's config, with the real pin: validate starts the plugin
-	// and finds the topic filter the mirror names (no warning).
-	bin := bins[0]
-	sum, err := exec.Command("sha256sum", bin).Output()
+	// and finds the capability its entry calls (no warning).
+	path := bins[0]
+	sum, err := exec.Command("sha256sum", path).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var page string
 	for _, b := range blocks {
-		if b.lang == "yaml" && strings.Contains(b.text, "prefix-filter") {
+		if b.lang == "yaml" && strings.Contains(b.text, "./bin/"+bin) {
 			page = b.text
 		}
 	}
 	pin := regexp.MustCompile(`sha256: "[0-9a-f]{64}"`)
 	if !pin.MatchString(page) {
-		t.Fatalf("no pinned prefix-filter config in docs/plugins.md")
+		t.Fatalf("no pinned %s config in docs/plugins.md", bin)
 	}
-	doc := parseYAML(t, strings.ReplaceAll(pin.ReplaceAllString(page, fmt.Sprintf("sha256: %q", strings.Fields(string(sum))[0])), "./bin/prefix-filter", bin))
+	doc := parseYAML(t, strings.ReplaceAll(pin.ReplaceAllString(page, fmt.Sprintf("sha256: %q", strings.Fields(string(sum))[0])), "./bin/"+bin, path))
 	baseText, err := os.ReadFile(filepath.Join(root, directives(page).base()))
 	if err != nil {
 		t.Fatal(err)
@@ -524,11 +543,11 @@ func TestDocsPluginBuilds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, "kmirror.yaml")
-	if err := os.WriteFile(path, out, 0o644); err != nil {
+	cfg := filepath.Join(dir, "kmirror.yaml")
+	if err := os.WriteFile(cfg, out, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := runIn("validate", "--config", path)
+	code, stdout, stderr := runIn("validate", "--config", cfg)
 	if code != exitOK || strings.Contains(stderr, "warning") {
 		t.Errorf("validate: exit %d\n%s%s", code, stdout, stderr)
 	}
