@@ -193,7 +193,7 @@ mirrors:
 	if code != exitOK {
 		t.Fatalf("plan -o json: exit %d\n%s", code, stderr)
 	}
-	if strings.Contains(stdout, "null") || !strings.Contains(stdout, `"create": []`) || !strings.Contains(stdout, `"failed": []`) {
+	if strings.Contains(stdout, "null") || !strings.Contains(stdout, `"create": []`) || !strings.Contains(stdout, `"failed": []`) || !strings.Contains(stdout, `"blocked": []`) {
 		t.Errorf("plan -o json with nothing to do:\n%s", stdout)
 	}
 	code, stdout, stderr = runIn("plan", "--config", none, "-o", "text")

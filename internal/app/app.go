@@ -210,10 +210,10 @@ func (a *App) StartPlugins(ctx context.Context) error {
 	a.mu.Lock()
 	cfg := a.cfg
 	a.mu.Unlock()
+	// The errors name the config file, line and field: no prefix.
 	if err := a.startPlugins(ctx, cfg); err != nil {
-		return fmt.Errorf("plugins: %w", err)
+		return err
 	}
-	// Its errors name the config field; they need no prefix.
 	return a.checkFilterPlugins(cfg)
 }
 
