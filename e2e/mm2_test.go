@@ -562,7 +562,10 @@ func TestMM2AdoptWithoutOffsetsTopic(t *testing.T) {
 		offsets := "mm2-offsets." + e.id + ".internal" // a cluster shared between tests has no such topic either
 		path := e.writeExtConfig("", e.defaultConfig(), extConfig{MirrorRaw: "    mm2: {adopt: true, offsets_topic: " + offsets + "}"})
 
-		_, stdout, stderr := runCLI(t, "plan", "--config", path)
+		code, stdout, stderr := runCLI(t, "plan", "--config", path)
+		if code != 3 {
+			t.Fatalf("plan with run blocked: exit %d, want 3 (a negative answer)", code)
+		}
 		for _, want := range []string{
 			fmt.Sprintf("! run would copy nothing of %s, %s: adopt MirrorMaker 2's positions (mirrors[].mm2.adopt): ", orders, payments),
 			fmt.Sprintf("MirrorMaker 2's offsets topic %s does not exist on the target", offsets),
@@ -576,8 +579,9 @@ func TestMM2AdoptWithoutOffsetsTopic(t *testing.T) {
 		addr := w.httpAddr(t)
 		e.waitFor(60*time.Second, "status to show the adoption error once", func() (bool, string) {
 			code, out, errOut := runCLI(t, "status", "--url", addr)
-			if code != 0 {
-				return false, fmt.Sprintf("exit %d: %s", code, errOut)
+			if code != 3 {
+				// The mirror waits for MM2's positions: not ready.
+				return false, fmt.Sprintf("exit %d, want 3 (not ready): %s", code, errOut)
 			}
 			once := strings.Count(out, offsets) == 1 && strings.Contains(out, "last pass failed: adopt MirrorMaker 2's positions")
 			rows := strings.Count(out, "pending") == 2 && strings.Count(out, "waiting for MirrorMaker 2's positions: see the mirror's last pass error") == 2
