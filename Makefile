@@ -3,7 +3,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build demo test test-unit test-e2e chaos kafka-jars bench bench-mm2 bench-scale lint generate clean
+.PHONY: all build demo test test-unit test-e2e chaos kafka-jars bench bench-mm2 bench-wan bench-scale lint generate clean
 
 all: build
 
@@ -76,6 +76,22 @@ bench:
 BENCH_MM2_FLAGS ?=
 bench-mm2:
 	$(GO) run ./bench/mm2 $(BENCH_MM2_FLAGS)
+
+## bench-wan: bench-mm2's wan phase (issue 27; about 45 minutes, so not in bench-mm2's default phases):
+## the contender reaches the source through a latency proxy (e2e/kafkatest/faultproxy) adding
+## -wan-rtts round trips (0,40,80,150ms), on topics of -wan-partitions (1,16): backlog records/s and
+## CPU s/GB, p99 at 5,000 records/s; contenders limit, kmirror, mm2 and mm2-wan (MM2 tuned for a
+## high-latency link). Then kmirror's extras (-wan-extras=false skips them; about 20 minutes) at
+## -wan-extras-rtt 80ms on 16 partitions: rate_limit -wan-rate-limit (20MB) on a saturated source,
+## bytes copied over -wan-rate-window (30s) against the limit (goal: within 5%); and the link down for
+## -wan-outage (5m) under -wan-outage-rate (10,000 records/s), the catch-up after it without and
+## with the limit. Writes bench/results/wan.md (same as
+## make bench-mm2 BENCH_MM2_FLAGS="-phases wan"). Smoke runs:
+## make bench-wan BENCH_WAN_FLAGS="-contenders kmirror,mm2 -wan-records 100000 -wan-rtts 0,80ms -wan-partitions 1 -wan-latency-duration 5s -wan-extras=false -out ''"
+## make bench-wan BENCH_WAN_FLAGS="-contenders kmirror -wan-records 20000 -wan-rtts 0 -wan-partitions 1 -wan-latency-duration 2s -wan-rate-window 10s -wan-outage 20s -out ''"
+BENCH_WAN_FLAGS ?=
+bench-wan:
+	$(GO) run ./bench/mm2 -phases wan $(BENCH_WAN_FLAGS)
 
 ## bench-scale: kmirror (at least once, and kmirror-eos: exactly once) and the plain loop with
 ## many partitions, one worker: start to every partition's first record, peak RSS, idle and

@@ -114,6 +114,18 @@ type Config struct {
 	// a restart copies them again) and kmirror exits with status 1.
 	// Default 10s; must be greater than 0. A second signal exits at once.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+
+	// loaded is where Load found each field: problems found after Load
+	// (a plugin that does not start, say) name the file, line and field
+	// too, as Load's own errors do.
+	loaded fieldLines
+}
+
+// FieldError is a problem with the field at path (as in Error.Field)
+// found after Load: it names the file and the line of that field, or of
+// its nearest parent in the file.
+func (c *Config) FieldError(path, format string, args ...any) *Error {
+	return c.loaded.errorAt(path, format, args...)
 }
 
 // Plugin is a plugin binary built with kmirror's plugin SDK.
@@ -717,11 +729,12 @@ func Load(data []byte, filename string) (*Config, error) {
 	if err := d.err(); err != nil {
 		return nil, err
 	}
-	v := &validator{file: filename, dir: filepath.Dir(filename), lines: d.lines}
+	v := &validator{fieldLines: fieldLines{file: filename, lines: d.lines}, dir: filepath.Dir(filename)}
 	v.validate(cfg)
 	if err := v.err(); err != nil {
 		return nil, err
 	}
+	cfg.loaded = v.fieldLines
 	return cfg, nil
 }
 

@@ -273,10 +273,10 @@ testdata/bad_plugin_missing.yaml:11: plugins.catalog.sha256: want the binary's s
 		"rate_limit": `12: mirrors[0].topic_rate_limits[0]: name the topics: match (a regexp over source topic names), labels, or both
 testdata/bad_rate_limit.yaml:13: mirrors[0].topic_rate_limits[1].match: invalid regexp "orders(": missing closing ): ` + "`orders(`" + `
 testdata/bad_rate_limit.yaml:15: mirrors[0].topic_rate_limits[2].rate_limit: required field missing or not positive (bytes per second, e.g. 10MB)`,
-		"shutdown_timeout":       "10: shutdown_timeout: must be greater than 0, got 0s",
-		"empty_bootstrap":        "3: clusters.east.bootstrap_servers: at least one broker address is required",
-		"missing_bootstrap":      "2: clusters.east.bootstrap_servers: at least one broker address is required",
-		"bootstrap_addr":         `5: clusters.east.bootstrap_servers[1]: invalid broker address "localhost" (want host:port, such as "127.0.0.1:9092")`,
+		"shutdown_timeout":  "10: shutdown_timeout: must be greater than 0, got 0s",
+		"empty_bootstrap":   "3: clusters.east.bootstrap_servers: at least one broker address is required",
+		"missing_bootstrap": "2: clusters.east.bootstrap_servers: at least one broker address is required",
+		"bootstrap_addr":    `5: clusters.east.bootstrap_servers[1]: invalid broker address "localhost" (want host:port, such as "127.0.0.1:9092")`,
 		"bootstrap_port": `3: clusters.east.bootstrap_servers[0]: invalid broker address "127.0.0.1:0" (want host:port, such as "127.0.0.1:9092")
 testdata/bad_bootstrap_port.yaml:5: clusters.west.bootstrap_servers[0]: invalid broker address "PLAINTEXT://127.0.0.1:29092" (want host:port, such as "127.0.0.1:9092")`,
 		"cluster_alias":   `4: clusters.west/1: invalid cluster alias "west/1" (want 1-100 characters from A-Z a-z 0-9 . _ -)`,

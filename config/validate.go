@@ -35,10 +35,9 @@ var (
 // validator checks the cross-field rules of a decoded Config and compiles its
 // patterns. lines comes from the decoder and maps field paths to lines.
 type validator struct {
-	file  string
-	dir   string // relative paths in the file are relative to it
-	lines map[string]int
-	errs  []*Error
+	fieldLines
+	dir  string // relative paths in the file are relative to it
+	errs []*Error
 }
 
 func (v *validator) err() error { return joinErrors(v.errs) }
@@ -46,12 +45,28 @@ func (v *validator) err() error { return joinErrors(v.errs) }
 // errorf reports a problem with the field at path, on the line of that field
 // or, when it is absent from the file, of its nearest present parent.
 func (v *validator) errorf(path, format string, args ...any) {
-	v.errs = append(v.errs, &Error{File: v.file, Line: v.line(path), Field: path, Msg: fmt.Sprintf(format, args...)})
+	v.errs = append(v.errs, v.errorAt(path, format, args...))
 }
 
-func (v *validator) line(path string) int {
+// fieldLines says where a loaded config's fields are: the file and, by
+// field path, the line of each key or list item.
+type fieldLines struct {
+	file  string
+	lines map[string]int
+}
+
+// errorAt is a problem with the field at path, placed as errorf places it.
+func (f fieldLines) errorAt(path, format string, args ...any) *Error {
+	file := f.file
+	if file == "" {
+		file = "<config>" // a Config built in code, as Load names one without a file name
+	}
+	return &Error{File: file, Line: f.line(path), Field: path, Msg: fmt.Sprintf(format, args...)}
+}
+
+func (f fieldLines) line(path string) int {
 	for {
-		if l, ok := v.lines[path]; ok {
+		if l, ok := f.lines[path]; ok {
 			return l
 		}
 		if path == "" {

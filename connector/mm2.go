@@ -1,11 +1,14 @@
 package connector
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -271,13 +274,84 @@ func (m *Mirror) decideAdoption(ctx context.Context, c *clients, tl targetListin
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.metrics.incMM2AdoptErrors()
-	err = fmt.Errorf("adopt MirrorMaker 2's positions (mirrors[].mm2.adopt): %w; the topics wait rather than being copied from their start", err)
 	for _, tps := range cands {
 		if ts := m.topics[tps[0].Topic]; ts != nil {
-			ts.err = err
+			ts.err = errAdoptionPending
 		}
 	}
-	return err
+	return adoptionError(err)
+}
+
+// errAdoptionPending is the own error of a topic waiting for MM2's
+// positions: why it waits is the same for every topic and long (the
+// offsets topic, the setting, what to do), so the mirror's last pass error
+// says it once rather than every topic's row.
+var errAdoptionPending = errors.New("waiting for MirrorMaker 2's positions: see the mirror's last pass error")
+
+// adoptionError is why the partitions to adopt wait, as run and plan say it.
+func adoptionError(err error) error {
+	return fmt.Errorf("adopt MirrorMaker 2's positions (mirrors[].mm2.adopt): %w; the topics wait rather than being copied from their start", err)
+}
+
+// planAdoption is what decideAdoption would say on run about the topics
+// kmirror has not copied yet (their stored state is not mirroring: a topic
+// kmirror copies resumes from its own progress, without MM2's offsets
+// topic), or nil when they would start. It reads MM2's positions as run
+// does; the target's end offsets it leaves to run (a topic plan would
+// create has none yet).
+func (m *Mirror) planAdoption(ctx context.Context, c *clients) *PlanBlocker {
+	if m.adopt == nil {
+		return nil
+	}
+	var tps []data.TopicPartition
+	m.mu.Lock()
+	for _, ts := range m.topics {
+		if ts.fatal == nil && m.metaPersisted[ts.target][MetaState] != string(StateMirroring) {
+			for p := range ts.partitions {
+				tps = append(tps, data.TopicPartition{Topic: ts.source, Partition: p})
+			}
+		}
+	}
+	m.mu.Unlock()
+	if len(tps) == 0 {
+		return nil
+	}
+	all, err := readMM2Positions(ctx, m.log, m.cfg.TargetOpts, c.dstAdm, m.cfg.MM2.OffsetsTopic, m.cfg.MM2.SourceAlias)
+	if err != nil {
+		return &PlanBlocker{Topics: topicsOf(tps), Error: adoptionError(m.dstErr(err)).Error()}
+	}
+	// As decideAdoption: a partition MM2 copied only under another
+	// connector name waits, one it never copied starts from its start.
+	foreign := make(map[string]bool)
+	var waiting []data.TopicPartition
+	for _, tp := range tps {
+		if _, ok := all[m.cfg.MM2.SourceConnector][tp]; ok {
+			continue
+		}
+		if others := all.others(m.cfg.MM2.SourceConnector, tp); len(others) > 0 {
+			for _, name := range others {
+				foreign[name] = true
+			}
+			waiting = append(waiting, tp)
+		}
+	}
+	if len(waiting) == 0 {
+		return nil
+	}
+	slices.SortFunc(waiting, func(a, b data.TopicPartition) int {
+		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	return &PlanBlocker{Topics: topicsOf(waiting), Error: adoptionError(foreignConnectorErr(m.cfg.MM2, foreign, waiting)).Error()}
+}
+
+// topicsOf are the topics of tps, sorted, each once.
+func topicsOf(tps []data.TopicPartition) []string {
+	var out []string
+	for _, tp := range tps {
+		out = append(out, tp.Topic)
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
 }
 
 // foreignConnectorErr says that partitions wait because MM2's offsets topic

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sort"
+
+	"github.com/kmirror/kmirror/connector/fence"
 )
 
 // Plan is what one pass would change on the target, computed without
@@ -18,6 +20,19 @@ type Plan struct {
 	// Failed lists selected topics kmirror would not touch (the source
 	// topic was recreated or shrank).
 	Failed []TopicStatus `json:"failed"`
+	// Blocked is what would keep run from copying topics, as far as
+	// plan sees it without copying (planBlockers): a plan that creates
+	// every topic is no promise that they will be copied.
+	Blocked []PlanBlocker `json:"blocked"`
+}
+
+// PlanBlocker is one reason run would copy nothing of some selected
+// topics.
+type PlanBlocker struct {
+	// Topics are the source topics it holds back, sorted.
+	Topics []string `json:"topics"`
+	// Error is what run would say, and what to change.
+	Error string `json:"error"`
 }
 
 // PlannedTopic is a target topic that would be created.
@@ -106,8 +121,50 @@ func (m *Mirror) Plan(ctx context.Context) (*Plan, error) {
 			plan.Failed = append(plan.Failed, t)
 		}
 	}
+	plan.Blocked = m.planBlockers(ctx, c)
 	sort.Slice(plan.Create, func(i, j int) bool { return plan.Create[i].TargetTopic < plan.Create[j].TargetTopic })
 	sort.Slice(plan.Grow, func(i, j int) bool { return plan.Grow[i].TargetTopic < plan.Grow[j].TargetTopic })
 	sort.Slice(plan.Configs, func(i, j int) bool { return plan.Configs[i].TargetTopic < plan.Configs[j].TargetTopic })
 	return plan, nil
+}
+
+// planBlockers are what would keep run from copying, that plan sees
+// cheaply: the mirror's fence, and with mm2.adopt MirrorMaker 2's
+// positions for the topics kmirror has not copied yet. Each says what run
+// would say.
+func (m *Mirror) planBlockers(ctx context.Context, c *clients) []PlanBlocker {
+	var out []PlanBlocker
+	for _, b := range []*PlanBlocker{m.planFence(ctx, c), m.planAdoption(ctx, c)} {
+		if b != nil {
+			out = append(out, *b)
+		}
+	}
+	return out
+}
+
+// planFence: a fenced mirror copies nothing (kmirror failover or cutover
+// fenced it), nor does one whose fence cannot be read.
+func (m *Mirror) planFence(ctx context.Context, c *clients) *PlanBlocker {
+	st, _, err := fence.Read(ctx, m.log, m.cfg.TargetOpts, c.dstAdm, m.cfg.Name)
+	switch {
+	case err != nil:
+		return &PlanBlocker{Topics: m.copyableTopics(), Error: fmt.Sprintf("cannot read the mirror's fence on the target; run copies nothing until it can: %v", m.dstErr(err))}
+	case st.Fenced:
+		return &PlanBlocker{Topics: m.copyableTopics(), Error: fmt.Sprintf("the mirror is %s; run copies nothing until the fence is lifted (kmirror failback, docs/disaster-recovery.md)", st)}
+	}
+	return nil
+}
+
+// copyableTopics are the selected topics that are not failed, sorted.
+func (m *Mirror) copyableTopics() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for _, ts := range m.topics {
+		if ts.fatal == nil {
+			out = append(out, ts.source)
+		}
+	}
+	sort.Strings(out)
+	return out
 }

@@ -48,16 +48,22 @@ func rlCopied(m *Mirror, topic string) int64 {
 	return n
 }
 
+// rlBatchRoom is what a fetch under a limit may ask for whatever the
+// limit: room for 16 of the largest batches (data.throttledMax), of
+// rlFill's 16 KiB.
+const rlBatchRoom = 16 * 16 << 10
+
 // rlWithin fails the test when topic copied more bytes by now than a
 // limit of perSec allows since start: perSec times the time, plus a
 // bucket and one fetch (each at most what the limit allows in a window:
-// throttle.Window, or two round trips on this loopback) plus one batch.
+// throttle.Window, or two round trips on this loopback; or rlBatchRoom)
+// plus one batch.
 // Counting bytes against the time that passed is an upper bound that a
 // slow machine only makes easier to meet: it cannot flake under load.
 func rlWithin(t *testing.T, m *Mirror, topic string, perSec int64, start time.Time) int64 {
 	t.Helper()
 	copied := rlCopied(m, topic)
-	slack := 2*max(perSec*int64(throttle.Window)/int64(time.Second), throttle.MinFetchBytes) + 16<<10
+	slack := 2*max(perSec*int64(throttle.Window)/int64(time.Second), throttle.MinFetchBytes, rlBatchRoom) + 16<<10
 	if allowed := int64(float64(perSec)*time.Since(start).Seconds()) + slack; copied*rlValue > allowed {
 		t.Fatalf("%s: %d records (%d bytes) copied %v after the start, over the %d bytes a limit of %d bytes/s allows (throttle %+v)", topic, copied, copied*rlValue, time.Since(start).Round(time.Millisecond), allowed, perSec, m.throttle.Status(time.Now()))
 	}
@@ -156,7 +162,7 @@ func TestTopicRateLimitByLabel(t *testing.T) {
 	debt := m.throttle.TopicDelay("bulk", at)
 	for time.Since(at) < 2*time.Second {
 		copied := rlCopied(m, "bulk") - base
-		allowed := int64(float64(limit/5)*(time.Since(at)-debt).Seconds()) + 2*throttle.MinFetchBytes + 16<<10 + limit*int64(2*throttle.Window)/int64(time.Second)
+		allowed := int64(float64(limit/5)*(time.Since(at)-debt).Seconds()) + 2*max(throttle.MinFetchBytes, rlBatchRoom) + 16<<10 + limit*int64(2*throttle.Window)/int64(time.Second)
 		if copied*rlValue > max(allowed, 0)+limit*int64(2*throttle.Window)/int64(time.Second) {
 			t.Fatalf("bulk copied %d bytes in %v after the limit was lowered to %d bytes/s", copied*rlValue, time.Since(at).Round(time.Millisecond), limit/5)
 		}

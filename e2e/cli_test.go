@@ -204,7 +204,7 @@ mirrors:
 		name:   "wrong_pin",
 		body:   fmt.Sprintf("    listeners: [audit]\nlisteners:\n  audit: {type: plugin, path: %q, sha256: %q, config: {path: %q}}\n", audit.Path, catalog.SHA256, auditOut),
 		code:   1,
-		stderr: []string{"sha256 mismatch", "expected " + catalog.SHA256, "actual " + audit.SHA256, "sha256sum " + audit.Path},
+		stderr: []string{`wrong_pin.yaml:10: listeners.audit.sha256: plugin "listener.audit": refusing to start`, "sha256 mismatch", "expected " + catalog.SHA256, "actual " + audit.SHA256, "sha256sum " + audit.Path},
 	}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

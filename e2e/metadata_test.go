@@ -205,10 +205,10 @@ type kmPlanDoc struct {
 }
 
 // TestPlan: `kmirror plan` against a fresh target lists every selected topic
-// with its partitions and configs (text and -o json), exits 2 and creates
+// with its partitions and configs (text and -o json), exits 3 and creates
 // nothing on the target, not even kmirror's own topics. Once a worker has
 // created everything it exits 0 with "nothing to change"; a config change
-// and a partition increase at the source make it exit 2 again and list
+// and a partition increase at the source make it exit 3 again and list
 // them, still changing nothing.
 func TestPlan(t *testing.T) {
 	t.Parallel()
@@ -260,8 +260,8 @@ func TestPlan(t *testing.T) {
 
 		// Text.
 		code, stdout, stderr := runCLI(t, "plan", "--config", path)
-		if code != 2 {
-			t.Errorf("kmirror plan on a fresh target: exit %d, want 2 (changes pending)", code)
+		if code != 3 {
+			t.Errorf("kmirror plan on a fresh target: exit %d, want 3 (changes pending)", code)
 		}
 		for target, p := range want {
 			count := fmt.Sprintf("%d partitions", p.partitions)
@@ -288,7 +288,7 @@ func TestPlan(t *testing.T) {
 		noTargetTopics("after kmirror plan")
 
 		// JSON.
-		doc := kmRunPlanJSON(t, path, 2)
+		doc := kmRunPlanJSON(t, path, 3)
 		if !doc.Changes || len(doc.Mirrors) != 1 || doc.Mirrors[0].Mirror != mirror {
 			t.Errorf("kmirror plan -o json: want changes true and one mirror %s, got %+v", mirror, doc)
 		} else {
@@ -349,8 +349,8 @@ func TestPlan(t *testing.T) {
 		}
 		e.kmWaitTopic(e.srcCl, 30*time.Second, p2, 2)
 		code, stdout, stderr = runCLI(t, "plan", "--config", path)
-		if code != 2 {
-			t.Errorf("kmirror plan after source changes: exit %d, want 2", code)
+		if code != 3 {
+			t.Errorf("kmirror plan after source changes: exit %d, want 3", code)
 		}
 		for _, line := range []string{
 			fmt.Sprintf("~ configs of src.%s: set retention.ms=7200000", p1),
@@ -363,7 +363,7 @@ func TestPlan(t *testing.T) {
 		if t.Failed() {
 			t.Logf("kmirror plan: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 		}
-		doc = kmRunPlanJSON(t, path, 2)
+		doc = kmRunPlanJSON(t, path, 3)
 		if !doc.Changes || len(doc.Mirrors) != 1 {
 			t.Fatalf("kmirror plan -o json after source changes: %+v", doc)
 		}

@@ -164,7 +164,7 @@ func TestKafkaMM2Takeover(t *testing.T) {
 	// 3. import-mm2, then kmirror.
 	cfgPath := filepath.Join(dir, "kmirror.yaml")
 	code, _, stderr := runCLI(t, "import-mm2", "--output", cfgPath, propsPath)
-	if code != 0 && code != 2 {
+	if code != 0 && code != 3 { // 3: settings not mapped, listed
 		t.Fatalf("import-mm2 exited %d:\n%s", code, stderr)
 	}
 	t.Logf("import-mm2 (exit %d) said:\n%s", code, stderr)
@@ -545,4 +545,47 @@ func readMM2Next(t *testing.T, addrs []string, offsetsTopic, alias, topic string
 		}
 	}
 	return out
+}
+
+// TestMM2AdoptWithoutOffsetsTopic: a config with mirrors[].mm2.adopt (as
+// import-mm2 writes it) on clusters where MirrorMaker 2 never ran. plan
+// reports that run would copy nothing of the topics, and why (MM2's
+// offsets topic does not exist); run leaves them pending, and status says
+// why once, for the mirror, the topic rows pointing there.
+func TestMM2AdoptWithoutOffsetsTopic(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b Backend) {
+		e := newEnv(t, b, ClusterSpec{Brokers: 1})
+		orders, payments := e.topic("orders"), e.topic("payments")
+		createTopic(t, e.srcCl, orders, 2, nil)
+		createTopic(t, e.srcCl, payments, 1, nil)
+		offsets := "mm2-offsets." + e.id + ".internal" // a cluster shared between tests has no such topic either
+		path := e.writeExtConfig("", e.defaultConfig(), extConfig{MirrorRaw: "    mm2: {adopt: true, offsets_topic: " + offsets + "}"})
+
+		code, stdout, stderr := runCLI(t, "plan", "--config", path)
+		if code != 3 {
+			t.Fatalf("plan with run blocked: exit %d, want 3 (a negative answer)", code)
+		}
+		for _, want := range []string{
+			fmt.Sprintf("! run would copy nothing of %s, %s: adopt MirrorMaker 2's positions (mirrors[].mm2.adopt): ", orders, payments),
+			fmt.Sprintf("MirrorMaker 2's offsets topic %s does not exist on the target", offsets),
+		} {
+			if !strings.Contains(stdout, want) {
+				t.Fatalf("plan does not report the blocker %q:\n%s%s", want, stdout, stderr)
+			}
+		}
+
+		w := e.startWorker(path)
+		addr := w.httpAddr(t)
+		e.waitFor(60*time.Second, "status to show the adoption error once", func() (bool, string) {
+			code, out, errOut := runCLI(t, "status", "--url", addr)
+			if code != 3 {
+				// The mirror waits for MM2's positions: not ready.
+				return false, fmt.Sprintf("exit %d, want 3 (not ready): %s", code, errOut)
+			}
+			once := strings.Count(out, offsets) == 1 && strings.Contains(out, "last pass failed: adopt MirrorMaker 2's positions")
+			rows := strings.Count(out, "pending") == 2 && strings.Count(out, "waiting for MirrorMaker 2's positions: see the mirror's last pass error") == 2
+			return once && rows, out
+		})
+	})
 }

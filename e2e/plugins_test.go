@@ -255,7 +255,8 @@ func TestPluginSHA256Mismatch(t *testing.T) {
 		}
 		// The log is logfmt: the error is a quoted value.
 		msg := strings.ReplaceAll(stderr, `\"`, `"`)
-		for _, want := range []string{`plugin "catalog"`, "refusing to start " + cat.Path, "sha256 mismatch", "expected " + wrong, "actual " + cat.SHA256} {
+		pin := fmt.Sprintf("%s:%d: plugins.catalog.sha256: ", path, configLineOf(t, path, "plugins: "))
+		for _, want := range []string{pin, `plugin "catalog"`, "refusing to start " + cat.Path, "sha256 mismatch", "expected " + wrong, "actual " + cat.SHA256} {
 			if !strings.Contains(msg, want) {
 				t.Errorf("kmirror's error does not say %q; stderr:\n%s", want, stderr)
 			}
@@ -285,7 +286,8 @@ func TestFilterPluginWithoutFilterCapability(t *testing.T) {
 			t.Fatalf("kmirror run with a listener plugin as a filter exited 0; stdout:\n%s", stdout)
 		}
 		msg := strings.ReplaceAll(stderr, `\"`, `"`)
-		for _, want := range []string{path + ": mirrors[0].filters[0].plugin", `plugin "audit"`, "neither a topic_filter nor a group_filter", "topic_listener"} {
+		field := fmt.Sprintf("%s:%d: mirrors[0].filters[0].plugin", path, configLineOf(t, path, `"plugin":"audit"`))
+		for _, want := range []string{field, `plugin "audit"`, "neither a topic_filter nor a group_filter", "topic_listener"} {
 			if !strings.Contains(msg, want) {
 				t.Errorf("kmirror's error does not say %q; stderr:\n%s", want, stderr)
 			}

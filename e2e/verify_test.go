@@ -52,7 +52,8 @@ func runVerify(t *testing.T, path string) (int, verifyOutput, string) {
 // copy with every record matched; a record written to the target behind
 // kmirror's back is extra, and a target partition rewritten with one
 // record changed (Kafka cannot change a record in place: the target topic
-// is deleted and written again) is different in its value; exit 1.
+// is deleted and written again) is different in its value; exit 3 (the
+// copy differs: not 1, an error).
 func TestKafkaVerify(t *testing.T) {
 	t.Parallel()
 	e, _ := newKafkaEnv(t)
@@ -85,8 +86,8 @@ func TestKafkaVerify(t *testing.T) {
 		code, out = c, o
 		return o.Total.Matched == 125, fmt.Sprintf("exit %d, %+v, %s", c, o.Total, stderr)
 	})
-	if code != 1 || out.Total.Extra != 1 || out.Total.Different+out.Total.Missing != 0 || out.Errors != 0 {
-		t.Fatalf("a foreign record: exit %d, %+v", code, out)
+	if code != 3 || out.Total.Extra != 1 || out.Total.Different+out.Total.Missing != 0 || out.Errors != 0 {
+		t.Fatalf("a foreign record: exit %d (want 3: differences), %+v", code, out)
 	}
 	if code, _ := w.stop(t, syscall.SIGTERM); code != 0 {
 		t.Fatalf("worker exit %d", code)
@@ -132,7 +133,7 @@ func TestKafkaVerify(t *testing.T) {
 		fmt.Sprintf("%s/0 extra -1->50 []", orders),
 	}
 	slices.Sort(want)
-	if code != 1 || out.Errors != 0 || out.Total.Extra != 1 || out.Total.Different != 1 || out.Total.Missing != 0 || !slices.Equal(diff, want) {
+	if code != 3 || out.Errors != 0 || out.Total.Extra != 1 || out.Total.Different != 1 || out.Total.Missing != 0 || !slices.Equal(diff, want) {
 		t.Fatalf("exit %d, %+v\ndifferences %q, want %q\nstderr: %s", code, out.Total, diff, want, stderr)
 	}
 	if !strings.Contains(stderr, "1 different, 0 missing, 1 extra") {

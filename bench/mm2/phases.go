@@ -48,7 +48,7 @@ func (e *env) begin(ctx context.Context, c contender, phase string) (*contenderR
 }
 
 func (r *contenderRun) startContender(s spec) error {
-	s.exactlyOnce = r.c.exactlyOnce
+	s.exactlyOnce, s.wanTuned = r.c.exactlyOnce, r.c.wanTuned
 	if s.exactlyOnce {
 		s.slots = cmp.Or(r.c.slots, r.e.eosSlots)
 	}
@@ -90,6 +90,16 @@ func (r *contenderRun) stopContender() {
 }
 
 func (r *contenderRun) end(failed bool) {
+	r.finish(failed)
+	r.p.stop(r.e.keep || failed)
+	if failed {
+		log.Printf("  kept %s", r.p.dir)
+	}
+}
+
+// finish stops the contender, and logs the end of its logs when the run
+// failed.
+func (r *contenderRun) finish(failed bool) {
 	r.stopContender()
 	if failed {
 		for _, proc := range r.procs() {
@@ -97,10 +107,6 @@ func (r *contenderRun) end(failed bool) {
 				log.Printf("  %s log %s, last lines:\n%s", r.c.name, proc.LogPath, proc.Tail(40))
 			}
 		}
-	}
-	r.p.stop(r.e.keep || failed)
-	if failed {
-		log.Printf("  kept %s", r.p.dir)
 	}
 }
 
@@ -329,17 +335,25 @@ func latencyPhase(ctx context.Context, e *env, o *options, c contender) (res lat
 	}
 	defer func() { r.end(err != nil) }()
 	const topic = "latency"
-	src := r.p.src.Addr(kafkatest.PLAINTEXT)
-	dst := r.p.dst.Addr(kafkatest.PLAINTEXT)
-	if err := workload.CreateTopic(ctx, []string{src}, topic, o.partitions); err != nil {
+	if err := workload.CreateTopic(ctx, []string{r.p.src.Addr(kafkatest.PLAINTEXT)}, topic, o.partitions); err != nil {
 		return res, err
 	}
 	if err := r.startContender(spec{topics: topic, partitions: o.partitions}); err != nil {
 		return res, err
 	}
+	return r.measureLatency(ctx, o, topic, o.partitions, o.latencyDuration)
+}
+
+// measureLatency measures the latency of -rate records/s to topic for
+// duration after the warm-up, once the contender (started on it) copies;
+// then it stops the contender and checks the copy of topic.
+func (r *contenderRun) measureLatency(ctx context.Context, o *options, topic string, partitions int, duration time.Duration) (res latency, err error) {
+	c := r.c
+	src := r.p.src.Addr(kafkatest.PLAINTEXT)
+	dst := r.p.dst.Addr(kafkatest.PLAINTEXT)
 	// Readiness: one primer record per partition (no time header, so the
 	// reader skips it), visible at the target.
-	if err := producePrimers(ctx, src, topic, o.partitions); err != nil {
+	if err := producePrimers(ctx, src, topic, partitions); err != nil {
 		return res, err
 	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
@@ -351,23 +365,23 @@ func latencyPhase(ctx context.Context, e *env, o *options, c contender) (res lat
 				n++
 			}
 		}
-		return n == o.partitions
+		return n == partitions
 	}, nil)
 	if err != nil {
 		return res, fmt.Errorf("latency: contender not ready: %w", err)
 	}
 	res.ready = time.Since(r.proc.Started)
 	skip := int(warmup.Seconds() * float64(o.rate))
-	total := skip + int(o.latencyDuration.Seconds()*float64(o.rate))
-	lctx, cancel2 := context.WithTimeout(ctx, warmup+o.latencyDuration+2*time.Minute)
+	total := skip + int(duration.Seconds()*float64(o.rate))
+	lctx, cancel2 := context.WithTimeout(ctx, warmup+duration+2*time.Minute)
 	defer cancel2()
-	lr, err := workload.StartLatencyReader(lctx, []string{dst}, targetTopic(topic), o.partitions, total+o.partitions, skip)
+	lr, err := workload.StartLatencyReader(lctx, []string{dst}, targetTopic(topic), partitions, total+partitions, skip)
 	if err != nil {
 		return res, err
 	}
 	dist := startDisturbance(r.p)
 	st0 := r.stat()
-	if err := workload.ProduceAtRate(lctx, []string{src}, topic, o.partitions, o.valueSize, o.rate, total); err != nil {
+	if err := workload.ProduceAtRate(lctx, []string{src}, topic, partitions, o.valueSize, o.rate, total); err != nil {
 		cancel2()
 		lr.Wait()
 		return res, fmt.Errorf("latency producer: %w", err)
@@ -379,8 +393,8 @@ func latencyPhase(ctx context.Context, e *env, o *options, c contender) (res lat
 	if err := r.alive(); err != nil {
 		return res, err
 	}
-	if got != total+o.partitions {
-		return res, fmt.Errorf("latency: %d of %d records arrived at the target", got, total+o.partitions)
+	if got != total+partitions {
+		return res, fmt.Errorf("latency: %d of %d records arrived at the target", got, total+partitions)
 	}
 	r.stopContender()
 	verify := r.verify

@@ -23,6 +23,9 @@ type report struct {
 	st       map[string]startup
 	fo       map[string]failover
 	cp       map[string]map[string]compressed // by contender, codec (compressed.go)
+	wan      map[string][]wanRun              // by contender (wan.go)
+	// wanExtras: kmirror's rate limit and outage runs (wanextra.go).
+	wanExtras *wanExtras
 }
 
 func ms(d time.Duration) string {
@@ -130,10 +133,16 @@ func (r *report) render(failed error) string {
 		b.WriteString("\n")
 	}
 	b.WriteString(renderCompressed(o, r.cp))
+	r.renderWAN(&b)
+	r.renderWANExtras(&b)
 	r.renderTargets(&b)
 	if len(r.settings) > 0 {
 		b.WriteString("## Settings\n\n")
-		b.WriteString("As run in the throughput phase (the other phases differ only in the topic pattern, and in the failover phase group sync is on: kmirror `group_offsets: {enabled: true, interval: 1s}`; MM2 `emit.checkpoints.enabled`, `sync.group.offsets.enabled`, `emit.offset-syncs.enabled` true with 1 s intervals, `dst.offset.flush.interval.ms = 1000`, `offset.lag.max` default 100). Both leave topic config sync on (kmirror every 30 s, MM2 every 600 s) and ACL sync off; checkpoints, group sync and offset syncs (MM2) / group sync (kmirror) are off outside the failover phase. kmirror always records its offset index and progress (no switch).\n\n")
+		b.WriteString("As run in the throughput phase (the other phases differ only in the topic pattern, and in the failover phase group sync is on: kmirror `group_offsets: {enabled: true, interval: 1s}`; MM2 `emit.checkpoints.enabled`, `sync.group.offsets.enabled`, `emit.offset-syncs.enabled` true with 1 s intervals, `dst.offset.flush.interval.ms = 1000`, `offset.lag.max` default 100). Both leave topic config sync on (kmirror every 30 s, MM2 every 600 s) and ACL sync off; checkpoints, group sync and offset syncs (MM2) / group sync (kmirror) are off outside the failover phase. kmirror always records its offset index and progress (no switch).")
+		if len(r.wan) > 0 {
+			b.WriteString(" A contender without a throughput run shows the settings of its first WAN run, whose source bootstrap is the latency proxy's address.")
+		}
+		b.WriteString("\n\n")
 		for _, n := range names {
 			if s, ok := r.settings[n]; ok {
 				fmt.Fprintf(&b, "### %s\n\n```\n%s\n```\n\n", n, strings.TrimSpace(s))
@@ -232,6 +241,49 @@ func (r *report) renderTargets(b *strings.Builder) {
 	b.WriteString("\n")
 }
 
+// renderWAN is the WAN phase's table (wan.go): rows by partition count,
+// contender and round trip.
+func (r *report) renderWAN(b *strings.Builder) {
+	if len(r.wan) == 0 {
+		return
+	}
+	o := r.o
+	fmt.Fprintf(b, "## (f) WAN: the source behind a latency proxy; a backlog of %d records, then %d records/s\n\n", o.wanRecords, o.rate)
+	b.WriteString("| contender | partitions | RTT ms | records/s | × at 0 ms | p99 ms at " + fmt.Sprint(o.rate) + "/s | CPU s/GB | copy window s | connections via proxy | load before → after (copy) |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, parts := range o.wanPartitions {
+		for _, n := range o.contenders {
+			for _, w := range r.wan[n] {
+				if w.partitions != parts {
+					continue
+				}
+				window := fmt.Sprintf("%.1f", w.tp.window.Seconds())
+				if w.bounded {
+					window += "*"
+				}
+				fmt.Fprintf(b, "| %s | %d | %d | %.0f | %s | %s | %.2f | %s | %d | %s |\n",
+					n, parts, w.rtt.Milliseconds(), w.tp.recordsPerSec(), wanRatio(r.wan[n], w), ms(w.lat.p99),
+					cpuPerGB(w.tp.cpuWindow, w.tp.windowRecords, o.valueSize), window, w.conns, w.tp.load)
+			}
+		}
+	}
+	fmt.Fprintf(b, "\nThe contender reaches the source through a latency proxy (e2e/kafkatest/faultproxy, running in this harness's process, so its CPU is not the contender's) that passes each request to the broker RTT/2 after it arrived and each response to the contender RTT/2 after the broker sent it; frames a client pipelines stay overlapped, as on a link. It rewrites the broker addresses in the responses that carry them (Metadata, FindCoordinator, DescribeCluster, the KIP-951 leader hints), so clients stay behind it; at the end of each copy window the bench counts the contender's TCP connections (/proc) and fails the run if any goes to the source directly (\"connections via proxy\": those through it; the Java client's too). The target, the bench's producers, its checks and the latency reader use the clusters directly. One pair of clusters per contender and partition count, whose brokers first write and read %d records each (their JIT warmed up: the 0 ms run, the ratios' base, comes first); for each round trip a fresh topic of %d records is preloaded (synced, then 2 s) and a fresh contender process, started with the proxy at that round trip, copies it: records/s and CPU s/GB (the contender's CPU per 10^9 B copied) over the window from the first record visible at the target to the last, or to %v after the first (marked *: the backlog was not done, so records/s is what arrived in that window); then the proxy's latency is lifted so that the rest copies at loopback speed, and the target must hold exactly the source's records per partition. Then the same process, caught up, is measured on a second topic of as many partitions (mirrored from the start, idle during the copy; MM2's tasks.max counts both topics' partitions, so the copy keeps a task per partition), through the proxy at the same round trip: p99 from produce to arrival at the target at %d records/s for %v after a 1 s warm-up, as in the latency phase; then the contender stops and both copies are checked. × at 0 ms: records/s over the same contender's at 0 ms with as many partitions; the 0 ms rows go through the proxy too, so the ratio isolates the added round trips.\n\n",
+		warmupRecords, o.wanRecords, o.wanWindow, o.rate, o.wanLatencyDuration)
+	b.WriteString("mm2-wan is MirrorMaker 2 with the tuning operators apply to a high-latency link (its properties under Settings say what and why): the source consumer's receive.buffer.bytes -1 (the OS default, auto-tuned) instead of Java's 64 KiB, max.partition.fetch.bytes 16 MiB instead of 1 MiB, tasks.max as many as partitions (as mm2: MirrorSourceConnector runs min(tasks.max, partitions) tasks, so more tasks add nothing, and with one partition no task count helps).\n\n")
+	b.WriteString("What the proxy does not model: TCP windows and receive buffers, bandwidth limits, loss and retransmits. Its sockets are loopback ones, where the kernel's window auto-tuning never limits and the proxy reads whatever arrives at once and holds it for its delay, as if the link's bandwidth-delay product were unbounded. So a Java consumer's 64 KiB receive.buffer.bytes, which on a real 80 ms link caps each connection near 64 KiB per round trip (under 1 MB/s), does not bite here, and mm2-wan's -1 shows none of the gain it has there; a lossy link would slow every contender further. The figures are what round trips alone cost: an upper bound for a real link of that round trip.\n\n")
+}
+
+// wanRatio is w's records/s over those of the same contender's run at
+// 0 ms with as many partitions, "-" without one.
+func wanRatio(runs []wanRun, w wanRun) string {
+	for _, z := range runs {
+		if z.partitions == w.partitions && z.rtt == 0 && z.tp.recordsPerSec() > 0 {
+			return fmt.Sprintf("%.2f", w.tp.recordsPerSec()/z.tp.recordsPerSec())
+		}
+	}
+	return "-"
+}
+
 // renderVerify is the throughput phase's `kmirror verify` runs (verify.go).
 func (r *report) renderVerify(b *strings.Builder) {
 	var rows []string
@@ -257,4 +309,56 @@ func (r *report) renderVerify(b *strings.Builder) {
 		b.WriteString(row)
 	}
 	fmt.Fprintf(b, "\nOnce the copy is done and checked and the contender stopped, the same clusters are compared record by record (key, value, headers, timestamp) through kmirror's offset index by `%s` (the contender's config, as in Settings), which must exit 0 with its total matched equal to the records copied, else the phase fails. verify s: the command's wall clock, process start (config, clients, reading the progress topic and the index) to exit, so unlike the copy's window it includes start-up. verify records/s: records compared (matched) per second of it; records read counts both sides. CPU s and peak RSS: the verify process's own (its rusage); CPU s/GB per 10^9 B of the records compared (one side, as the copy's CPU s/GB), so the two compare. broker CPU: both brokers over the command. -verify=false skips it.\n\n", command)
+}
+
+// renderWANExtras is kmirror's rate limit and outage runs (wanextra.go),
+// after the WAN table.
+func (r *report) renderWANExtras(b *strings.Builder) {
+	x := r.wanExtras
+	if x == nil || x.rate == nil && len(x.outages) == 0 {
+		return
+	}
+	o := r.o
+	rtt := x.rtt.Milliseconds()
+	fmt.Fprintf(b, "### kmirror at a rate limit and after an outage (issue 27, goals 3 and 4): %d partitions, %d ms round trip\n\n", x.partitions, rtt)
+	fmt.Fprintf(b, "kmirror with its defaults (compression: source), through the latency proxy at %d ms, on a fresh pair of clusters (brokers warmed up as above); each run a fresh kmirror process and a fresh topic of %d partitions, checked afterwards (the target holds exactly the source's records per partition), then deleted. Bytes are the source's wire bytes: the records copied times the source log's bytes per record (its .log segments over its records: a fetch returns the batches as stored, so this is what the limit counts, batch headers included).\n\n", rtt, x.partitions)
+	if w := x.rate; w != nil && w.window > 0 {
+		verdict := "met"
+		if d := w.ratio() - 1; d > 0.05 || d < -0.05 {
+			verdict = "**missed**"
+		}
+		if !w.saturated {
+			verdict = "**not saturated**: the backlog ran out within the window"
+		}
+		fmt.Fprintf(b, "**Rate limit** (goal 3: it holds within 5%% over 30 s on a saturated source): `rate_limit: %s` (%d B/s); a backlog of %d records (%.0f MB, %.1f B per record on the wire) preloaded, then kmirror started; the window opened %v after the first record reached the target and lasted %v.\n\n",
+			o.wanRateLimit, w.limit, w.records, float64(w.records)*w.recordBytes/1e6, w.recordBytes, w.warmup, o.wanRateWindow)
+		b.WriteString("| limit MB/s | copied MB/s | ÷ limit | verdict | link MB/s | link ÷ limit | records in the window | window s | throttled s (mirror limit) | throttled s (topic limits) | kmirror_rate_limit_bytes_per_second | CPU s | connections via proxy | load before → after |\n")
+		b.WriteString("|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		fmt.Fprintf(b, "| %.2f | %.2f | %.3f | %s | %.2f | %.3f | %d | %.2f | %.1f | %.1f | %.0f | %.1f | %d | %s |\n\n",
+			float64(w.limit)/1e6, w.bytesPerSec()/1e6, w.ratio(), verdict, w.linkBytesPerSec()/1e6, w.linkBytesPerSec()/float64(w.limit),
+			w.windowRecords, w.window.Seconds(), w.throttled, w.topicThrottled, w.metricLimit, w.cpu.Seconds(), w.conns, w.load)
+		b.WriteString("copied MB/s: the records copied in the window (the target's end offsets polled every 20 ms, at the polls that opened and closed it) × the bytes per record, over the window's length; MB = 10^6 B; the verdict is on it. link MB/s: the bytes of every response the proxy sent kmirror over the window (faultproxy's ResponseBytes), so also what kmirror fetched and did not copy (a batch the broker cut at the fetch's size, fetched again whole) and the responses' own framing: above copied MB/s by that waste. throttled s: the growth of kmirror's `kmirror_throttled_seconds_total` over the window (from its /metrics), the time the limit held fetches back: a fetch in flight is not held back, so across a round trip it stays below the window's length even when the limit sets the pace, and near 0 the link or the machine, not the limit, set it. After the window the rest of the backlog is copied, still at the limit, and checked.\n\n")
+	}
+	if len(x.outages) > 0 {
+		fmt.Fprintf(b, "**Catch-up after an outage** (goal 4): a producer writes %d records/s of %d B values (linger 5 ms) to the source throughout; kmirror copies them through the proxy; after 10 s of steady copying the link goes down for %v (faultproxy's SetDown: every connection through the proxy is reset, and every new one, until it is back; the producer writes to the source directly and goes on), then comes back. Timed from the link's return: *backlog copied*, until the target held every record the source had at the return; *caught up*, until kmirror was as far behind as before the outage (the lag, source minus target end offsets polled every 100 ms, at most the larger of a second of records and twice the most it lagged over the last 5 s before the outage). Under a steady load through the link (%d ms round trip) the lag never reaches 0: the records written over the last round trip and fetch are always on their way. Once caught up the producer stops, the rest is copied and the copy checked.\n\n",
+			o.wanOutageRate, o.valueSize, o.wanOutage, rtt)
+		b.WriteString("| run | outage s | backlog records | backlog MB | B/record | steady lag before | caught-up lag ≤ | backlog copied s | caught up s | copy MB/s (catch-up) | link MB/s (catch-up) | incoming MB/s | expected at the limit s | caught up ÷ expected | throttled s | connections reset | load at down | load return → caught up |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
+		for _, w := range x.outages {
+			run, exp, ratio := "no rate limit", "-", "-"
+			if w.limit > 0 {
+				run = fmt.Sprintf("rate_limit %s", o.wanRateLimit)
+				if d := w.expected(); d > 0 {
+					exp, ratio = fmt.Sprintf("%.1f", d.Seconds()), fmt.Sprintf("%.2f", w.caughtUp.Seconds()/d.Seconds())
+				}
+			}
+			fmt.Fprintf(b, "| %s | %.0f | %d | %.0f | %.1f | %d | %d | %.1f | %.1f | %.2f | %.2f | %.2f | %s | %s | %.1f | %d | %s | %s |\n",
+				run, w.outage.Seconds(), w.backlog, w.backlogBytes()/1e6, w.recordBytes, w.steadyLag, w.threshold, w.drained.Seconds(), w.caughtUp.Seconds(),
+				w.copyBytesPerSec()/1e6, w.linkBytesPerSec()/1e6, w.incomingBytesPerSec()/1e6, exp, ratio, w.throttled, w.resets, w.loadDown, w.load)
+		}
+		b.WriteString("\nbacklog: source minus target end offsets when the link came back; MB at the run's bytes per record (its source log over its records, measured once the producer stopped). copy MB/s: the records copied from the link's return to caught up, over that time; link MB/s: the bytes of the responses the proxy sent kmirror meanwhile, over that time; incoming MB/s: those the producer wrote meanwhile. expected at the limit: backlog bytes ÷ (limit − incoming bytes/s), the time a copy at exactly the limit takes. throttled s: the growth of `kmirror_throttled_seconds_total{limit=\"mirror\"}` over the catch-up. connections reset: kmirror's connections the proxy reset while the link was down (those open when it went down and each reconnect). A link that drops packets silently, where clients notice only by their timeouts, is not modelled; nor are TCP windows or bandwidth (see above).\n\n")
+	}
+	if x.settings != "" {
+		fmt.Fprintf(b, "kmirror's settings in the rate limit run (the outage runs differ only in the topic, and the first has no `rate_limit`):\n\n```\n%s\n```\n\n", strings.TrimSpace(x.settings))
+	}
 }

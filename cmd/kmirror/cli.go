@@ -23,11 +23,17 @@ import (
 	"github.com/kmirror/kmirror/internal/english"
 )
 
-// Exit codes, the same for every command (README.md, "Exit codes").
+// Exit codes, the same for every command (README.md, "Exit status"). A
+// script tells an answer it must act on (3) from a failure (1) and from a
+// mistake in its own command line (2).
 const (
 	exitOK    = 0
-	exitError = 1 // the command ran and failed: a bad config, a cluster error
-	exitUsage = 2 // bad flags or arguments; for plan also "changes pending"
+	exitError = 1 // the command failed or refused: a bad config, a cluster error, a refused failover
+	exitUsage = 2 // bad flags or arguments, as Go's flag package reports them
+	// exitNegative: the command worked and its answer is no: plan has
+	// changes pending, status a mirror not ready, verify differences,
+	// import-mm2 settings it could not map.
+	exitNegative = 3
 )
 
 // defaultTimeout is --timeout's default on every command that talks to a

@@ -97,6 +97,29 @@ func TestVersion(t *testing.T) {
 	}
 }
 
+// TestHelpCommand: `kmirror help CMD` prints CMD's own help, the same as
+// `kmirror CMD --help` but on stdout; `kmirror help` the general one.
+func TestHelpCommand(t *testing.T) {
+	for name := range commandFuncs {
+		code, stdout, stderr := runIn("help", name)
+		_, _, want := runIn(name, "--help")
+		if code != exitOK || stdout != want || stderr != "" || !strings.Contains(stdout, "Usage: kmirror "+name) {
+			t.Errorf("help %s: exit %d, stdout:\n%s\nstderr:\n%s\nwant %s --help's:\n%s", name, code, stdout, stderr, name, want)
+		}
+	}
+	for _, args := range [][]string{{"help"}, {"help", "help"}, {"--help"}} {
+		if code, stdout, _ := runIn(args...); code != exitOK || stdout != usage {
+			t.Errorf("%v: exit %d, want the general help:\n%s", args, code, stdout)
+		}
+	}
+	if code, _, stderr := runIn("help", "nope"); code != exitUsage || !strings.Contains(stderr, `unknown command "nope"`) {
+		t.Errorf("help nope: exit %d, stderr:\n%s", code, stderr)
+	}
+	if code, _, stderr := runIn("help", "run", "plan"); code != exitUsage || !strings.Contains(stderr, "want one command") {
+		t.Errorf("help run plan: exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
 // TestExitCodes: 2 for usage errors, 1 for errors, with the hint that
 // says how to give a config when the default one is missing.
 func TestExitCodes(t *testing.T) {
@@ -134,7 +157,8 @@ func TestExitCodes(t *testing.T) {
 // TestPlanOutput runs plan against an embedded cluster: "text" is accepted
 // for table; with nothing to change the exit status is 0 and -o json
 // prints empty lists as [], not null; a topic to create is counted in
-// the singular when it has one partition, and the exit status is 2.
+// the singular when it has one partition, and the exit status is 3 (not 2:
+// a bad flag's).
 func TestPlanOutput(t *testing.T) {
 	src, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"))
 	if err != nil {
@@ -169,7 +193,7 @@ mirrors:
 	if code != exitOK {
 		t.Fatalf("plan -o json: exit %d\n%s", code, stderr)
 	}
-	if strings.Contains(stdout, "null") || !strings.Contains(stdout, `"create": []`) || !strings.Contains(stdout, `"failed": []`) {
+	if strings.Contains(stdout, "null") || !strings.Contains(stdout, `"create": []`) || !strings.Contains(stdout, `"failed": []`) || !strings.Contains(stdout, `"blocked": []`) {
 		t.Errorf("plan -o json with nothing to do:\n%s", stdout)
 	}
 	code, stdout, stderr = runIn("plan", "--config", none, "-o", "text")
@@ -178,7 +202,10 @@ mirrors:
 	}
 
 	code, stdout, stderr = runIn("plan", "--config", write("orders"))
-	if code != exitUsage || !strings.Contains(stdout, "+ create east.orders (1 partition) from orders") {
-		t.Errorf("plan: exit %d, want 2 (changes pending)\n%s%s", code, stdout, stderr)
+	if code != exitNegative || !strings.Contains(stdout, "+ create east.orders (1 partition) from orders") {
+		t.Errorf("plan: exit %d, want 3 (changes pending)\n%s%s", code, stdout, stderr)
+	}
+	if code, _, _ := runIn("plan", "--config", write("orders"), "--nosuchflag"); code != exitUsage {
+		t.Errorf("plan with a bad flag: exit %d, want 2", code)
 	}
 }

@@ -28,7 +28,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	log := newLogger(stderr, config.Log{Level: "info", Format: "text"})
 	if err := demo.Run(ctx, demo.Options{Out: stdout, Logger: log, HTTPListen: *listen, Version: getVersion()}); err != nil {
 		log.Error("demo failed", "err", err)
-		return 1
+		return exitError
 	}
-	return 0
+	return exitOK
 }

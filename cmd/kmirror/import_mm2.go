@@ -14,8 +14,8 @@ const importMM2Summary = `Converts a MirrorMaker 2 (dedicated mode) properties f
 clusters with their security, one mirror per enabled flow, each taking over where MM2 stopped
 (mirrors[].mm2). The YAML goes to stdout (or --output); every setting it could not carry over
 is listed on stderr with the reason, and so are the environment variables the YAML reads
-(passwords are never printed). Exit status 0 when everything was mapped, 2 when something was
-not (review the list) or on bad usage, 1 on error (unreadable file, syntax error).
+(passwords are never printed). Exit status 0 when everything was mapped, 3 when something was
+not (review the list), 1 on error (unreadable file, syntax error), 2 on bad usage.
 
 Usage: kmirror import-mm2 [--output FILE] mm2.properties`
 
@@ -45,13 +45,13 @@ func importMM2(file, output string, stdout, stderr io.Writer) int {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		fmt.Fprintf(stderr, "import-mm2: %v\n", err)
-		return 1
+		return exitError
 	}
 	props, err := mm2import.ParseProperties(data)
 	var se *mm2import.SyntaxError
 	if errors.As(err, &se) {
 		fmt.Fprintf(stderr, "import-mm2: %s:%d: %s\n", file, se.Line, se.Msg)
-		return 1
+		return exitError
 	}
 	res, err := mm2import.Convert(props, file)
 	if err != nil {
@@ -61,16 +61,16 @@ func importMM2(file, output string, stdout, stderr io.Writer) int {
 		} else {
 			fmt.Fprintf(stderr, "import-mm2: %s: %v\n", file, err)
 		}
-		return 1
+		return exitError
 	}
 	if output != "" {
 		if err := os.WriteFile(output, res.YAML, 0o644); err != nil {
 			fmt.Fprintf(stderr, "import-mm2: %v\n", err)
-			return 1
+			return exitError
 		}
 	} else if _, err := stdout.Write(res.YAML); err != nil {
 		fmt.Fprintf(stderr, "import-mm2: %v\n", err)
-		return 1
+		return exitError
 	}
 	for _, n := range res.Unmapped {
 		fmt.Fprintf(stderr, "%s: not mapped: %s\n", where(file, n), n.Reason)
@@ -83,9 +83,9 @@ func importMM2(file, output string, stdout, stderr io.Writer) int {
 	}
 	if len(res.Unmapped) > 0 {
 		fmt.Fprintf(stderr, "import-mm2: %d setting(s) not mapped (listed above): review the YAML before use\n", len(res.Unmapped))
-		return 2
+		return exitNegative
 	}
-	return 0
+	return exitOK
 }
 
 // where is "file:line: key" (no line for a note about no single line).

@@ -32,7 +32,7 @@ func TestImportMM2ExitCodes(t *testing.T) {
 		stderr     []string
 	}{
 		{"all mapped", flow, 0, nil},
-		{"something not mapped", secured, 2, []string{
+		{"something not mapped", secured, exitNegative, []string{
 			"mm2.properties:10: B.ssl.truststore.location: not mapped: a JKS truststore",
 			"set KMIRROR_A_SASL_PASSWORD to cluster A's SASL password",
 			"1 setting(s) not mapped",
@@ -94,7 +94,7 @@ func TestImportMM2OutputValidates(t *testing.T) {
 		"B.security.protocol = SSL\nB.ssl.truststore.type = PEM\nB.ssl.truststore.location = "+ca+"\n")
 	out := filepath.Join(dir, "kmirror.yaml")
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"import-mm2", path, "--output", out}, &stdout, &stderr); code != 2 { // the heartbeat-only flow B->A
+	if code := run([]string{"import-mm2", path, "--output", out}, &stdout, &stderr); code != exitNegative { // the heartbeat-only flow B->A
 		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
 	}
 	if stdout.Len() != 0 {

@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"strings"
 
 	"github.com/kmirror/kmirror/config"
 )
@@ -39,7 +40,7 @@ Usage:
   kmirror validate --config FILE   check FILE and its plugins as run would, starting nothing else;
                                    warnings for legal but suspicious settings
   kmirror plan --config FILE       print what one pass would create or change; change nothing
-                                   (exit 0: nothing to do, 2: changes pending, 1: error)
+                                   (exit 0: nothing to do, 3: changes pending)
   kmirror topics --config FILE     list the mirrored topics with their metadata
   kmirror translate --config FILE --group G [--apply [--allow-rewind]]
                                    a group's target offsets for a failover (exact);
@@ -57,25 +58,45 @@ Usage:
                                    verify the copy, fence, commit every group (exit 0: exact)
   kmirror verify --config FILE [--mirror M] [--topic T] [--since D]
                                    compare the copy with its source record by record through
-                                   the offset index (exit 0: all matched, 1: differences or
-                                   partitions that could not be read)
+                                   the offset index (exit 0: all matched, 3: differences,
+                                   1: partitions that could not be read)
   kmirror status --config FILE     what the running worker reports: mirrors, topics, lag, and in
                                    cluster mode the workers and their slots (or --url ADDR;
                                    the config's http.auth token, or --token-file)
+                                   (exit 0: ready, 3: not ready)
   kmirror import-mm2 [--output FILE] mm2.properties
                                    convert a MirrorMaker 2 properties file to a kmirror config
-                                   taking over its flows (exit 0: all mapped, 2: settings not
-                                   mapped, listed on stderr, 1: error)
+                                   taking over its flows (exit 0: all mapped, 3: settings not
+                                   mapped, listed on stderr)
   kmirror demo [--duration D]      mirror between two embedded clusters, no setup
   kmirror version                  print the version (also kmirror --version)
 
 Every command that prints takes -o table|json; every command that talks to a
 cluster or a worker takes --timeout (default 30s). --config defaults to
 kmirror.yaml in the working directory.
-Exit status: 0 ok, 1 error, 2 bad usage (and for plan: changes pending).
+Exit status, the same for every command: 0 ok; 1 error (or an action refused);
+2 bad usage; 3 the command worked and its answer is no (plan: changes pending,
+status: not ready, verify: differences, import-mm2: settings not mapped).
 
-Run 'kmirror COMMAND --help' for a command's flags.
+Run 'kmirror help COMMAND' (or 'kmirror COMMAND --help') for a command's flags.
 `
+
+// commandFuncs are the subcommands, by name.
+var commandFuncs = map[string]func(args []string, stdout, stderr io.Writer) int{
+	"run":        func(args []string, _, stderr io.Writer) int { return cmdRun(args, stderr) },
+	"validate":   cmdValidate,
+	"demo":       cmdDemo,
+	"plan":       cmdPlan,
+	"topics":     cmdTopics,
+	"translate":  cmdTranslate,
+	"failover":   cmdFailover,
+	"failback":   cmdFailback,
+	"cutover":    cmdCutover,
+	"verify":     cmdVerify,
+	"status":     cmdStatus,
+	"import-mm2": cmdImportMM2,
+	"version":    cmdVersion,
+}
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -83,39 +104,40 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	switch args[0] {
-	case "run":
-		return cmdRun(args[1:], stderr)
-	case "validate":
-		return cmdValidate(args[1:], stdout, stderr)
-	case "demo":
-		return cmdDemo(args[1:], stdout, stderr)
-	case "plan":
-		return cmdPlan(args[1:], stdout, stderr)
-	case "topics":
-		return cmdTopics(args[1:], stdout, stderr)
-	case "translate":
-		return cmdTranslate(args[1:], stdout, stderr)
-	case "failover":
-		return cmdFailover(args[1:], stdout, stderr)
-	case "failback":
-		return cmdFailback(args[1:], stdout, stderr)
-	case "cutover":
-		return cmdCutover(args[1:], stdout, stderr)
-	case "verify":
-		return cmdVerify(args[1:], stdout, stderr)
-	case "status":
-		return cmdStatus(args[1:], stdout, stderr)
-	case "import-mm2":
-		return cmdImportMM2(args[1:], stdout, stderr)
-	case "version", "--version", "-version":
+	case "--version", "-version":
 		return cmdVersion(args[1:], stdout, stderr)
-	case "-h", "--help", "-help", "help":
+	case "-h", "--help", "-help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
-	default:
+	case "help":
+		return cmdHelp(args[1:], stdout, stderr)
+	}
+	cmd, ok := commandFuncs[args[0]]
+	if !ok {
 		fmt.Fprintf(stderr, "kmirror: unknown command %q\n\n%s", args[0], usage)
 		return exitUsage
 	}
+	return cmd(args[1:], stdout, stderr)
+}
+
+// cmdHelp prints the general help, or with a command's name that command's
+// own, as `kmirror CMD --help` does but on stdout: asked for, the help is
+// the output (to page or grep), not a complaint.
+func cmdHelp(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || (len(args) == 1 && args[0] == "help") {
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	cmd, ok := commandFuncs[args[0]]
+	switch {
+	case !ok:
+		fmt.Fprintf(stderr, "kmirror help: unknown command %q\n\n%s", args[0], usage)
+		return exitUsage
+	case len(args) > 1:
+		fmt.Fprintf(stderr, "kmirror help: want one command, got %q\n", strings.Join(args, " "))
+		return exitUsage
+	}
+	return cmd([]string{"--help"}, stdout, stdout)
 }
 
 func getVersion() string {

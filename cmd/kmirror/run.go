@@ -32,7 +32,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 	a, err := app.New(app.Options{Config: cfg, Logger: log, Version: getVersion(), ConfigFile: *path})
 	if err != nil {
 		log.Error("cannot start", "err", err)
-		return 1
+		return exitError
 	}
 	// SIGHUP re-reads the config (as POST /api/v1/reload does); a config
 	// that fails validation is rejected and the running one stays.
@@ -45,7 +45,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 			case <-ctx.Done():
 				return
 			case <-hup:
-				_ = a.Reload(ctx) // logs its own outcome
+				_, _ = a.Reload(ctx) // logs its own outcome
 			}
 		}
 	}()
@@ -53,10 +53,10 @@ func cmdRun(args []string, stderr io.Writer) int {
 	start := time.Now()
 	if err := a.Run(ctx); err != nil {
 		log.Error("kmirror stopped with an error", "err", err)
-		return 1
+		return exitError
 	}
 	log.Info("kmirror stopped", "uptime", time.Since(start).Round(time.Millisecond))
-	return 0
+	return exitOK
 }
 
 // shutdownContext returns a context cancelled by the first SIGINT or

@@ -19,12 +19,13 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kmirror/kmirror/config"
 	"github.com/kmirror/kmirror/connector"
 	"github.com/kmirror/kmirror/internal/httpapi"
 )
 
 func cmdStatus(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("status", "Prints what a running worker reports on GET /api/v1/status: each mirror's state and\nlag, its topics (state, lag, the error of a failed one) and, in cluster mode, the\nworkers of the mirror, the slots each owns, which one runs the control plane and\nthe lag of this worker's slots; then the brokers the worker cannot reach, with\nwhat to check. The worker is the one at --url, or the one that\nlistens on http.listen of --config.", stderr)
+	fs := newFlagSet("status", "Prints what a running worker reports on GET /api/v1/status: each mirror's state and\nlag, its topics (state, lag, the error of a failed one) and, in cluster mode, the\nworkers of the mirror, the slots each owns, which one runs the control plane and\nthe lag of this worker's slots; then the brokers the worker cannot reach, with\nwhat to check. The worker is the one at --url, or the one that\nlistens on http.listen of --config.\nExit status 0 when the worker (with --mirror, that mirror) is ready, 3 when not, 1 on\nerror (no worker answers, a refused token), 2 on bad usage.", stderr)
 	path := configFlag(fs, "the config file; the worker listens on its http.listen")
 	url := fs.String("url", "", "the worker's HTTP address, e.g. http://127.0.0.1:9644 (instead of --config; with it, --config gives only the token and the scheme)")
 	out := outputFlag(fs)
@@ -39,7 +40,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	if code := parse(fs, args); code >= 0 {
 		return code
 	}
-	var token string
+	var token bearerToken
 	base := strings.TrimSuffix(*url, "/")
 	// --config alone names the worker; with --url too, it only gives the
 	// token (and the scheme) for the worker at --url.
@@ -48,16 +49,16 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	if base == "" || configSet {
 		cfg, _ := loadForCommand(*path, stderr)
 		if cfg == nil {
-			return 1
+			return exitError
 		}
 		if cfg.HTTP.Auth != nil {
-			token = cfg.HTTP.Auth.Token().Reveal()
+			token = configToken(cfg.HTTP.Auth, *path)
 		}
 		if base == "" {
 			var err error
 			if base, err = statusURL(cfg.HTTP.Listen, cfg.HTTP.TLS != nil); err != nil {
 				fmt.Fprintf(stderr, "%s: http.listen: %v\n", *path, err)
-				return 1
+				return exitError
 			}
 		} else if !strings.Contains(base, "://") && cfg.HTTP.TLS != nil {
 			base = "https://" + base
@@ -70,14 +71,14 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 		b, err := os.ReadFile(*tokenFile)
 		if err != nil {
 			fmt.Fprintf(stderr, "--token-file: %v\n", err)
-			return 1
+			return exitError
 		}
-		token = strings.TrimSpace(string(b))
+		token = bearerToken{value: strings.TrimSpace(string(b)), from: *tokenFile}
 	}
 	client, err := statusClient(*caFile, *certFile, *keyFile)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return 1
+		return exitError
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
@@ -94,14 +95,35 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	st, err := fetchStatus(ctx, client, endpoint, token)
 	if err != nil {
 		fmt.Fprintf(stderr, "status: %v\n", err)
-		return 1
+		return exitError
+	}
+	if *mirror != "" && len(st.Mirrors) == 0 {
+		fmt.Fprintf(stderr, "status: --mirror: the worker runs no mirror named %q\n", *mirror)
+		return exitError
 	}
 	if out.JSON() {
 		writeJSON(stdout, st)
+	} else {
+		printStatus(stdout, st, time.Now())
+	}
+	return readyExit(st, *mirror != "", stderr)
+}
+
+// readyExit is status's exit code: 0 when the worker is ready (or, with
+// --mirror, that mirror is), 3 when not, naming the mirrors not ready: a
+// script or a deploy gate waits on it without parsing the output.
+func readyExit(st httpapi.StatusResponse, oneMirror bool, stderr io.Writer) int {
+	var notReady []string
+	for _, m := range st.Mirrors {
+		if !m.Ready {
+			notReady = append(notReady, m.Name)
+		}
+	}
+	if len(notReady) == 0 && (oneMirror || st.Ready) {
 		return exitOK
 	}
-	printStatus(stdout, st, time.Now())
-	return 0
+	fmt.Fprintf(stderr, "status: not ready: %s\n", orDash(strings.Join(notReady, ", ")))
+	return exitNegative
 }
 
 // statusClient is the HTTP client for a worker, with the TLS settings of
@@ -157,14 +179,30 @@ func statusURL(listen string, https bool) (string, error) {
 	return scheme + net.JoinHostPort(host, port), nil
 }
 
-func fetchStatus(ctx context.Context, client *http.Client, url, token string) (httpapi.StatusResponse, error) {
+// bearerToken is the token status sends, with where it was read, for the
+// message when the worker refuses it.
+type bearerToken struct {
+	value string
+	from  string // "wrong.token", "token (http.auth.bearer_token_file of kmirror.yaml)"
+}
+
+// configToken is the token of a worker's config, http.auth.
+func configToken(auth *config.HTTPAuth, configPath string) bearerToken {
+	from := fmt.Sprintf("%s (http.auth.bearer_token_file of %s)", auth.BearerTokenFile, configPath)
+	if auth.BearerTokenEnv != "" {
+		from = fmt.Sprintf("$%s (http.auth.bearer_token_env of %s)", auth.BearerTokenEnv, configPath)
+	}
+	return bearerToken{value: auth.Token().Reveal(), from: from}
+}
+
+func fetchStatus(ctx context.Context, client *http.Client, url string, token bearerToken) (httpapi.StatusResponse, error) {
 	var st httpapi.StatusResponse
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return st, err
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+	if token.value != "" {
+		req.Header.Set("Authorization", "Bearer "+token.value)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -175,16 +213,32 @@ func fetchStatus(ctx context.Context, client *http.Client, url, token string) (h
 	if err != nil {
 		return st, fmt.Errorf("GET %s: %w", url, err)
 	}
-	if resp.StatusCode == http.StatusUnauthorized {
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized && token.value != "":
+		// Not the hint for no token: the token was sent, and is
+		// the wrong one (another worker's, an old one).
+		return st, fmt.Errorf("the worker refused the token in %s: GET %s: %s: %s", token.from, url, resp.Status, apiError(body))
+	case resp.StatusCode == http.StatusUnauthorized:
 		return st, fmt.Errorf("GET %s: %s: the worker requires a bearer token (http.auth): pass --token-file, or --config with the worker's config", url, resp.Status)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("GET %s: %s: %s", url, resp.Status, strings.TrimSpace(string(body)))
+	case resp.StatusCode != http.StatusOK:
+		return st, fmt.Errorf("GET %s: %s: %s", url, resp.Status, apiError(body))
 	}
 	if err := json.Unmarshal(body, &st); err != nil {
 		return st, fmt.Errorf("GET %s: not a kmirror status: %w", url, err)
 	}
 	return st, nil
+}
+
+// apiError is the message of an API error answer ({"error": "..."}), or
+// the body as it is when it is not one.
+func apiError(body []byte) string {
+	var e struct {
+		Error string `json:"error"`
+	}
+	if err := json.Unmarshal(body, &e); err == nil && e.Error != "" {
+		return e.Error
+	}
+	return strings.TrimSpace(string(body))
 }
 
 // printTopicRanges lists the topics' source gaps (offsets the source

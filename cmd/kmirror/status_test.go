@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -24,6 +25,7 @@ func (s statusSource) Statuses() []connector.Status      { return s }
 func (s statusSource) Topics() []connector.TopicMetadata { return nil }
 func (s statusSource) Groups() []connector.GroupStatus   { return nil }
 
+// clusterStatus is not ready (a failed topic): status exits 3 on it.
 var clusterStatus = statusSource{{
 	Name: "east-to-west", Source: "east", Target: "west", Ready: false,
 	LastPassAt: time.Now().Add(-3 * time.Second), Lag: new(int64(42)),
@@ -55,7 +57,7 @@ func TestStatusTable(t *testing.T) {
 	src[0].LastPassAt = time.Now().Add(-3 * time.Second)
 	url := statusServer(t, src)
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"status", "--url", url}, &stdout, &stderr); code != 0 {
+	if code := run([]string{"status", "--url", url}, &stdout, &stderr); code != exitNegative {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	out := stdout.String()
@@ -127,10 +129,10 @@ func TestStatusFilters(t *testing.T) {
 	}{
 		{[]string{"--state", "failed"}, "east.audit", "east.orders"},
 		{[]string{"--topic", "ord"}, "east.orders", "east.audit"},
-		{[]string{"--mirror", "west-to-east"}, "no mirrors", "east-to-west"},
+		{[]string{"--mirror", "east-to-west"}, "east.orders", "no mirrors"},
 	} {
 		var stdout, stderr bytes.Buffer
-		if code := run(append([]string{"status", "--url", url}, tc.args...), &stdout, &stderr); code != 0 {
+		if code := run(append([]string{"status", "--url", url}, tc.args...), &stdout, &stderr); code != exitNegative {
 			t.Fatalf("%v: exit %d: %s", tc.args, code, stderr.String())
 		}
 		if out := stdout.String(); !strings.Contains(out, tc.want) || strings.Contains(out, tc.lack) {
@@ -143,10 +145,45 @@ func TestStatusFilters(t *testing.T) {
 	}
 }
 
+// TestStatusExitCodes: 0 when the worker is ready (with --mirror, that
+// mirror), 3 when not, naming the mirrors not ready; 1 for a mirror the
+// worker does not run and for a worker that does not answer.
+func TestStatusExitCodes(t *testing.T) {
+	ready := connector.Status{Name: "west-to-east", Source: "west", Target: "east", Ready: true, LastPassAt: time.Now()}
+	url := statusServer(t, append(slices.Clone(clusterStatus), ready))
+	for _, tc := range []struct {
+		args      []string
+		code      int
+		stderr    string
+		stdoutHas string
+	}{
+		{nil, exitNegative, "status: not ready: east-to-west\n", "MIRROR west-to-east"},
+		{[]string{"-o", "json"}, exitNegative, "status: not ready: east-to-west\n", `"ready": false`},
+		{[]string{"--mirror", "east-to-west"}, exitNegative, "status: not ready: east-to-west\n", "MIRROR east-to-west"},
+		{[]string{"--mirror", "west-to-east"}, exitOK, "", "MIRROR west-to-east"},
+		{[]string{"--mirror", "nope"}, exitError, `status: --mirror: the worker runs no mirror named "nope"` + "\n", ""},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(append([]string{"status", "--url", url}, tc.args...), &stdout, &stderr)
+		if code != tc.code || stderr.String() != tc.stderr || !strings.Contains(stdout.String(), tc.stdoutHas) {
+			t.Errorf("status %v: exit %d, stderr %q, stdout:\n%s\nwant exit %d, stderr %q, stdout with %q", tc.args, code, stderr.String(), stdout.String(), tc.code, tc.stderr, tc.stdoutHas)
+		}
+	}
+	if code := run([]string{"status", "--url", statusServer(t, statusSource{ready})}, io.Discard, io.Discard); code != exitOK {
+		t.Errorf("a ready worker: exit %d, want 0", code)
+	}
+	srv := httptest.NewServer(nil)
+	srv.Close() // nothing listens there now
+	var stderr bytes.Buffer
+	if code := run([]string{"status", "--url", srv.URL}, io.Discard, &stderr); code != exitError || !strings.Contains(stderr.String(), "is a worker running?") {
+		t.Errorf("no worker: exit %d, stderr %q; want 1", code, stderr.String())
+	}
+}
+
 func TestStatusJSON(t *testing.T) {
 	url := statusServer(t, clusterStatus)
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"status", "--url", strings.TrimPrefix(url, "http://"), "-o", "json"}, &stdout, &stderr); code != 0 {
+	if code := run([]string{"status", "--url", strings.TrimPrefix(url, "http://"), "-o", "json"}, &stdout, &stderr); code != exitNegative {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	var got httpapi.StatusResponse
@@ -163,7 +200,7 @@ func TestStatusFromConfig(t *testing.T) {
 	dir := t.TempDir()
 	path := writeStatusConfig(t, dir, `{listen: "`+strings.TrimPrefix(url, "http://")+`"}`)
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"status", "--config", path}, &stdout, &stderr); code != 0 {
+	if code := run([]string{"status", "--config", path}, &stdout, &stderr); code != exitNegative {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	if !strings.Contains(stdout.String(), "MIRROR east-to-west") {
@@ -226,13 +263,33 @@ func TestStatusToken(t *testing.T) {
 		t.Fatalf("without a token: exit %d, stderr %q; want 1 and a hint to --token-file", code, stderr.String())
 	}
 	stdout.Reset()
-	if code := run([]string{"status", "--url", srv.URL, "--token-file", tokenFile}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "MIRROR east-to-west") {
+	if code := run([]string{"status", "--url", srv.URL, "--token-file", tokenFile}, &stdout, &stderr); code != exitNegative || !strings.Contains(stdout.String(), "MIRROR east-to-west") {
 		t.Fatalf("--token-file: exit %d: %s%s", code, stdout.String(), stderr.String())
 	}
 	path := writeStatusConfig(t, dir, `{listen: "`+strings.TrimPrefix(srv.URL, "http://")+`", auth: {bearer_token_file: token}}`)
 	stdout.Reset()
-	if code := run([]string{"status", "--config", path}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "MIRROR east-to-west") {
+	if code := run([]string{"status", "--config", path}, &stdout, &stderr); code != exitNegative || !strings.Contains(stdout.String(), "MIRROR east-to-west") {
 		t.Fatalf("--config with http.auth: exit %d: %s%s", code, stdout.String(), stderr.String())
+	}
+
+	// A wrong token is refused, and said so: no hint to pass one.
+	wrong := filepath.Join(dir, "wrong.token")
+	if err := os.WriteFile(wrong, []byte("old-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stderr.Reset()
+	if code := run([]string{"status", "--url", srv.URL, "--token-file", wrong}, &stdout, &stderr); code != 1 ||
+		!strings.Contains(stderr.String(), "the worker refused the token in "+wrong+": ") ||
+		!strings.Contains(stderr.String(), "the bearer token was refused") || strings.Contains(stderr.String(), "pass --token-file") {
+		t.Fatalf("a wrong --token-file: exit %d, stderr %q; want 1, the token refused", code, stderr.String())
+	}
+	if err := os.WriteFile(filepath.Join(dir, "token"), []byte("old-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stderr.Reset()
+	if code := run([]string{"status", "--config", path}, &stdout, &stderr); code != 1 ||
+		!strings.Contains(stderr.String(), "the worker refused the token in "+filepath.Join(dir, "token")+" (http.auth.bearer_token_file of "+path+")") {
+		t.Fatalf("a wrong token in the config's file: exit %d, stderr %q", code, stderr.String())
 	}
 }
 
@@ -267,7 +324,7 @@ func TestStatusFailingBroker(t *testing.T) {
 	srv := httptest.NewServer(httpapi.Handler(prometheus.NewRegistry(), failingClusters{clusterStatus}, nil))
 	t.Cleanup(srv.Close)
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"status", "--url", srv.URL}, &stdout, &stderr); code != 0 {
+	if code := run([]string{"status", "--url", srv.URL}, &stdout, &stderr); code != exitNegative {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	for _, want := range []string{"CLUSTER west: broker 10.0.0.9:9092 failing for 1m", "s (3 failures): i/o timeout\n  10.0.0.9:9092 accepts connections but did not answer\n"} {
@@ -287,7 +344,7 @@ func TestStatusTableGroupNotSettling(t *testing.T) {
 	c.Rebalance = &connector.RebalanceStatus{Since: since, WaitingFor: "JoinGroup: the coordinator to complete the rebalance (every member to rejoin)", Error: "i/o timeout", NotSettling: true}
 	src[0].Cluster = &c
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"status", "--url", statusServer(t, src)}, &stdout, &stderr); code != 0 {
+	if code := run([]string{"status", "--url", statusServer(t, src)}, &stdout, &stderr); code != exitNegative {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	for _, want := range []string{

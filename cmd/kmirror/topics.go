@@ -22,13 +22,13 @@ func cmdTopics(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg, log := loadForCommand(*path, stderr)
 	if cfg == nil {
-		return 1
+		return exitError
 	}
 	var names []string
 	if *mirror != "" {
 		if cfg.Mirror(*mirror) == nil {
 			fmt.Fprintf(stderr, "--mirror: no mirror named %q in %s\n", *mirror, *path)
-			return 1
+			return exitError
 		}
 		names = []string{*mirror}
 	}
@@ -37,7 +37,7 @@ func cmdTopics(args []string, stdout, stderr io.Writer) int {
 	tms, err := app.ReadTopics(ctx, cfg, names, log)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return 1
+		return exitError
 	}
 	if out.JSON() {
 		if tms == nil {
@@ -59,5 +59,5 @@ func cmdTopics(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Mirror, t.TargetTopic, src, t.Metadata[connector.MetaState], t.Metadata[connector.MetaCreatedAt], formatMap(labels))
 	}
 	_ = tw.Flush()
-	return 0
+	return exitOK
 }

@@ -28,11 +28,11 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 	if *group == "" {
 		fmt.Fprintln(stderr, "--group is required")
 		fs.Usage()
-		return 2
+		return exitUsage
 	}
 	if *allowRewind && !*apply {
 		fmt.Fprintln(stderr, "--allow-rewind only applies with --apply")
-		return 2
+		return exitUsage
 	}
 	return onMirror(*path, *mirror, *timeout, stderr, func(ctx context.Context, m *connector.Mirror) int {
 		st, err := m.Translate(ctx, *group, connector.TranslateOptions{Apply: *apply, AllowRewind: *allowRewind, SourceTimeout: *sourceTimeout, FromCheckpoints: *fromCheckpoints})
@@ -66,7 +66,7 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 			if _, ok := errors.AsType[*connector.RewindError](err); ok {
 				fmt.Fprintln(stderr, "translate: pass --allow-rewind to apply anyway")
 			}
-			return 1
+			return exitError
 		}
 		if untranslatable > 0 {
 			fmt.Fprintf(stderr, "%d of %s cannot be translated exactly (see NOTE) and are never applied\n", untranslatable, plural(len(st.Partitions), "partition"))
@@ -77,6 +77,6 @@ func cmdTranslate(args []string, stdout, stderr io.Writer) int {
 		if *apply {
 			fmt.Fprintf(stderr, "committed %s to group %s on the target\n", plural(len(st.Partitions)-untranslatable, "partition"), *group)
 		}
-		return 0
+		return exitOK
 	})
 }

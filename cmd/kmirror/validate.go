@@ -34,7 +34,7 @@ Exit status 0 when valid (with or without warnings), 1 on errors, 2 on bad usage
 		lc := cfg.Log
 		lc.Level = "warn"
 		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-		warnings, err = app.Check(ctx, cfg, *path, newLogger(stderr, lc))
+		warnings, err = app.Check(ctx, cfg, newLogger(stderr, lc))
 		cancel()
 	}
 	if out.JSON() {

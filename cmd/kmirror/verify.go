@@ -11,7 +11,7 @@ import (
 )
 
 func cmdVerify(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("verify", "Compares the mirror's copy with its source record by record (key, value, headers,\ntimestamp), through the offset index kmirror keeps on the target, over the range both\nhold: from the latest of the source's log start, the index's oldest offset and --since,\nup to the copy's position. Prints per partition and in total the records matched,\ndifferent, missing (the index names a target offset with no record, or a source record\nhas no index entry) and extra (target records in the copied range no source record maps\nto). Duplicates (kmirror's own at-least-once re-deliveries: an unindexed target record\nequal to a copy right after it) are counted apart and are no difference. A partition\nthat cannot be read is an error, never missing records.\nExit status: 0 every record matched, 1 a difference or an error, 2 bad flags.", stderr)
+	fs := newFlagSet("verify", "Compares the mirror's copy with its source record by record (key, value, headers,\ntimestamp), through the offset index kmirror keeps on the target, over the range both\nhold: from the latest of the source's log start, the index's oldest offset and --since,\nup to the copy's position. Prints per partition and in total the records matched,\ndifferent, missing (the index names a target offset with no record, or a source record\nhas no index entry) and extra (target records in the copied range no source record maps\nto). Duplicates (kmirror's own at-least-once re-deliveries: an unindexed target record\nequal to a copy right after it) are counted apart and are no difference. A partition\nthat cannot be read is an error, never missing records.\nExit status: 0 every record matched, 3 a difference, 1 an error (a partition that could\nnot be compared), 2 bad flags.", stderr)
 	path := configFlag(fs, "the config file")
 	mirror := fs.String("mirror", "", "the mirror (required when the config has several)")
 	topic := fs.String("topic", "", "only this source topic (or target topic)")
@@ -42,7 +42,7 @@ func cmdVerify(args []string, stdout, stderr io.Writer) int {
 			return exitError
 		case rep.Total.Differs():
 			fmt.Fprintf(stderr, "verify: the copy differs from the source: %d different, %d missing, %d extra\n", rep.Total.Different, rep.Total.Missing, rep.Total.Extra)
-			return exitError
+			return exitNegative
 		}
 		return exitOK
 	})

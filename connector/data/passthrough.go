@@ -100,6 +100,9 @@ type passthrough struct {
 	// rtt is the source round trip as full fetches measured it
 	// (noteRoundTrip), in nanoseconds.
 	rtt atomic.Int64
+	// maxBatch is the largest source batch fetched, in bytes: a fetch
+	// under a rate limit has room for several (throttledMax).
+	maxBatch atomic.Int64
 	// throttle holds fetches to the mirror's byte-rate limits (nil:
 	// none): see fetchLoop, place and fetchRequest.
 	throttle *throttle.Throttle
@@ -214,6 +217,9 @@ type ptPart struct {
 	// partition behind grows its limit too, and catches up in fewer
 	// fetches.
 	fetchMax int32
+	// maxBatch is the partition's largest batch fetched, in bytes
+	// (throttledMax).
+	maxBatch int32
 }
 
 type ptFetch struct {

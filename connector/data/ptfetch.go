@@ -403,7 +403,8 @@ func (p *passthrough) fetchRequest(leader int32, joins []ptWant) *kmsg.FetchRequ
 	req.ReplicaID = -1
 	req.MaxWaitMillis = int32(FetchWait / time.Millisecond)
 	req.MinBytes = 1
-	req.MaxBytes = p.throttle.MaxBytes(p.fetchCeiling())
+	ceiling := p.fetchCeiling()
+	req.MaxBytes = throttledMax(p.throttle.MaxBytes(ceiling), ceiling, int32(p.maxBatch.Load()))
 	req.IsolationLevel = 1 // read_committed: nothing past the last stable offset
 	req.SessionID, req.SessionEpoch = sess.id, sess.epoch
 
@@ -440,7 +441,7 @@ func (p *passthrough) fetchRequest(leader int32, joins []ptWant) *kmsg.FetchRequ
 		rp.CurrentLeaderEpoch = -1
 		rp.LastFetchedEpoch = -1
 		rp.LogStartOffset = -1
-		rp.PartitionMaxBytes = p.throttle.TopicMaxBytes(w.tp.Topic, pp.fetchSize())
+		rp.PartitionMaxBytes = throttledMax(p.throttle.TopicMaxBytes(w.tp.Topic, pp.fetchSize()), pp.fetchSize(), pp.maxBatch)
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
 	forget := sess.forget
@@ -613,6 +614,12 @@ func (p *passthrough) accept(leader int32, tp TopicPartition, rp kmsg.FetchRespo
 	}
 	for _, h := range hs {
 		last = h.Base + int64(h.LastDelta)
+		if size := int32(min(h.Size, math.MaxInt32)); size > pp.maxBatch {
+			pp.maxBatch = size
+			if int64(size) > p.maxBatch.Load() {
+				p.maxBatch.Store(int64(size))
+			}
+		}
 	}
 	if err == nil && last < 0 && len(rp.RecordBatches) == 0 {
 		// Nothing new: still hand the watermarks over (lag), when they
@@ -709,4 +716,22 @@ func (p *passthrough) fetchCeiling() int32 {
 // (one fetched while the other is produced).
 func (p *passthrough) byteBudget() int {
 	return max(ProducerMaxBufferedBytes, 2*int(p.fetchCeiling()))
+}
+
+// ptBatchesPerFetch is how many of a partition's largest batches a fetch
+// under a rate limit has room for (throttledMax).
+const ptBatchesPerFetch = 16
+
+// throttledMax is what a fetch under a rate limit asks for: capped, the
+// limit's share of a window (throttle.Throttle.MaxBytes), but with room
+// for ptBatchesPerFetch of the largest batches seen (batch), and never more
+// than uncapped, what it asks for without a limit. A broker cuts a fetch at
+// its byte limit, mid-batch, and the cut batch is fetched (and paid for)
+// again: with 1 MB batches and a 4 MB cap that was 16% of what the limit
+// let through; with room for 16 batches it is at most about 3%.
+func throttledMax(capped, uncapped, batch int32) int32 {
+	if capped >= uncapped {
+		return uncapped
+	}
+	return min(max(capped, int32(min(int64(ptBatchesPerFetch)*int64(batch), math.MaxInt32))), uncapped)
 }

@@ -303,3 +303,23 @@ func TestFetchLimitFollowsRoundTrip(t *testing.T) {
 		t.Fatalf("after a 1ms answer: ceiling %d, want %d at once", c, FetchMaxBytes)
 	}
 }
+
+// TestThrottledMaxWholeBatches: under a rate limit a fetch asks for the
+// limit's cap, but has room for 16 of the largest batches seen (a cut
+// batch is fetched and paid for again), never more than without a limit.
+func TestThrottledMaxWholeBatches(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		capped, uncapped, batch, want int32
+	}{
+		{16 * mib, 16 * mib, mib, 16 * mib},    // no limit: as asked
+		{4 * mib, 16 * mib, 16 << 10, 4 * mib}, // small batches: the cap
+		{4 * mib, 32 * mib, mib, 16 * mib},     // 1 MiB batches: room for 16
+		{4 * mib, 8 * mib, mib, 8 * mib},       // but never past the uncapped
+		{64 << 10, mib, 0, 64 << 10},           // no batch seen yet
+	} {
+		if got := throttledMax(c.capped, c.uncapped, c.batch); got != c.want {
+			t.Errorf("throttledMax(%d, %d, %d) = %d, want %d", c.capped, c.uncapped, c.batch, got, c.want)
+		}
+	}
+}

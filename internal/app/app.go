@@ -12,9 +12,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"reflect"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -210,10 +210,10 @@ func (a *App) StartPlugins(ctx context.Context) error {
 	a.mu.Lock()
 	cfg := a.cfg
 	a.mu.Unlock()
+	// The errors name the config file, line and field: no prefix.
 	if err := a.startPlugins(ctx, cfg); err != nil {
-		return fmt.Errorf("plugins: %w", err)
+		return err
 	}
-	// Its errors name the config field; they need no prefix.
 	return a.checkFilterPlugins(cfg)
 }
 
@@ -256,72 +256,68 @@ func (s selectionParts) connector() connector.Selection {
 
 // Reload re-reads the config file and applies what can change while
 // running: each mirror's selection (topic and group filters, config sync
-// filters, labels, trusted upstreams, rate limits) and the plugins (started, stopped or restarted as their
-// specs changed). A config that fails validation is rejected, with the
-// error returned, and the running config stays. Other changes (clusters,
-// mirrors added or removed, listeners) are logged as needing a restart.
-func (a *App) Reload(ctx context.Context) error {
+// filters, labels, trusted upstreams, rate limits), its on_source_gap and
+// the plugins (started, stopped or restarted as their specs changed). A
+// config that fails validation is rejected, with the error returned, and
+// the running config stays. Every other change (clusters, listeners, http,
+// mirrors added or removed, a mirror's producer...) takes effect only at a
+// restart: Reload logs those keys in one warning and returns them.
+func (a *App) Reload(ctx context.Context) (restartKeys []string, err error) {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
 	if a.opts.ConfigFile == "" {
-		return errors.New("reload: the config was not loaded from a file")
+		return nil, errors.New("reload: the config was not loaded from a file")
 	}
 	cfg, err := config.LoadFile(a.opts.ConfigFile)
 	if err != nil {
 		a.extMetrics.reloadOK.Set(0)
 		a.opts.Logger.Error("config reload rejected; the running config stays", "err", err)
-		return err
+		return nil, err
 	}
 	sels := make(map[string]selectionParts, len(cfg.Mirrors))
 	for _, mc := range cfg.Mirrors {
 		sel, err := a.selection(mc)
 		if err != nil {
 			a.extMetrics.reloadOK.Set(0)
-			return err
+			return nil, err
 		}
 		sels[mc.Name] = sel
 	}
 	if err := a.startPlugins(ctx, cfg); err != nil {
 		a.extMetrics.reloadOK.Set(0)
 		a.opts.Logger.Error("config reload: plugins failed to start", "err", err)
-		return err
+		return nil, err
 	}
 	if err := a.checkFilterPlugins(cfg); err != nil {
 		// The plugins now run as cfg says, but the mirrors keep
 		// their previous selection, as when a plugin fails to start.
 		a.extMetrics.reloadOK.Set(0)
 		a.opts.Logger.Error("config reload rejected; the running selection stays", "err", err)
-		return err
+		return nil, err
 	}
 	a.mu.Lock()
-	old := a.cfg
 	a.cfg = cfg
 	a.mu.Unlock()
 	for _, m := range a.mirrors {
 		sel, ok := sels[m.Name()]
 		if !ok {
-			a.opts.Logger.Warn("config reload: a mirror was removed; it keeps running until a restart", "mirror", m.Name())
-			continue
+			continue // removed: it runs as it started, until a restart
 		}
 		m.Reconfigure(sel.connector())
 		if mc := cfg.Mirror(m.Name()); mc != nil {
 			_ = m.SetOnSourceGap(mc.OnSourceGap) // validated by config.LoadFile
 		}
 	}
-	if !reflect.DeepEqual(a.opts.Config.HTTP, cfg.HTTP) {
-		// The server, its certificate and token are set up once, from
-		// the config kmirror started with.
-		a.opts.Logger.Warn("config reload: http (listen, tls, auth) changes take effect only after a restart")
-	}
-	for _, mc := range cfg.Mirrors {
-		if old.Mirror(mc.Name) == nil {
-			a.opts.Logger.Warn("config reload: a new mirror starts only after a restart", "mirror", mc.Name)
-		}
+	// Compared with the config kmirror started with, not the previous
+	// reload's: a change a reload could not apply is still pending.
+	restartKeys = restartRequired(a.opts.Config, cfg)
+	if len(restartKeys) > 0 {
+		a.opts.Logger.Warn("config reload: these changes take effect only after a restart", "keys", strings.Join(restartKeys, ", "))
 	}
 	a.extMetrics.reloadOK.Set(1)
 	a.extMetrics.reloadAt.SetToCurrentTime()
 	a.opts.Logger.Info("config reloaded", "config", a.opts.ConfigFile)
-	return nil
+	return restartKeys, nil
 }
 
 func newMirror(cfg *config.Config, mc *config.Mirror, clusters map[string]*kafka.Cluster, log *slog.Logger, metrics *connector.Metrics, sel selectionParts, notifier connector.Notifier) (*connector.Mirror, error) {

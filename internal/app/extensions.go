@@ -29,8 +29,36 @@ import (
 // filterTimeout bounds one filter plugin call: a pass waits for it.
 const filterTimeout = 30 * time.Second
 
+// listenerPrefix starts the name the plugin host knows a listener
+// plugin by, in its errors, log lines and metrics (plugin="listener.notify"
+// is listeners.notify): it keeps listener plugins apart from the filter
+// plugins under plugins:, which may have the same names.
+const listenerPrefix = "listener."
+
 // pluginName of a listener plugin: kept apart from filter plugins' names.
-func listenerPluginName(listener string) string { return "listener." + listener }
+func listenerPluginName(listener string) string { return listenerPrefix + listener }
+
+// pluginField is the config key of the plugin the host runs as name (a
+// name of pluginSpecs): listeners.<listener> for a listener plugin, else
+// plugins.<name>.
+func pluginField(cfg *config.Config, name string) string {
+	if l, ok := strings.CutPrefix(name, listenerPrefix); ok && cfg.Listeners[l] != nil && cfg.Listeners[l].Type == "plugin" {
+		return "listeners." + l
+	}
+	return "plugins." + name
+}
+
+// pluginStartError places a plugin's failure to start on the config key
+// behind it (file:line: field:, as the config's own errors), so that the
+// user knows which entry to fix: the pin for a sha256 mismatch, else the
+// plugin's entry.
+func pluginStartError(cfg *config.Config, name string, err error) error {
+	field := pluginField(cfg, name)
+	if errors.Is(err, plugins.ErrChecksumMismatch) {
+		field += ".sha256"
+	}
+	return cfg.FieldError(field, "%v", err)
+}
 
 // filterPlugin is what the filter wiring needs of a running plugin
 // (*plugins.Plugin): an interface so unit tests can stand in for a
@@ -169,12 +197,12 @@ func (f *pluginGroupFilter) FilterGroups(ctx context.Context, req filters.GroupR
 // each filter plugin filters. Plugins that are not running were reported
 // by startPlugins.
 func (a *App) checkFilterPlugins(cfg *config.Config) error {
-	return checkFilterPlugins(cfg, a.lookup, a.opts.ConfigFile, a.opts.Logger)
+	return checkFilterPlugins(cfg, a.lookup, a.opts.Logger)
 }
 
 // checkFilterPlugins is App.checkFilterPlugins for any lookup: Check uses
 // it too, so validate refuses what run refuses.
-func checkFilterPlugins(cfg *config.Config, lookup pluginLookup, configFile string, log *slog.Logger) error {
+func checkFilterPlugins(cfg *config.Config, lookup pluginLookup, log *slog.Logger) error {
 	var errs []error
 	for i, mc := range cfg.Mirrors {
 		for j, f := range mc.Filters {
@@ -188,12 +216,9 @@ func checkFilterPlugins(cfg *config.Config, lookup pluginLookup, configFile stri
 			info := p.Info()
 			topics, groups := info.Has(plugins.CapabilityTopicFilter), info.Has(plugins.CapabilityGroupFilter)
 			if !topics && !groups {
-				field := fmt.Sprintf("mirrors[%d].filters[%d].plugin", i, j)
-				if configFile != "" {
-					field = configFile + ": " + field
-				}
-				errs = append(errs, fmt.Errorf("%s: plugin %q (%s) is neither a topic_filter nor a group_filter (its capabilities: %v); a listener plugin belongs in listeners with type: plugin",
-					field, f.Plugin, cfg.Plugins[f.Plugin].Path, info.Capabilities))
+				errs = append(errs, cfg.FieldError(fmt.Sprintf("mirrors[%d].filters[%d].plugin", i, j),
+					"plugin %q (%s) is neither a topic_filter nor a group_filter (its capabilities: %v); a listener plugin belongs in listeners with type: plugin",
+					f.Plugin, cfg.Plugins[f.Plugin].Path, info.Capabilities))
 				continue
 			}
 			log.Info("filter plugin wired", "mirror", mc.Name, "plugin", f.Plugin, "filters_topics", topics, "filters_groups", groups)
@@ -422,7 +447,7 @@ func (a *App) startPlugins(ctx context.Context, cfg *config.Config) error {
 		}
 		p, err := a.host.Start(ctx, s)
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, pluginStartError(cfg, s.Name, err))
 			continue
 		}
 		a.specs[s.Name] = s
@@ -531,7 +556,7 @@ func (a *App) dispatcherFor(mc *config.Mirror, cfg *config.Config, log *slog.Log
 
 // onPluginRestart hands a restarted listener plugin the full current state.
 func (a *App) onPluginRestart(plugin string) {
-	listener, ok := strings.CutPrefix(plugin, "listener.")
+	listener, ok := strings.CutPrefix(plugin, listenerPrefix)
 	if !ok {
 		return
 	}

@@ -320,7 +320,7 @@ func TestPluginFilterCapabilities(t *testing.T) {
 				if terr == nil || gerr == nil {
 					t.Errorf("a plugin that filters neither: topics %v (%v), groups %v (%v); want errors, never a selection", topics, terr, groups, gerr)
 				}
-				want := `kmirror.yaml: mirrors[0].filters[0].plugin: plugin "cat"`
+				want := `kmirror.yaml:11: mirrors[0].filters[0].plugin: plugin "cat"`
 				if checkErr == nil || !strings.Contains(checkErr.Error(), want) || !strings.Contains(checkErr.Error(), "topic_listener") {
 					t.Errorf("checkFilterPlugins = %v, want an error containing %q and the plugin's capabilities", checkErr, want)
 				}

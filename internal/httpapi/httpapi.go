@@ -190,8 +190,18 @@ func counters(g prometheus.Gatherer) (CountersResponse, error) {
 	return resp, nil
 }
 
-// Reloader re-reads the configuration; nil disables POST /api/v1/reload.
-type Reloader func(ctx context.Context) error
+// Reloader re-reads the configuration and returns the keys whose change
+// takes effect only at a restart; nil disables POST /api/v1/reload.
+type Reloader func(ctx context.Context) (restartRequired []string, err error)
+
+// ReloadResponse is the body of a successful POST /api/v1/reload.
+type ReloadResponse struct {
+	Status string `json:"status"` // "reloaded"
+	// RestartRequired are the changed keys the reload could not apply
+	// (e.g. clusters.west.bootstrap_servers): they take effect at the
+	// next restart. Empty when the running config is the file's.
+	RestartRequired []string `json:"restart_required"`
+}
 
 // Handler returns the mux for every endpoint.
 func Handler(gatherer prometheus.Gatherer, src StatusSource, reload Reloader) http.Handler {
@@ -201,12 +211,13 @@ func Handler(gatherer prometheus.Gatherer, src StatusSource, reload Reloader) ht
 			writeJSON(w, http.StatusNotImplemented, map[string]string{"error": "reloading is not enabled"})
 			return
 		}
-		if err := reload(r.Context()); err != nil {
+		restart, err := reload(r.Context())
+		if err != nil {
 			// The running config stays; say why the new one was refused.
 			writeJSON(w, http.StatusBadRequest, map[string]string{"status": "rejected", "error": err.Error()})
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "reloaded"})
+		writeJSON(w, http.StatusOK, ReloadResponse{Status: "reloaded", RestartRequired: append([]string{}, restart...)})
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {

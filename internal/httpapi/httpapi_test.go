@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -137,12 +138,26 @@ func TestReloadEndpoint(t *testing.T) {
 		return rec.Code, rec.Body.String()
 	}
 	calls := 0
-	ok := httpapi.Handler(prometheus.NewRegistry(), statuses{}, func(context.Context) error { calls++; return nil })
-	if code, body := post(ok); code != 200 || !strings.Contains(body, "reloaded") || calls != 1 {
-		t.Fatalf("reload = %d %s (calls %d)", code, body, calls)
+	var restart []string
+	ok := httpapi.Handler(prometheus.NewRegistry(), statuses{}, func(context.Context) ([]string, error) { calls++; return restart, nil })
+	reloaded := func(want ...string) {
+		t.Helper()
+		code, body := post(ok)
+		var resp httpapi.ReloadResponse
+		if err := json.Unmarshal([]byte(body), &resp); err != nil || code != 200 || resp.Status != "reloaded" || resp.RestartRequired == nil || !slices.Equal(resp.RestartRequired, want) {
+			t.Fatalf("reload = %d %s (%v), want restart_required %q", code, body, err, want)
+		}
 	}
-	bad := httpapi.Handler(prometheus.NewRegistry(), statuses{}, func(context.Context) error {
-		return errors.New("kmirror.yaml:3: mirrors[0].source: unknown cluster")
+	// restart_required is always there, [] when nothing waits for a
+	// restart, so a client need not tell null from empty.
+	reloaded()
+	restart = []string{"clusters.west.bootstrap_servers", "listeners.pager"}
+	reloaded(restart...)
+	if calls != 2 {
+		t.Fatalf("calls = %d, want 2", calls)
+	}
+	bad := httpapi.Handler(prometheus.NewRegistry(), statuses{}, func(context.Context) ([]string, error) {
+		return nil, errors.New("kmirror.yaml:3: mirrors[0].source: unknown cluster")
 	})
 	if code, body := post(bad); code != 400 || !strings.Contains(body, "kmirror.yaml:3") {
 		t.Fatalf("rejected reload = %d %s", code, body)

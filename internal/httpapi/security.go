@@ -44,12 +44,17 @@ func Protect(h http.Handler, s Security) http.Handler {
 		}
 		if s.Token != "" && !openPaths[r.URL.Path] && !(s.MetricsOpen && r.URL.Path == "/metrics") && !isStatic(r.URL.Path) {
 			got, ok := bearer(r)
+			if !ok || got == "" {
+				unauthorized(w, `Bearer realm="kmirror"`, "a bearer token is required (Authorization: Bearer <token>; http.auth)")
+				return
+			}
 			// Comparing digests keeps the comparison constant-time
 			// whatever the lengths.
 			sum := sha256.Sum256([]byte(got))
-			if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="kmirror"`)
-				writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "a bearer token is required (Authorization: Bearer <token>; http.auth)"})
+			if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+				// A client told "required" when it sent one would
+				// look for a missing setting, not at its token.
+				unauthorized(w, `Bearer realm="kmirror", error="invalid_token"`, "the bearer token was refused: it is not the worker's http.auth token")
 				return
 			}
 		}
@@ -60,6 +65,12 @@ func Protect(h http.Handler, s Security) http.Handler {
 		writeJSON(w, http.StatusForbidden, map[string]string{"error": "cross-origin request refused"})
 	}))
 	return cop.Handler(authed)
+}
+
+// unauthorized answers 401 with the challenge (RFC 6750) and msg.
+func unauthorized(w http.ResponseWriter, challenge, msg string) {
+	w.Header().Set("WWW-Authenticate", challenge)
+	writeJSON(w, http.StatusUnauthorized, map[string]string{"error": msg})
 }
 
 func bearer(r *http.Request) (string, bool) {

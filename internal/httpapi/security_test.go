@@ -43,7 +43,7 @@ func readyStatus() statuses {
 func TestAuthToken(t *testing.T) {
 	t.Parallel()
 	var reloads atomic.Int32
-	inner := httpapi.Handler(prometheus.NewRegistry(), readyStatus(), func(context.Context) error { reloads.Add(1); return nil })
+	inner := httpapi.Handler(prometheus.NewRegistry(), readyStatus(), func(context.Context) ([]string, error) { reloads.Add(1); return nil, nil })
 	for _, metricsOpen := range []bool{false, true} {
 		h := httpapi.Protect(inner, httpapi.Security{Token: token, MetricsOpen: metricsOpen})
 		for _, path := range []string{"/api/v1/status", "/api/v1/topics", "/api/v1/groups", "/metrics", "/nope"} {
@@ -58,6 +58,9 @@ func TestAuthToken(t *testing.T) {
 			}
 			if rec := do(h, "GET", path, "Authorization: Bearer wrong"+token); rec.Code != wantNoToken {
 				t.Errorf("metricsOpen=%v GET %s with a wrong token = %d, want %d", metricsOpen, path, rec.Code, wantNoToken)
+			}
+			if wantNoToken == http.StatusUnauthorized {
+				checkUnauthorized(t, h, path)
 			}
 			wantToken := http.StatusOK
 			if path == "/nope" {
@@ -95,6 +98,27 @@ func TestAuthToken(t *testing.T) {
 	}
 }
 
+// checkUnauthorized: a 401 says whether the token was missing or refused,
+// in its message and (RFC 6750) its challenge.
+func checkUnauthorized(t *testing.T, h http.Handler, path string) {
+	t.Helper()
+	for _, c := range []struct {
+		headers   []string
+		msg, auth string
+	}{
+		{nil, "a bearer token is required", `Bearer realm="kmirror"`},
+		{[]string{"Authorization: Basic dXNlcjpwYXNz"}, "a bearer token is required", `Bearer realm="kmirror"`},
+		{[]string{"Authorization: Bearer "}, "a bearer token is required", `Bearer realm="kmirror"`},
+		{[]string{"Authorization: Bearer wrong"}, "the bearer token was refused", `Bearer realm="kmirror", error="invalid_token"`},
+		{[]string{"Authorization: Bearer " + token[:len(token)-1]}, "the bearer token was refused", `Bearer realm="kmirror", error="invalid_token"`},
+	} {
+		rec := do(h, "GET", path, c.headers...)
+		if rec.Code != http.StatusUnauthorized || !strings.Contains(rec.Body.String(), c.msg) || rec.Header().Get("WWW-Authenticate") != c.auth {
+			t.Errorf("GET %s with %q = %d %q %s; want 401 %q, %s", path, c.headers, rec.Code, rec.Header().Get("WWW-Authenticate"), rec.Body, c.auth, c.msg)
+		}
+	}
+}
+
 // A web page must not trigger a reload: without any auth, on loopback, a
 // cross-site POST (a form on another site) is refused and no reload runs;
 // curl (no Origin, no Sec-Fetch-Site) and the same origin still work.
@@ -102,7 +126,7 @@ func TestCrossSiteRefused(t *testing.T) {
 	t.Parallel()
 	var reloads atomic.Int32
 	srv := httptest.NewServer(httpapi.Protect(
-		httpapi.Handler(prometheus.NewRegistry(), readyStatus(), func(context.Context) error { reloads.Add(1); return nil }),
+		httpapi.Handler(prometheus.NewRegistry(), readyStatus(), func(context.Context) ([]string, error) { reloads.Add(1); return nil, nil }),
 		httpapi.Security{LoopbackHosts: true}))
 	t.Cleanup(srv.Close)
 	post := func(headers ...string) int {

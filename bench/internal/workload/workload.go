@@ -8,6 +8,7 @@ package workload
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -327,4 +328,93 @@ func Quantile(sorted []time.Duration, q float64) time.Duration {
 	}
 	rank := int(math.Ceil(q * float64(len(sorted))))
 	return sorted[min(max(rank-1, 0), len(sorted)-1)]
+}
+
+// Steady produces records like Preload's (random key and value, a "seq"
+// header) at a fixed rate, round-robin over the partitions, until Stop: a
+// source that keeps being written (the WAN phase's outage). It paces by
+// the clock, as ProduceAtRate; lingers 5 ms, as the contenders' producers.
+type Steady struct {
+	stop     chan struct{}
+	done     chan struct{}
+	produced atomic.Int64
+	err      error
+}
+
+// StartSteady starts producing rate records per second to topic.
+func StartSteady(addrs []string, topic string, partitions, valueSize, rate int) (*Steady, error) {
+	cl, err := HarnessProducer(addrs, kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	s := &Steady{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		defer cl.Close()
+		rng := rand.NewChaCha8([32]byte{3})
+		var failed ErrOnce
+		promise := func(_ *kgo.Record, err error) {
+			if err != nil {
+				failed.Set(err)
+			}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		start := time.Now()
+		for seq := 0; ; {
+			select {
+			case <-s.stop:
+				fctx, fcancel := context.WithTimeout(ctx, 2*time.Minute)
+				defer fcancel()
+				s.err = errors.Join(cl.Flush(fctx), failed.Get())
+				return
+			default:
+			}
+			if err := failed.Get(); err != nil {
+				s.err = err
+				return
+			}
+			due := int(time.Since(start).Seconds() * float64(rate))
+			for ; seq < due; seq++ {
+				r := &kgo.Record{
+					Topic:     topic,
+					Partition: int32(seq % partitions),
+					Key:       make([]byte, KeySize),
+					Value:     make([]byte, valueSize),
+					Headers:   []kgo.RecordHeader{{Key: "seq", Value: binary.BigEndian.AppendUint64(nil, uint64(seq))}},
+				}
+				_, _ = rng.Read(r.Key)
+				_, _ = rng.Read(r.Value)
+				cl.Produce(ctx, r, promise)
+				s.produced.Add(1)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	return s, nil
+}
+
+// Produced is the records handed to the producer so far.
+func (s *Steady) Produced() int64 { return s.produced.Load() }
+
+// Err is the producer's first error once it ended, nil while it runs.
+func (s *Steady) Err() error {
+	select {
+	case <-s.done:
+		return s.err
+	default:
+		return nil
+	}
+}
+
+// Stop stops producing, waits for the records handed over to be
+// acknowledged and returns how many there were, and the first error.
+func (s *Steady) Stop() (int64, error) {
+	select {
+	case <-s.done:
+	default:
+		close(s.stop)
+		<-s.done
+	}
+	return s.produced.Load(), s.err
 }

@@ -41,6 +41,12 @@
 // response hook set while a request is at the broker applies to that
 // request's response.
 //
+// # A link
+//
+// SetLatency adds a round trip to every request, as a link between two
+// sites does; SetDown takes the link down (every connection reset, new ones
+// too) until it is back.
+//
 // # Protocol rules relied on
 //
 //   - Framing: every request and response is an int32 size and that many
@@ -85,6 +91,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -133,6 +140,49 @@ type Proxy struct {
 	// direction of every connection holds a frame latency/2 after it
 	// arrived, frames overlapping as on a link.
 	latency time.Duration
+	// down: the link is down (SetDown); resets counts the client
+	// connections reset because of it.
+	down   bool
+	resets int
+
+	// respBytes counts the bytes of the responses sent to clients.
+	respBytes atomic.Int64
+}
+
+// ResponseBytes returns the bytes of every response the proxy sent to its
+// clients so far, size prefixes included: what came over the link to
+// them (the requests' bytes are not counted).
+func (p *Proxy) ResponseBytes() int64 { return p.respBytes.Load() }
+
+// SetDown takes the link down (true) or brings it back (false). While it
+// is down, every client connection is reset (closed with a TCP RST, the
+// frames in flight and held dropped): those open when it goes down, and
+// each new one as soon as the proxy accepts it. Clients see their
+// connections fail at once and their reconnects fail, as across a link
+// whose failure the ends are told of (a router or firewall rejecting);
+// a link that silently drops packets, which clients notice only by their
+// timeouts, is not modelled. Once it is back, new connections pass again.
+func (p *Proxy) SetDown(down bool) {
+	p.mu.Lock()
+	p.down = down
+	var cut []*conn
+	if down {
+		for c := range p.conns {
+			cut = append(cut, c)
+		}
+		p.resets += len(cut)
+	}
+	p.mu.Unlock()
+	for _, c := range cut {
+		c.reset()
+	}
+}
+
+// Resets returns how many client connections SetDown reset so far.
+func (p *Proxy) Resets() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.resets
 }
 
 // SetLatency makes the proxy add d to every round trip, from now on: each
@@ -391,6 +441,20 @@ type exchange struct {
 	hook  *hook
 }
 
+// reset closes the connection with a TCP RST to the client.
+func (c *conn) reset() {
+	resetConn(c.client)
+	c.close()
+}
+
+// resetConn makes the next Close of a TCP connection send an RST (linger
+// 0) rather than a FIN.
+func resetConn(nc net.Conn) {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+}
+
 func (c *conn) close() {
 	c.once.Do(func() {
 		close(c.done)
@@ -402,8 +466,16 @@ func (c *conn) close() {
 func (p *Proxy) serve(n *node, client net.Conn) {
 	defer p.wg.Done()
 	p.mu.Lock()
-	upstream := n.upstream
+	upstream, down := n.upstream, p.down
+	if down {
+		p.resets++
+	}
 	p.mu.Unlock()
+	if down {
+		resetConn(client)
+		client.Close()
+		return
+	}
 	d := net.Dialer{Timeout: dialTimeout}
 	broker, err := d.DialContext(p.ctx, "tcp", upstream)
 	if err != nil {
@@ -419,7 +491,11 @@ func (p *Proxy) serve(n *node, client net.Conn) {
 		done:       make(chan struct{}),
 	}
 	p.mu.Lock()
-	if p.closed {
+	if p.closed || p.down { // closed, or the link went down while dialing
+		if p.down && !p.closed {
+			p.resets++
+			resetConn(client)
+		}
 		p.mu.Unlock()
 		c.close()
 		return
@@ -628,7 +704,9 @@ func (c *conn) writeResponses() {
 				return
 			}
 		}
-		if _, err := c.client.Write(appendFrame(nil, out)); err != nil {
+		n, err := c.client.Write(appendFrame(nil, out))
+		c.p.respBytes.Add(int64(n))
+		if err != nil {
 			return
 		}
 	}

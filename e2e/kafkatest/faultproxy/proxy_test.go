@@ -498,7 +498,7 @@ func TestAcksZeroPipelined(t *testing.T) {
 // than d after its request, in order, and requests a client pipelines
 // stay overlapped: five pipelined requests take about one round trip, not
 // five (serialized they would take 5d; the bound, 4d, leaves 3d for a
-// loaded machine).
+// loaded machine). ResponseBytes counts the frames the client read.
 func TestLatencyPipelined(t *testing.T) {
 	c, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
@@ -528,11 +528,13 @@ func TestLatencyPipelined(t *testing.T) {
 	if _, err := conn.Write(out); err != nil {
 		t.Fatal(err)
 	}
+	var responseBytes int64
 	for i := range 5 {
 		frame, err := readFrame(conn)
 		if err != nil {
 			t.Fatalf("response %d: %v (proxy errors: %v)", i+1, err, p.Err())
 		}
+		responseBytes += 4 + int64(len(frame))
 		if i == 0 {
 			if took := time.Since(start); took < d {
 				t.Fatalf("the first response came %v after its request; want at least the latency %v", took, d)
@@ -545,7 +547,85 @@ func TestLatencyPipelined(t *testing.T) {
 	if took := time.Since(start); took >= 4*d {
 		t.Fatalf("five pipelined requests took %v at %v latency: serialized, not overlapped", took, d)
 	}
+	// Counted once its Write returned, a moment after the client read it.
+	waitFor(t, 5*time.Second, "ResponseBytes to count the five frames read", func() (bool, string) {
+		got := p.ResponseBytes()
+		return got == responseBytes, fmt.Sprintf("%d bytes, want %d", got, responseBytes)
+	})
 	if err := p.Err(); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestDown: with SetDown(true) the connections open through the proxy are
+// reset, and so is each new one, without a protocol error; a client's
+// requests fail until SetDown(false), when they pass again.
+func TestDown(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p, err := New(c.ListenAddrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p.Addrs()...), kgo.RetryTimeout(time.Second), kgo.RequestRetries(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ping := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_, err := adm.ListEndOffsets(ctx, "t")
+		return err
+	}
+	if err := ping(); err != nil {
+		t.Fatalf("through the proxy, up: %v", err)
+	}
+	open, err := net.DialTimeout("tcp", p.Addrs()[0], 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	waitFor(t, 5*time.Second, "the raw connection to be served", func() (bool, string) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.conns) >= 2, fmt.Sprintf("%d connections", len(p.conns))
+	})
+
+	p.SetDown(true)
+	readFails := func(nc net.Conn, what string) {
+		t.Helper()
+		_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err := nc.Read(make([]byte, 1))
+		var ne net.Error
+		if err == nil || errors.As(err, &ne) && ne.Timeout() {
+			t.Fatalf("%s: read %v, want the connection reset", what, err)
+		}
+	}
+	readFails(open, "a connection open when the link went down")
+	fresh, err := net.DialTimeout("tcp", p.Addrs()[0], 5*time.Second)
+	if err == nil {
+		readFails(fresh, "a connection made while the link is down")
+		fresh.Close()
+	}
+	if err := ping(); err == nil {
+		t.Fatal("a request passed while the link was down")
+	}
+	if n := p.Resets(); n < 3 {
+		t.Errorf("Resets() = %d, want at least 3 (the client's, the raw and the fresh connection)", n)
+	}
+
+	p.SetDown(false)
+	waitFor(t, 15*time.Second, "requests to pass once the link is back", func() (bool, string) {
+		err := ping()
+		return err == nil, fmt.Sprint(err)
+	})
+	if err := p.Err(); err != nil {
+		t.Errorf("resets are no protocol errors: %v", err)
 	}
 }

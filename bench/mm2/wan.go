@@ -1,0 +1,302 @@
+package main
+
+// (f) WAN (issue 27): the contender reaches the source cluster through a
+// latency proxy (e2e/kafkatest/faultproxy) that adds a round trip to every
+// request, as a link between two sites would; the target is local. Per
+// contender, partition count and round trip: the records/s and CPU of a
+// preloaded backlog's copy, and the p99 latency at -rate records/s.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kmirror/kmirror/bench/internal/workload"
+	"github.com/kmirror/kmirror/e2e/kafkatest"
+	"github.com/kmirror/kmirror/e2e/kafkatest/faultproxy"
+)
+
+// wanContenders are the contenders of a run of the WAN phase alone, unless
+// -contenders says otherwise.
+const wanContenders = "limit,kmirror,mm2,mm2-wan"
+
+// wanRun is one contender at one partition count and round trip.
+type wanRun struct {
+	partitions int
+	rtt        time.Duration
+	// tp is the backlog's copy through the proxy; bounded when its window
+	// ended at -wan-window, before the backlog was copied.
+	tp      throughput
+	bounded bool
+	// conns are the contender's connections through the proxy at the end
+	// of the copy window (none went to the source directly: checked).
+	conns int
+	// lat is -rate records/s through the proxy, by a fresh process.
+	lat latency
+}
+
+// wanPhase runs contender c at every -wan-partitions and -wan-rtts; it
+// returns the runs and the settings of the first.
+func wanPhase(ctx context.Context, e *env, o *options, c contender) (runs []wanRun, settings string, err error) {
+	for _, parts := range o.wanPartitions {
+		rs, s, err := wanPair(ctx, e, o, c, parts)
+		runs = append(runs, rs...)
+		if settings == "" {
+			settings = s
+		}
+		if err != nil {
+			return runs, settings, fmt.Errorf("%d partitions: %w", parts, err)
+		}
+	}
+	return runs, settings, nil
+}
+
+// wanPair runs contender c at every round trip on one pair of clusters
+// (starting a pair and a JVM per run would double the phase's length),
+// with topics of parts partitions: a topic and a fresh contender process
+// per round trip and measurement.
+func wanPair(ctx context.Context, e *env, o *options, c contender, parts int) (runs []wanRun, settings string, err error) {
+	base, err := e.begin(ctx, c, fmt.Sprintf("wan-%dp", parts))
+	if err != nil {
+		return nil, "", err
+	}
+	defer func() { base.end(err != nil) }()
+	if err := warmBrokers(ctx, base.p, parts, o.valueSize); err != nil {
+		return nil, "", err
+	}
+	px, err := faultproxy.New(base.p.src.Addrs())
+	if err != nil {
+		return nil, "", err
+	}
+	defer px.Close()
+	for _, rtt := range o.wanRTTs {
+		w, s, err := wanOne(ctx, base, o, px, parts, rtt)
+		if settings == "" {
+			settings = s
+		}
+		if err == nil {
+			err = px.Err() // a response the proxy could not pass on
+		}
+		if err != nil {
+			return runs, settings, fmt.Errorf("RTT %v: %w", rtt, err)
+		}
+		log.Printf("  %s, %d partitions, RTT %v: %.0f records/s%s, %.2f CPU s/GB, %d connections via the proxy; p99 %s ms at %d/s",
+			c.name, parts, rtt, w.tp.recordsPerSec(), boundMark(w.bounded), cpuPerGB(w.tp.cpuWindow, w.tp.windowRecords, o.valueSize), w.conns, ms(w.lat.p99), o.rate)
+		runs = append(runs, w)
+	}
+	return runs, settings, nil
+}
+
+// warmupRecords are the records warmBrokers writes to each cluster and
+// reads back.
+const warmupRecords = 200000
+
+// warmBrokers runs a fresh pair's brokers once through the paths a copy
+// takes (produce requests, fetches), so that the first round trip
+// measured (0 ms, the ratios' base) does not pay for compiling them, as a
+// fresh broker's JIT does for seconds.
+func warmBrokers(ctx context.Context, p *pair, parts, valueSize int) error {
+	t := time.Now()
+	for _, c := range []*kafkatest.Cluster{p.src, p.dst} {
+		if err := workload.CreateTopic(ctx, c.Addrs(), "warmup", parts); err != nil {
+			return err
+		}
+		if err := workload.Preload(ctx, c.Addrs(), "warmup", warmupRecords, parts, valueSize); err != nil {
+			return err
+		}
+		if _, err := workload.CommittedCounts(ctx, c.Addrs(), "warmup"); err != nil {
+			return err
+		}
+	}
+	log.Printf("  brokers warmed up in %.1fs", time.Since(t).Seconds())
+	return nil
+}
+
+// wanOne is one round trip, by a fresh contender process behind the proxy:
+// the backlog's copy, then the latency once it caught up. Measuring both
+// with one process saves a JVM start per run; the latency topic is
+// mirrored from the start, idle during the copy, and MM2 gets a task per
+// partition of both topics, so that the copy's tasks are its own.
+func wanOne(ctx context.Context, base *contenderRun, o *options, px *faultproxy.Proxy, parts int, rtt time.Duration) (w wanRun, settings string, err error) {
+	w = wanRun{partitions: parts, rtt: rtt}
+	name := fmt.Sprintf("%dms", rtt.Milliseconds())
+	r, err := base.rerun(name)
+	if err != nil {
+		return w, "", err
+	}
+	defer func() { r.finish(err != nil) }()
+	backlog, steady := "wan-"+name, "wanlat-"+name
+	src := []string{r.p.src.Addr(kafkatest.PLAINTEXT)}
+	for _, t := range []string{backlog, steady} {
+		if err := workload.CreateTopic(ctx, src, t, parts); err != nil {
+			return w, "", err
+		}
+	}
+	t := time.Now()
+	if err := workload.Preload(ctx, src, backlog, o.wanRecords, parts, o.valueSize); err != nil {
+		return w, "", err
+	}
+	log.Printf("  preloaded %d records in %.1fs", o.wanRecords, time.Since(t).Seconds())
+	settle()
+	px.SetLatency(rtt)
+	dist := startDisturbance(r.p)
+	if err := r.startContender(spec{topics: backlog + "|" + steady, partitions: 2 * parts, via: px.Addrs()[0]}); err != nil {
+		return w, r.settings, err
+	}
+	if err := r.wanCopy(ctx, o, px, backlog, dist, &w); err != nil {
+		return w, r.settings, fmt.Errorf("copy: %w", err)
+	}
+	px.SetLatency(rtt)
+	if w.lat, err = r.measureLatency(ctx, o, steady, parts, o.wanLatencyDuration); err != nil {
+		return w, r.settings, err
+	}
+	// The contender stopped: the backlog's copy must not have changed.
+	return w, r.settings, r.verify(ctx, backlog)
+}
+
+// rerun is a fresh run of r's contender on r's clusters, in a directory of
+// its own.
+func (r *contenderRun) rerun(name string) (*contenderRun, error) {
+	dir := filepath.Join(r.dir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	return &contenderRun{e: r.e, p: r.p, c: r.c, dir: dir}, nil
+}
+
+// wanCopy measures the contender's copy of the backlog topic (-wan-records
+// records) behind the proxy at w.rtt, over the window from the first
+// record visible at the target to the last, or to -wan-window after the
+// first: a slow contender at 150 ms would take minutes per run. Then the
+// proxy's latency is lifted, so that the rest copies at loopback speed,
+// and the target must hold exactly the source's records.
+func (r *contenderRun) wanCopy(ctx context.Context, o *options, px *faultproxy.Proxy, backlog string, dist disturbance, w *wanRun) error {
+	want := int64(o.wanRecords)
+	var t1 time.Time
+	var st1 kafkatest.ProcStat
+	var n1 int64
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute+o.wanWindow)
+	defer cancel()
+	ends, err := r.waitTarget(wctx, []string{targetTopic(backlog)}, 20*time.Millisecond,
+		func(m map[string]map[int32]int64) bool {
+			return sum(m) >= want || !t1.IsZero() && time.Since(t1) >= o.wanWindow
+		},
+		func(n int64) { t1, st1, n1 = time.Now(), r.stat(), n })
+	if err != nil {
+		return err
+	}
+	t2, st2, n2 := time.Now(), r.stat(), sum(ends)
+	w.tp = throughput{
+		records: want, windowRecords: n2 - n1,
+		total: t2.Sub(r.proc.Started), window: t2.Sub(t1),
+		cpuTotal: st2.CPU, cpuWindow: st2.CPU - st1.CPU, peakRSS: st2.PeakRSS,
+	}
+	w.tp.brokerCPU, w.tp.otherCPU, w.tp.steal, w.tp.load = dist.end(r.p, st2.CPU)
+	w.bounded = n2 < want
+	if w.conns, err = r.proxied(px); err != nil {
+		return err
+	}
+	px.SetLatency(0)
+	if w.bounded {
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Minute+time.Duration(o.wanRecords/2000)*time.Second)
+		defer cancel()
+		if _, err := r.waitTarget(dctx, []string{targetTopic(backlog)}, 100*time.Millisecond,
+			func(m map[string]map[int32]int64) bool { return sum(m) >= want }, nil); err != nil {
+			return fmt.Errorf("the rest of the backlog, without latency: %w", err)
+		}
+	}
+	return r.verify(ctx, backlog)
+}
+
+// proxied returns the contender's established connections through the
+// proxy, and fails if it has any to the source cluster directly: the
+// proxy rewrites the brokers' addresses in the responses that carry them,
+// and a client that found the source another way would skip the round
+// trips measured.
+func (r *contenderRun) proxied(px *faultproxy.Proxy) (int, error) {
+	byPort, err := connsByRemotePort(r.proc.Pid())
+	if err != nil {
+		return 0, err
+	}
+	count := func(addrs ...string) (n int) {
+		for _, a := range addrs {
+			if _, p, err := net.SplitHostPort(a); err == nil {
+				port, _ := strconv.Atoi(p)
+				n += byPort[port]
+			}
+		}
+		return n
+	}
+	via := count(px.Addrs()...)
+	if direct := count(r.p.src.Addr(kafkatest.PLAINTEXT), r.p.src.Addr(kafkatest.CONTROLLER)); direct > 0 {
+		return via, fmt.Errorf("%s has %d connections to the source directly (and %d through the proxy)", r.c.name, direct, via)
+	}
+	if via == 0 {
+		return 0, fmt.Errorf("%s has no connection through the proxy", r.c.name)
+	}
+	return via, nil
+}
+
+func boundMark(bounded bool) string {
+	if bounded {
+		return " (window bounded)"
+	}
+	return ""
+}
+
+// parseRTTs parses -wan-rtts: durations separated by commas, where a bare
+// number takes the unit of the list's last element ("0,40,80,150ms").
+func parseRTTs(s string) ([]time.Duration, error) {
+	parts := strings.Split(s, ",")
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
+	last := parts[len(parts)-1]
+	unit := strings.TrimLeft(last, "0123456789.")
+	var out []time.Duration
+	for _, p := range parts {
+		if p != "" && strings.TrimLeft(p, "0123456789.") == "" {
+			p += unit
+		}
+		d, err := time.ParseDuration(p)
+		if err != nil {
+			return nil, fmt.Errorf("-wan-rtts %q: %w", s, err)
+		}
+		if d < 0 {
+			return nil, fmt.Errorf("-wan-rtts %q: negative round trip %v", s, d)
+		}
+		if slices.Contains(out, d) {
+			return nil, fmt.Errorf("-wan-rtts %q: %v twice", s, d)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// parsePartitions parses -wan-partitions: partition counts separated by
+// commas.
+func parsePartitions(s string) ([]int, error) {
+	var out []int
+	for _, p := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-wan-partitions %q: %q is no partition count", s, p)
+		}
+		if slices.Contains(out, n) {
+			return nil, fmt.Errorf("-wan-partitions %q: %d twice", s, n)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("-wan-partitions: empty")
+	}
+	return out, nil
+}

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kmirror/kmirror/e2e/kafkatest"
+)
+
+func TestParseRTTs(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		in   string
+		want []time.Duration
+	}{
+		{"0,40,80,150ms", []time.Duration{0, 40 * ms, 80 * ms, 150 * ms}},
+		{" 0, 80ms ", []time.Duration{0, 80 * ms}},
+		{"10ms,1s", []time.Duration{10 * ms, time.Second}},
+		{"0.5,1s", []time.Duration{500 * ms, time.Second}},
+		{"0", []time.Duration{0}},
+	} {
+		got, err := parseRTTs(c.in)
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("parseRTTs(%q) = %v, %v; want %v", c.in, got, err, c.want)
+		}
+	}
+	for _, in := range []string{"", "40,80", "0,,80ms", "-40ms", "80,80ms", "fast"} {
+		if got, err := parseRTTs(in); err == nil {
+			t.Errorf("parseRTTs(%q) = %v, want an error", in, got)
+		}
+	}
+}
+
+func TestParsePartitions(t *testing.T) {
+	got, err := parsePartitions("1, 16")
+	if err != nil || !slices.Equal(got, []int{1, 16}) {
+		t.Errorf("parsePartitions = %v, %v", got, err)
+	}
+	for _, in := range []string{"", "0", "1,x", "4,4", "-1"} {
+		if got, err := parsePartitions(in); err == nil {
+			t.Errorf("parsePartitions(%q) = %v, want an error", in, got)
+		}
+	}
+}
+
+// A /proc/net/tcp6 excerpt: a listener, two established connections of
+// the process (inodes 101 and 102, remote ports 0x2328 = 9000 and 9000),
+// one of another process (inode 200) and one of the process in TIME_WAIT.
+const procNetTCP6 = `  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 00000000000000000000000000000000:1F90 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 100 1 0000000000000000 100 0 0 10 0
+   1: 0000000000000000FFFF00000100007F:A1B2 0000000000000000FFFF00000100007F:2328 01 00000000:00000000 00:00000000 00000000     0        0 101 1 0000000000000000 20 4 30 10 -1
+   2: 0000000000000000FFFF00000100007F:A1B3 0000000000000000FFFF00000100007F:2328 01 00000000:00000000 00:00000000 00000000     0        0 102 1 0000000000000000 20 4 30 10 -1
+   3: 0000000000000000FFFF00000100007F:A1B4 0000000000000000FFFF00000100007F:2329 01 00000000:00000000 00:00000000 00000000     0        0 200 1 0000000000000000 20 4 30 10 -1
+   4: 0000000000000000FFFF00000100007F:A1B5 0000000000000000FFFF00000100007F:232A 06 00000000:00000000 00:00000000 00000000     0        0 103 1 0000000000000000 20 4 30 10 -1
+`
+
+func TestParseProcNetTCP(t *testing.T) {
+	mine := map[uint64]bool{100: true, 101: true, 102: true, 103: true}
+	got := parseProcNetTCP([]byte(procNetTCP6), mine)
+	if want := map[int]int{9000: 2}; !maps.Equal(got, want) {
+		t.Errorf("parseProcNetTCP = %v, want %v", got, want)
+	}
+	ipv4 := "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n" +
+		"   0: 0100007F:C350 0100007F:2328 01 00000000:00000000 00:00000000 00000000     0        0 101 1 0000000000000000 20 4 30 10 -1\n"
+	if got := parseProcNetTCP([]byte(ipv4), mine); !maps.Equal(got, map[int]int{9000: 1}) {
+		t.Errorf("parseProcNetTCP(IPv4) = %v", got)
+	}
+}
+
+func TestContenderRuns(t *testing.T) {
+	byName := func(n string) contender {
+		return allContenders[slices.IndexFunc(allContenders, func(c contender) bool { return c.name == n })]
+	}
+	all := []string{"throughput", "latency", "startup", "failover", "compressed", "wan"}
+	for name, want := range map[string][]string{
+		"limit":          {"throughput", "latency", "startup", "compressed", "wan"},
+		"kmirror":        all,
+		"mm2":            all,
+		"mm2-wan":        {"wan"},
+		"kmirror-eos":    {"throughput", "latency", "compressed"},
+		"mm2-eos":        {"throughput", "latency", "compressed"},
+		"kmirror-eos-2w": {"throughput"},
+	} {
+		var got []string
+		for _, p := range all {
+			if byName(name).runs(p) {
+				got = append(got, p)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s runs %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestPhaseDefaults(t *testing.T) {
+	none := map[string]bool{}
+	for _, c := range []struct {
+		phases                  []string
+		set                     map[string]bool
+		contenders, out         string
+		wantContenders, wantOut string
+	}{
+		{[]string{"wan"}, none, defaultContenders, defaultOut, wanContenders, wanOut},
+		{[]string{"wan"}, map[string]bool{"out": true}, defaultContenders, "/tmp/x.md", wanContenders, "/tmp/x.md"},
+		{[]string{"wan"}, map[string]bool{"contenders": true, "out": true}, "kmirror", "", "kmirror", ""},
+		{[]string{"throughput", "wan"}, none, defaultContenders, defaultOut, defaultContenders, defaultOut},
+		{[]string{"latency"}, none, defaultContenders, defaultOut, defaultContenders, defaultOut},
+	} {
+		gc, gout := phaseDefaults(c.phases, c.set, c.contenders, c.out)
+		if gc != c.wantContenders || gout != c.wantOut {
+			t.Errorf("phaseDefaults(%v, %v) = %q, %q; want %q, %q", c.phases, c.set, gc, gout, c.wantContenders, c.wantOut)
+		}
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int64{"20MB": 20e6, "20000000": 20e6, " 16MiB": 16 << 20, "1GB": 1e9, "512KiB": 512 << 10, "100B": 100} {
+		if got, err := parseBytes(in); err != nil || got != want {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "0", "-1MB", "20 mb", "fast", "1.5MB"} {
+		if got, err := parseBytes(in); err == nil {
+			t.Errorf("parseBytes(%q) = %d, want an error", in, got)
+		}
+	}
+}
+
+func TestParseMetrics(t *testing.T) {
+	text := `# HELP kmirror_throttled_seconds_total Seconds a rate limit held ...
+# TYPE kmirror_throttled_seconds_total counter
+kmirror_throttled_seconds_total{limit="mirror",mirror="bench"} 12.5
+kmirror_throttled_seconds_total{limit="topic",mirror="bench"} 0
+kmirror_rate_limit_bytes_per_second{mirror="bench"} 2e+07
+kmirror_throttled_seconds_totally{limit="mirror"} 99
+kmirror_records_total{mirror="bench"} 5
+`
+	got, err := parseMetrics(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{
+		`kmirror_throttled_seconds_total{limit="mirror"}`: 12.5,
+		`kmirror_throttled_seconds_total{limit="topic"}`:  0,
+		"kmirror_rate_limit_bytes_per_second":             2e7,
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("parseMetrics = %v, want %v", got, want)
+	}
+	if _, err := parseMetrics(strings.NewReader("kmirror_records_total 1\n")); err == nil {
+		t.Error("no throttle series: want an error")
+	}
+}
+
+func TestOutageFigures(t *testing.T) {
+	p := lagPoll{src: map[int32]int64{0: 100, 1: 50}, dst: map[int32]int64{0: 90, 1: 60}}
+	if got := p.lag(); got != 10 {
+		t.Errorf("lag = %d, want 10 (a partition ahead counts 0)", got)
+	}
+	if !covers(map[int32]int64{0: 5, 1: 7}, map[int32]int64{0: 5, 1: 6}) || covers(map[int32]int64{0: 5}, map[int32]int64{0: 5, 1: 1}) {
+		t.Error("covers")
+	}
+	// 1,000,000 records of 1,000 B behind; 10 MB/s incoming over a 20 MB/s
+	// limit: 1 GB at 10 MB/s spare, 100 s.
+	w := wanOutageRun{limit: 20e6, recordBytes: 1000, backlog: 1e6, caughtUp: 50 * time.Second, incoming: 500000, copied: 1500000}
+	if got := w.expected(); got != 100*time.Second {
+		t.Errorf("expected = %v, want 100s", got)
+	}
+	if got := w.copyBytesPerSec(); got != 30e6 {
+		t.Errorf("copyBytesPerSec = %v, want 30e6", got)
+	}
+	w.limit = 0
+	if got := w.expected(); got != 0 {
+		t.Errorf("expected without a limit = %v, want 0", got)
+	}
+}
+
+func TestKmirrorConfigExtras(t *testing.T) {
+	p := &pair{src: &kafkatest.Cluster{}, dst: &kafkatest.Cluster{}}
+	plain := kmirrorConfig(p, spec{topics: "t", via: "127.0.0.1:1"})
+	if !strings.Contains(plain, "compression: none") || strings.Contains(plain, "rate_limit") {
+		t.Errorf("the other phases' config changed:\n%s", plain)
+	}
+	cfg := kmirrorConfig(p, spec{topics: "t", via: "127.0.0.1:1", rateLimit: "20MB", kmirrorDefaults: true})
+	if strings.Contains(cfg, "compression") || !strings.Contains(cfg, "\n    rate_limit: 20MB\n") {
+		t.Errorf("want rate_limit 20MB and the default compression:\n%s", cfg)
+	}
+}
+
+func TestRenderWANExtras(t *testing.T) {
+	o := &options{wanRateLimit: "20MB", wanRateWindow: 30 * time.Second, wanOutage: 5 * time.Minute, wanOutageRate: 10000, valueSize: 1024}
+	x := &wanExtras{partitions: 16, rtt: 80 * time.Millisecond, settings: "kmirror run --config kmirror.yaml",
+		rate: &wanRateRun{limit: 20e6, records: 900000, recordBytes: 1063, warmup: 5 * time.Second, window: 30 * time.Second,
+			windowRecords: 560000, saturated: true, throttled: 14, linkBytes: 600e6, load: "1 → 2"},
+		outages: []wanOutageRun{
+			{rate: 10000, outage: 5 * time.Minute, recordBytes: 1077, backlog: 3e6, caughtUp: 100 * time.Second, drained: 90 * time.Second, copied: 4e6, incoming: 1e6},
+			{limit: 20e6, rate: 10000, outage: 5 * time.Minute, recordBytes: 1077, backlog: 3e6, caughtUp: 400 * time.Second, drained: 200 * time.Second, copied: 7e6, incoming: 4e6},
+		}}
+	var b strings.Builder
+	(&report{o: o, wanExtras: x}).renderWANExtras(&b)
+	out := b.String()
+	for _, want := range []string{"| 20.00 | 19.84 | 0.992 | met | 20.00 | 1.000 |", "| no rate limit | 300 | 3000000 |", "| rate_limit 20MB | 300 |", "kmirror run --config kmirror.yaml"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "%!") {
+		t.Errorf("a formatting error in:\n%s", out)
+	}
+	x.rate.saturated = false
+	b.Reset()
+	(&report{o: o, wanExtras: x}).renderWANExtras(&b)
+	if !strings.Contains(b.String(), "**not saturated**") {
+		t.Error("an unsaturated window is not flagged")
+	}
+}
