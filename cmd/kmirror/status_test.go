@@ -95,7 +95,7 @@ func TestStatusLagUnknown(t *testing.T) {
 	m.Cluster = &cl
 	src[0] = m
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"status", "--url", statusServer(t, src)}, &stdout, &stderr); code != 0 {
+	if code := run([]string{"status", "--url", statusServer(t, src)}, &stdout, &stderr); code != exitNegative {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	out := stdout.String()
