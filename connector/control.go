@@ -56,11 +56,8 @@ func (m *Mirror) doPass(ctx context.Context, c *clients, cp dataPlane) (bool, er
 	// 1. Discover, with the metadata upstream mirrors left on the source.
 	disc, err := m.discover(ctx, c)
 	if err != nil {
-		if !m.dryRun() && m.endsDue(time.Now()) {
-			// The source did not answer: its ends are not read
-			// either, and the lag is unknown rather than the
-			// figure last known.
-			endsUnread(cp, nil, time.Now())
+		if !m.dryRun() {
+			m.sourceUnread(cp)
 		}
 		return false, err
 	}
@@ -815,6 +812,17 @@ func (m *Mirror) endsDue(now time.Time) bool {
 // resolves (and franz-go caches) the metadata of every topic it is given
 // first, and at 10,000 topics one listing held ~90 MB at once.
 const endsTopicsPerRequest = 1000
+
+// sourceUnread is a pass that could not list the source: its ends are not
+// read either, and the lag is unknown rather than the figure last known,
+// until the next pass that reaches the source refreshes them (due at once,
+// whatever the schedule of endsDue).
+func (m *Mirror) sourceUnread(cp dataPlane) {
+	endsUnread(cp, nil, time.Now())
+	m.mu.Lock()
+	m.endsAt = time.Time{}
+	m.mu.Unlock()
+}
 
 // refreshEndsIfDue refreshes the source's ends when endsDue says so. A
 // pass whose time ran out leaves them for the next: its deadline is no
