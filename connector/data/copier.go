@@ -740,6 +740,10 @@ func (c *Copier) consume(offsets map[string]map[int32]kgo.Offset) (created bool,
 	c.srcMu.Lock()
 	defer c.srcMu.Unlock()
 	if c.src.Load() == nil {
+		// Its first fetch goes out at once, before a poll could cap it
+		// (holdRecordPath): capped from the start under a rate limit.
+		fetchMax := c.throttle.MaxBytes(FetchMaxBytes)
+		c.fetchMax = fetchMax // read by polls, which come after c.src is set
 		opts := append(append([]kgo.Opt(nil), c.srcOpts...),
 			kgo.ConsumePartitions(offsets),
 			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -747,13 +751,13 @@ func (c *Copier) consume(offsets map[string]map[int32]kgo.Offset) (created bool,
 			// the fetch in flight returns; franz-go's 5s default
 			// would delay a new topic's first records by that long.
 			kgo.FetchMaxWait(500*time.Millisecond),
-			kgo.FetchMaxBytes(FetchMaxBytes),
+			kgo.FetchMaxBytes(fetchMax),
 			// One partition may fill a fetch: with one fetch in flight
 			// per broker, 1 MiB per partition (franz-go's default)
 			// copies one partition at 1 MiB per round trip, 12.5 MB/s
 			// at 80 ms. The broker still spreads a fetch over the
 			// partitions behind (franz-go rotates their order).
-			kgo.FetchMaxPartitionBytes(FetchMaxBytes),
+			kgo.FetchMaxPartitionBytes(fetchMax),
 			kgo.WithHooks(fetchedBytes{c.throttle}),
 			// A position the source no longer has is never
 			// moved silently: the fetch error goes to the poll
