@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -149,11 +150,20 @@ func (m *Mirror) cutover(ctx context.Context, opts CutoverOptions, rep *CutoverR
 func (m *Mirror) awaitCaughtUp(ctx context.Context, c *clients, quiet time.Duration) ([]PartitionLag, error) {
 	var prev map[data.TopicPartition]int64
 	var since time.Time
-	var lagging []PartitionLag
+	var lagging, seen []PartitionLag
+	// timedOut is the answer once the time is up: what the last look
+	// saw. A request cut short by the deadline is not the reason (under
+	// load a listing may take the last seconds), the lag is.
+	timedOut := func() ([]PartitionLag, error) {
+		return seen, fmt.Errorf("not caught up within the timeout: %d partitions behind or still taking records (a producer still writes to the source?); nothing changed", len(seen))
+	}
 	for {
 		lagging = lagging[:0]
 		ld, err := data.LoadProgress(ctx, m.log, m.cfg.TargetOpts, c.dstAdm, m.progressTopic)
 		if err != nil {
+			if ctx.Err() != nil && prev != nil {
+				return timedOut()
+			}
 			return nil, fmt.Errorf("read %s: %w", m.progressTopic, m.dstErr(err))
 		}
 		topics := make(map[string]bool)
@@ -169,6 +179,9 @@ func (m *Mirror) awaitCaughtUp(ctx context.Context, c *clients, quiet time.Durat
 			err = ends.Error()
 		}
 		if err != nil {
+			if ctx.Err() != nil && prev != nil {
+				return timedOut()
+			}
 			return nil, fmt.Errorf("list the source's end offsets: %w", m.srcErr(err))
 		}
 		now := make(map[data.TopicPartition]int64, len(ld.Positions))
@@ -189,6 +202,7 @@ func (m *Mirror) awaitCaughtUp(ctx context.Context, c *clients, quiet time.Durat
 			a, b := lagging[i], lagging[j]
 			return a.SourceTopic < b.SourceTopic || (a.SourceTopic == b.SourceTopic && a.Partition < b.Partition)
 		})
+		seen = slices.Clone(lagging)
 		switch {
 		case len(ld.Positions) == 0:
 			return nil, fmt.Errorf("mirror %s has copied nothing yet (%s holds no position); nothing changed", m.cfg.Name, m.progressTopic)
@@ -199,7 +213,7 @@ func (m *Mirror) awaitCaughtUp(ctx context.Context, c *clients, quiet time.Durat
 		}
 		select {
 		case <-ctx.Done():
-			return lagging, fmt.Errorf("not caught up within the timeout: %d partitions behind or still taking records (a producer still writes to the source?); nothing changed", len(lagging))
+			return timedOut()
 		case <-time.After(min(quiet/4, time.Second)):
 		}
 	}
