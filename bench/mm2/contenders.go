@@ -277,6 +277,7 @@ func mm2Properties(p *pair, s spec, restPort int) string {
 		partFetch = wanPartFetchBytes
 		b.WriteString(mm2WANTuning)
 		w(srcAlias+".consumer.receive.buffer.bytes", "-1")
+		w(dstAlias+".producer.buffer.memory", fmt.Sprint(wanProducerBuffer))
 	}
 	w(srcAlias+".consumer.fetch.max.bytes", fmt.Sprint(fetchMaxBytes))
 	w(srcAlias+".consumer.max.partition.fetch.bytes", fmt.Sprint(partFetch))
@@ -297,8 +298,11 @@ func mm2Properties(p *pair, s spec, restPort int) string {
 	return b.String()
 }
 
-// wanPartFetchBytes is mm2-wan's max.partition.fetch.bytes.
-const wanPartFetchBytes = 16 << 20
+// mm2-wan's max.partition.fetch.bytes and producer buffer.memory.
+const (
+	wanPartFetchBytes = 16 << 20
+	wanProducerBuffer = 8 << 20
+)
 
 // mm2WANTuning says, in mm2-wan's properties, what its tuning is and why:
 // the consumer settings operators raise for a high-latency link (Red Hat
@@ -319,8 +323,11 @@ const mm2WANTuning = `# mm2-wan: the source consumer tuned for a high-latency li
 #   min(tasks.max, partitions) tasks, each one consumer with its own connection, so
 #   one task per partition overlaps the most round trips; with one partition no
 #   task count helps;
-# - the producer as mm2's (batch.size 1 MiB, above Strimzi's 327680; linger 5 ms;
-#   buffer.memory 32 MiB): it writes to the target, on this side of the link.
+# - the producer as mm2's (batch.size 1 MiB, above Strimzi's 327680; linger 5 ms),
+#   as it writes to the target, on this side of the link, but buffer.memory 8 MiB
+#   (Red Hat's high-volume example: a task's producer need not buffer a whole fetch):
+#   each task has a producer, and at 32 MiB each the tasks' buffers alone could
+#   take MM2's 1 GiB heap, which the 16 MiB fetches already press (full GCs seen).
 `
 
 func startMM2(e *env, p *pair, s spec, dir string) (*kafkatest.Process, string, error) {

@@ -39,7 +39,8 @@ type wanRun struct {
 	// conns are the contender's connections through the proxy at the end
 	// of the copy window (none went to the source directly: checked).
 	conns int
-	// lat is -rate records/s through the proxy, by a fresh process.
+	// lat is -rate records/s through the proxy, by the same process once
+	// it copied the backlog.
 	lat latency
 }
 
@@ -61,8 +62,10 @@ func wanPhase(ctx context.Context, e *env, o *options, c contender) (runs []wanR
 
 // wanPair runs contender c at every round trip on one pair of clusters
 // (starting a pair and a JVM per run would double the phase's length),
-// with topics of parts partitions: a topic and a fresh contender process
-// per round trip and measurement.
+// with topics of parts partitions: two topics and a fresh contender
+// process per round trip. (MM2 restarted on a pair first runs the previous
+// run's tasks from its config topic for a few seconds, then the new ones:
+// before the copy window, which starts with the first record copied.)
 func wanPair(ctx context.Context, e *env, o *options, c contender, parts int) (runs []wanRun, settings string, err error) {
 	base, err := e.begin(ctx, c, fmt.Sprintf("wan-%dp", parts))
 	if err != nil {
