@@ -151,7 +151,9 @@ func wanOne(ctx context.Context, base *contenderRun, o *options, px *faultproxy.
 	settle()
 	px.SetLatency(rtt)
 	dist := startDisturbance(r.p)
-	if err := r.startContender(spec{topics: backlog + "|" + steady, partitions: 2 * parts, via: px.Addrs()[0]}); err != nil {
+	// kmirror with its defaults, as the issue asks: compression source
+	// (the batch path, forwarding the uncompressed batches as they are).
+	if err := r.startContender(spec{topics: backlog + "|" + steady, partitions: 2 * parts, via: px.Addrs()[0], kmirrorDefaults: true}); err != nil {
 		return w, r.settings, err
 	}
 	if err := r.wanCopy(ctx, o, px, backlog, dist, &w); err != nil {
