@@ -103,6 +103,11 @@ type passthrough struct {
 	// maxBatch is the largest source batch fetched, in bytes: a fetch
 	// under a rate limit has room for several (throttledMax).
 	maxBatch atomic.Int64
+	// awaiting counts, per source leader, the fetches of its partitions
+	// waiting in ready (under mu): those partitions rejoin its session
+	// once taken, and the leader's next fetch waits for them (fetchLoop).
+	awaiting   map[int32]int
+	awaitSince map[int32]time.Time // since when awaiting[leader] > 0
 	// throttle holds fetches to the mirror's byte-rate limits (nil:
 	// none): see fetchLoop, place and fetchRequest.
 	throttle *throttle.Throttle
@@ -223,10 +228,11 @@ type ptPart struct {
 }
 
 type ptFetch struct {
-	tp   TopicPartition
-	gen  uint64
-	from int64
-	rp   kmsg.FetchResponseTopicPartition
+	tp     TopicPartition
+	leader int32 // the broker it came from (awaiting)
+	gen    uint64
+	from   int64
+	rp     kmsg.FetchResponseTopicPartition
 	// rp's record bytes cut into batches once, by accept (recordbatch.Split
 	// reads each batch's CRC: a pass over every byte).
 	batches  [][]byte
@@ -359,6 +365,8 @@ func newPassthrough(c *Copier, dstOpts []kgo.Opt, srcLeaders, dstLeaders *Leader
 		parts:          make(map[TopicPartition]*ptPart),
 		toPlace:        make(map[TopicPartition]struct{}),
 		sessions:       make(map[int32]*ptSession),
+		awaiting:       make(map[int32]int),
+		awaitSince:     make(map[int32]time.Time),
 		wires:          make(map[ptLaneLeader]*ptWire),
 		requests:       make(map[ptLaneLeader]int),
 		queues:         make(map[TopicPartition]*ptQueue),
@@ -492,6 +500,9 @@ func (p *passthrough) take() []ptFetch {
 	defer p.mu.Unlock()
 	out := p.ready
 	p.ready, p.readyBytes, p.readyBatches = nil, 0, 0
+	for _, f := range out {
+		p.awaiting[f.leader]--
+	}
 	p.publishHeld()
 	for _, f := range out {
 		if pp := p.parts[f.tp]; pp != nil {

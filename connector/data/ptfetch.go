@@ -115,18 +115,7 @@ func (p *passthrough) fetchLoop(ctx context.Context) {
 		if !p.allBusy(busy, &busyMu) {
 			joins, retry, full = p.place(ctx)
 		}
-		p.mu.Lock()
-		leaders := make(map[int32]bool, len(p.sessions)+len(joins))
-		for leader, s := range p.sessions {
-			// With the buffer full, no fetch: a fetch of the members
-			// alone would be a long poll on partitions that mostly
-			// have nothing new, holding up the joins that room in the
-			// buffer lets in (release kicks the loop).
-			if !full && (s.members > 0 || len(s.forget) > 0) {
-				leaders[leader] = true
-			}
-		}
-		p.mu.Unlock()
+		leaders, heldAny := p.leadersToFetch(full, time.Now())
 		for leader := range joins {
 			leaders[leader] = true
 		}
@@ -172,8 +161,11 @@ func (p *passthrough) fetchLoop(ctx context.Context) {
 		// returning); on a timer only while partitions are left waiting
 		// for a leader or a log start.
 		var again <-chan time.Time
-		if retry {
+		switch {
+		case retry:
 			again = time.After(fetchErrBackoff)
+		case heldAny:
+			again = time.After(FetchWait) // a take kicks the loop sooner
 		}
 		select {
 		case <-ctx.Done():
@@ -606,7 +598,7 @@ func (p *passthrough) accept(leader int32, tp TopicPartition, rp kmsg.FetchRespo
 		rp.RecordBatches = bytes.Clone(rp.RecordBatches)
 	}
 	batches, hs, err := recordbatch.Split(rp.RecordBatches)
-	f := ptFetch{tp: tp, gen: gen, from: from, rp: rp, batches: batches, hs: hs, splitErr: err}
+	f := ptFetch{tp: tp, leader: leader, gen: gen, from: from, rp: rp, batches: batches, hs: hs, splitErr: err}
 	if err != nil {
 		// Not v2 batches (an old message format): the record path's
 		// parser reads them; a corrupt batch is its to report.
@@ -629,6 +621,7 @@ func (p *passthrough) accept(leader int32, tp TopicPartition, rp kmsg.FetchRespo
 		}
 		pp.hw, pp.lso, pp.marksSet = rp.HighWatermark, rp.LastStableOffset, true
 		p.leaveSession(tp, pp)
+		p.await(leader)
 		p.ready = append(p.ready, f)
 		p.readyBatches++
 		p.publishHeld()
@@ -645,6 +638,7 @@ func (p *passthrough) accept(leader int32, tp TopicPartition, rp kmsg.FetchRespo
 	// it with franz-go's parser and rewinds to after what that returned.
 	p.throttle.Took(tp.Topic, len(rp.RecordBatches), time.Now())
 	p.leaveSession(tp, pp)
+	p.await(leader)
 	p.ready = append(p.ready, f)
 	p.readyBytes += len(rp.RecordBatches)
 	p.readyBatches += max(1, len(hs))
@@ -734,4 +728,38 @@ func throttledMax(capped, uncapped, batch int32) int32 {
 		return uncapped
 	}
 	return min(max(capped, int32(min(int64(ptBatchesPerFetch)*int64(batch), math.MaxInt32))), uncapped)
+}
+
+// await counts a fetch of leader's into ready (awaiting). Called with
+// p.mu held.
+func (p *passthrough) await(leader int32) {
+	if p.awaiting[leader] == 0 {
+		p.awaitSince[leader] = time.Now()
+	}
+	p.awaiting[leader]++
+}
+
+// leadersToFetch are the leaders whose sessions have members to fetch
+// (or forgotten partitions to tell of), and heldAny says some were held
+// back (see below). With the buffer full, no fetch: a fetch of the
+// members alone would be a long poll on partitions that mostly have
+// nothing new, holding up the joins that room in the buffer lets in
+// (release kicks the loop). Nor while partitions the leader's last fetch
+// brought wait to be taken: they rejoin in a moment (take kicks the
+// loop), and a fetch sent before would be a long poll of the idle members
+// that holds them out for FetchWait (a partition copying beside an idle
+// one on its broker moved 1 MiB per 500 ms: 1,591 records/s), unless they
+// wait longer than that.
+func (p *passthrough) leadersToFetch(full bool, now time.Time) (leaders map[int32]bool, heldAny bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	leaders = make(map[int32]bool, len(p.sessions))
+	for leader, s := range p.sessions {
+		held := p.awaiting[leader] > 0 && now.Sub(p.awaitSince[leader]) < FetchWait
+		heldAny = heldAny || held
+		if !full && !held && (s.members > 0 || len(s.forget) > 0) {
+			leaders[leader] = true
+		}
+	}
+	return leaders, heldAny
 }

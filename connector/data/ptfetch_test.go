@@ -323,3 +323,54 @@ func TestThrottledMaxWholeBatches(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaderWaitsForFetchedPartitions: while a partition a leader's fetch
+// brought waits to be taken, the leader's session (its idle members) is
+// not fetched: that fetch would be a long poll holding the partition out
+// of the session for FetchWait (a busy partition beside an idle one moved
+// 1 MiB per 500 ms). Once taken, the partition rejoins and the leader is
+// fetched; a take that never comes holds it for FetchWait at most.
+func TestLeaderWaitsForFetchedPartitions(t *testing.T) {
+	p := newPassthrough(&Copier{}, nil, nil, nil)
+	busy, idle := TopicPartition{"busy", 0}, TopicPartition{"idle", 0}
+	for _, tp := range []TopicPartition{busy, idle} {
+		p.add(tp, 0, p.newGen())
+	}
+	p.mu.Lock()
+	wants := []ptWant{{busy, 0, p.parts[busy].gen}, {idle, 0, p.parts[idle].gen}}
+	p.mu.Unlock()
+	if req := p.fetchRequest(1, wants); req == nil {
+		t.Fatal("no request")
+	}
+	now := time.Now()
+	if leaders, held := p.leadersToFetch(false, now); !leaders[1] || held {
+		t.Fatalf("both in the session: leaders %v held %v; want leader 1 fetched", leaders, held)
+	}
+	batch, err := recordbatch.Encode([]*kgo.Record{{Value: []byte("v")}}, 0, recordbatch.Compressors()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := kmsg.NewFetchResponseTopicPartition()
+	rp.HighWatermark, rp.LastStableOffset, rp.RecordBatches = 1, 1, batch
+	if got, _ := p.accept(1, busy, rp); !got {
+		t.Fatal("the busy partition's fetch was not handed over")
+	}
+	if leaders, held := p.leadersToFetch(false, now); leaders[1] || !held {
+		t.Fatalf("busy waits to be taken: leaders %v held %v; want leader 1 held back", leaders, held)
+	}
+	if leaders, _ := p.leadersToFetch(false, time.Now().Add(FetchWait)); !leaders[1] {
+		t.Fatalf("a take that does not come holds the leader back %v and more", FetchWait)
+	}
+	if fs := p.take(); len(fs) != 1 || fs[0].leader != 1 {
+		t.Fatalf("take: %+v", fs)
+	}
+	if leaders, held := p.leadersToFetch(false, now); !leaders[1] || held {
+		t.Fatalf("after the take: leaders %v held %v; want leader 1 fetched", leaders, held)
+	}
+	p.mu.Lock()
+	_, pending := p.toPlace[busy]
+	p.mu.Unlock()
+	if !pending {
+		t.Fatal("busy does not wait to rejoin after the take")
+	}
+}
