@@ -274,6 +274,16 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 	begin := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	// The group's callbacks get the group client's context, which a
+	// shutdown does not cancel: a takeover waiting for a slot's commits
+	// to settle kept a worker running 30 s after SIGTERM (chaos seed
+	// 3673521089659424442). The worker's own context ends it too.
+	p.mu.Lock()
+	runCtx := p.ctx
+	p.mu.Unlock()
+	if runCtx != nil {
+		defer context.AfterFunc(runCtx, cancel)()
+	}
 	fail := func(what string, err error) {
 		p.m.log.Error("cannot take the slots over ("+what+"); they stay without a copier until the next rebalance or pass", "slots", ss, "err", err)
 	}
