@@ -62,6 +62,8 @@ type spec struct {
 	via string
 	// wanTuned: MM2's consumer tuned for a high-latency link (mm2-wan).
 	wanTuned bool
+	// defaultTasks: MM2's tasks.max left at its default, 1 (mm2-defaults).
+	defaultTasks bool
 	// rateLimit is kmirror's mirrors[].rate_limit as written in the
 	// config ("20MB"); empty: none (the WAN phase's extras, wanextra.go).
 	rateLimit string
@@ -97,6 +99,12 @@ type contender struct {
 	// wanTuned: MM2 with the WAN tuning operators apply (mm2-wan), in the
 	// WAN phase only: everywhere else its settings would only cost heap.
 	wanTuned bool
+	// defaultTasks: MM2 with tasks.max at its default, 1: one consumer
+	// for every partition, which is what a deployment that tuned nothing
+	// runs (mm2-defaults; the WAN phase only: issue 27 compares against
+	// it). The mm2 contender runs a task per partition everywhere, which
+	// favours MM2.
+	defaultTasks bool
 }
 
 // runs reports whether contender c takes part in phase.
@@ -104,7 +112,7 @@ func (c contender) runs(phase string) bool {
 	switch {
 	case phase == "failover" && c.name == "limit":
 		return false // the limit translates no groups
-	case c.wanTuned:
+	case c.wanTuned, c.defaultTasks:
 		return phase == "wan"
 	case c.workers > 1:
 		return phase == "throughput"
@@ -118,6 +126,7 @@ var allContenders = []contender{
 	{name: "limit", start: startLimit},
 	{name: "kmirror", start: startKmirror, verify: true},
 	{name: "mm2", start: startMM2},
+	{name: "mm2-defaults", start: startMM2, defaultTasks: true},
 	{name: "mm2-wan", start: startMM2, wanTuned: true},
 	{name: "kmirror-eos", start: startKmirror, exactlyOnce: true, verify: true},
 	{name: "kmirror-eos-2w", start: startKmirror, exactlyOnce: true, workers: 2},
@@ -216,7 +225,11 @@ func mm2Properties(p *pair, s spec, restPort int) string {
 	// One way only: no dst->src herder, no heartbeats anywhere.
 	w(dstAlias+"->"+srcAlias+".enabled", "false")
 	w("emit.heartbeats.enabled", "false")
-	w("tasks.max", fmt.Sprint(s.partitions))
+	if s.defaultTasks {
+		b.WriteString("# tasks.max: default (1): one task, one consumer for every partition\n")
+	} else {
+		w("tasks.max", fmt.Sprint(s.partitions))
+	}
 	// replication.policy.class: the default (DefaultReplicationPolicy, "src.<topic>").
 	w("refresh.topics.interval.seconds", "1")
 	w("refresh.groups.interval.seconds", "1")

@@ -48,7 +48,7 @@ func (e *env) begin(ctx context.Context, c contender, phase string) (*contenderR
 }
 
 func (r *contenderRun) startContender(s spec) error {
-	s.exactlyOnce, s.wanTuned = r.c.exactlyOnce, r.c.wanTuned
+	s.exactlyOnce, s.wanTuned, s.defaultTasks = r.c.exactlyOnce, r.c.wanTuned, r.c.defaultTasks
 	if s.exactlyOnce {
 		s.slots = cmp.Or(r.c.slots, r.e.eosSlots)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -269,8 +270,43 @@ func (r *report) renderWAN(b *strings.Builder) {
 	}
 	fmt.Fprintf(b, "\nThe contender reaches the source through a latency proxy (e2e/kafkatest/faultproxy, running in this harness's process, so its CPU is not the contender's) that passes each request to the broker RTT/2 after it arrived and each response to the contender RTT/2 after the broker sent it; frames a client pipelines stay overlapped, as on a link. It rewrites the broker addresses in the responses that carry them (Metadata, FindCoordinator, DescribeCluster, the KIP-951 leader hints), so clients stay behind it; at the end of each copy window the bench counts the contender's TCP connections (/proc) and fails the run if any goes to the source directly (\"connections via proxy\": those through it; the Java client's too). The target, the bench's producers, its checks and the latency reader use the clusters directly. One pair of clusters per contender and partition count, whose brokers first write and read %d records each (their JIT warmed up: the 0 ms run, the ratios' base, comes first); for each round trip a fresh topic of %d records is preloaded (synced, then 2 s) and a fresh contender process, started with the proxy at that round trip, copies it (MM2, restarted on the pair, first runs the previous run's tasks for a few seconds: before the window): records/s and CPU s/GB (the contender's CPU per 10^9 B copied) over the window from the first record visible at the target to the last, or to %v after the first (marked *: the backlog was not done, so records/s is what arrived in that window); then the proxy's latency is lifted so that the rest copies at loopback speed, and the target must hold exactly the source's records per partition. Then the same process, caught up, is measured on a second topic of as many partitions (mirrored from the start, idle during the copy; MM2's tasks.max counts both topics' partitions, so the copy keeps a task per partition), through the proxy at the same round trip: p99 from produce to arrival at the target at %d records/s for %v after a 1 s warm-up, as in the latency phase; then the contender stops and both copies are checked. × at 0 ms: records/s over the same contender's at 0 ms with as many partitions; the 0 ms rows go through the proxy too, so the ratio isolates the added round trips.\n\n",
 		warmupRecords, o.wanRecords, o.wanWindow, o.rate, o.wanLatencyDuration)
+	renderWANVersusMM2(b, o.contenders, r.wan)
+	b.WriteString("mm2-defaults is MirrorMaker 2 with tasks.max at its default of 1: one task, so one consumer and one connection per broker for every partition, as a deployment that tuned nothing runs; the rest of its settings are mm2's. mm2 runs a task per partition, as everywhere in this bench, which favours MM2.\n\n")
 	b.WriteString("mm2-wan is MirrorMaker 2 with the tuning operators apply to a high-latency link (its properties under Settings say what and why): the source consumer's receive.buffer.bytes -1 (the OS default, auto-tuned) instead of Java's 64 KiB, max.partition.fetch.bytes 16 MiB instead of 1 MiB, the producer's buffer.memory 8 MiB instead of 32 MiB (a producer per task: the heap is MM2's 1 GiB), tasks.max as many as partitions (as mm2: MirrorSourceConnector runs min(tasks.max, partitions) tasks, so more tasks add nothing, and with one partition no task count helps).\n\n")
 	b.WriteString("What the proxy does not model: TCP windows and receive buffers, bandwidth limits, loss and retransmits. Its sockets are loopback ones, where the kernel's window auto-tuning never limits and the proxy reads whatever arrives at once and holds it for its delay, as if the link's bandwidth-delay product were unbounded. So a Java consumer's 64 KiB receive.buffer.bytes, which on a real 80 ms link caps each connection near 64 KiB per round trip (under 1 MB/s), does not bite here, and mm2-wan's -1 shows none of the gain it has there; a lossy link would slow every contender further. The figures are what round trips alone cost: an upper bound for a real link of that round trip.\n\n")
+}
+
+// renderWANVersusMM2 is kmirror's records/s over each MirrorMaker 2
+// contender's at the same partitions and round trip (issue 27's goal: ≥ 3×
+// MM2 with its defaults at 80 ms); nothing without kmirror or an MM2 run.
+func renderWANVersusMM2(b *strings.Builder, contenders []string, wan map[string][]wanRun) {
+	var mm2s []string
+	for _, n := range contenders {
+		if strings.HasPrefix(n, "mm2") && len(wan[n]) > 0 {
+			mm2s = append(mm2s, n)
+		}
+	}
+	if len(wan["kmirror"]) == 0 || len(mm2s) == 0 {
+		return
+	}
+	b.WriteString("kmirror's records/s over each MirrorMaker 2 contender's, same partitions and round trip:\n\n| partitions | RTT ms |")
+	for _, n := range mm2s {
+		fmt.Fprintf(b, " ÷ %s |", n)
+	}
+	b.WriteString("\n|---:|---:|" + strings.Repeat("---:|", len(mm2s)) + "\n")
+	for _, k := range wan["kmirror"] {
+		fmt.Fprintf(b, "| %d | %d |", k.partitions, k.rtt.Milliseconds())
+		for _, n := range mm2s {
+			i := slices.IndexFunc(wan[n], func(m wanRun) bool { return m.partitions == k.partitions && m.rtt == k.rtt })
+			if i < 0 || wan[n][i].tp.recordsPerSec() <= 0 {
+				b.WriteString(" - |")
+				continue
+			}
+			fmt.Fprintf(b, " %.2f× |", k.tp.recordsPerSec()/wan[n][i].tp.recordsPerSec())
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
 }
 
 // wanRatio is w's records/s over those of the same contender's run at

@@ -26,7 +26,7 @@ import (
 
 // wanContenders are the contenders of a run of the WAN phase alone, unless
 // -contenders says otherwise.
-const wanContenders = "limit,kmirror,mm2,mm2-wan"
+const wanContenders = "limit,kmirror,mm2-defaults,mm2,mm2-wan"
 
 // wanRun is one contender at one partition count and round trip.
 type wanRun struct {

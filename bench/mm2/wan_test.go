@@ -80,6 +80,7 @@ func TestContenderRuns(t *testing.T) {
 		"kmirror":        all,
 		"mm2":            all,
 		"mm2-wan":        {"wan"},
+		"mm2-defaults":   {"wan"},
 		"kmirror-eos":    {"throughput", "latency", "compressed"},
 		"mm2-eos":        {"throughput", "latency", "compressed"},
 		"kmirror-eos-2w": {"throughput"},
@@ -216,5 +217,32 @@ func TestRenderWANExtras(t *testing.T) {
 	(&report{o: o, wanExtras: x}).renderWANExtras(&b)
 	if !strings.Contains(b.String(), "**not saturated**") {
 		t.Error("an unsaturated window is not flagged")
+	}
+}
+
+func TestRenderWANVersusMM2(t *testing.T) {
+	run := func(parts int, rtt time.Duration, records int64) wanRun {
+		return wanRun{partitions: parts, rtt: rtt, tp: throughput{windowRecords: records, window: time.Second}}
+	}
+	wan := map[string][]wanRun{
+		"kmirror":      {run(1, 0, 90_000), run(16, 80*time.Millisecond, 120_000)},
+		"mm2-defaults": {run(1, 0, 30_000), run(16, 80*time.Millisecond, 20_000)},
+		"mm2":          {run(16, 80*time.Millisecond, 48_000)},
+	}
+	var b strings.Builder
+	renderWANVersusMM2(&b, []string{"limit", "kmirror", "mm2-defaults", "mm2"}, wan)
+	for _, want := range []string{
+		"| partitions | RTT ms | ÷ mm2-defaults | ÷ mm2 |",
+		"| 1 | 0 | 3.00× | - |",
+		"| 16 | 80 | 6.00× | 2.50× |",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("missing %q in:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	renderWANVersusMM2(&b, []string{"kmirror"}, wan)
+	if b.Len() != 0 {
+		t.Errorf("no MM2 contender, yet:\n%s", b.String())
 	}
 }
