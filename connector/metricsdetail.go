@@ -25,9 +25,9 @@ const (
 // detailCollector exposes the per-topic and per-partition series of the
 // mirrors that run (watch).
 type detailCollector struct {
-	mu      sync.Mutex
+	mu      sync.Mutex // guards detail
 	detail  string
-	sources map[string]func() []*data.PartitionState // by mirror
+	sources byMirror[func() []*data.PartitionState]
 
 	topicRecords, topicLag *prometheus.Desc
 	partRecords, partLag   *prometheus.Desc
@@ -35,8 +35,7 @@ type detailCollector struct {
 
 func newDetailCollector() *detailCollector {
 	return &detailCollector{
-		detail:  DetailTopic,
-		sources: make(map[string]func() []*data.PartitionState),
+		detail: DetailTopic,
 		topicRecords: prometheus.NewDesc("kmirror_topic_records_total",
 			"Records of a source topic copied to the target and acknowledged by it since the worker started (http.metrics_detail: topic or partition).",
 			[]string{"mirror", "topic"}, nil),
@@ -69,15 +68,7 @@ func (m *Metrics) watch(mirror string, partitions func() []*data.PartitionState)
 	if m == nil {
 		return func() {}
 	}
-	d := m.detail
-	d.mu.Lock()
-	d.sources[mirror] = partitions
-	d.mu.Unlock()
-	return func() {
-		d.mu.Lock()
-		delete(d.sources, mirror)
-		d.mu.Unlock()
-	}
+	return m.detail.sources.add(mirror, partitions)
 }
 
 func (d *detailCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -90,11 +81,8 @@ func (d *detailCollector) Describe(ch chan<- *prometheus.Desc) {
 func (d *detailCollector) Collect(ch chan<- prometheus.Metric) {
 	d.mu.Lock()
 	detail := d.detail
-	sources := make(map[string]func() []*data.PartitionState, len(d.sources))
-	for k, v := range d.sources {
-		sources[k] = v
-	}
 	d.mu.Unlock()
+	sources := d.sources.snapshot()
 	if detail != DetailTopic && detail != DetailPartition {
 		return
 	}

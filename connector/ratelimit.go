@@ -1,9 +1,7 @@
 package connector
 
 import (
-	"maps"
 	"regexp"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -113,15 +111,13 @@ func (m *Mirror) rateLimitStatus(topics []TopicStatus, now time.Time) *RateLimit
 // throttleCollector reports every mirror's throttle at scrape time: the
 // limits in force and the seconds they held fetching back.
 type throttleCollector struct {
-	mu        sync.Mutex
-	throttles map[string]*throttle.Throttle // by mirror
+	throttles byMirror[*throttle.Throttle]
 
 	held, limit, topicLimit *prometheus.Desc
 }
 
 func newThrottleCollector() *throttleCollector {
 	return &throttleCollector{
-		throttles: make(map[string]*throttle.Throttle),
 		held: prometheus.NewDesc("kmirror_throttled_seconds_total",
 			"Seconds a rate limit held this worker's fetches from the source back: limit=\"mirror\" the mirror's rate_limit, limit=\"topic\" its topic_rate_limits, summed over the topics they held.",
 			[]string{"mirror", "limit"}, nil),
@@ -140,15 +136,7 @@ func (m *Metrics) watchThrottle(mirror string, t *throttle.Throttle) (unwatch fu
 	if m == nil {
 		return func() {}
 	}
-	c := m.throttles
-	c.mu.Lock()
-	c.throttles[mirror] = t
-	c.mu.Unlock()
-	return func() {
-		c.mu.Lock()
-		delete(c.throttles, mirror)
-		c.mu.Unlock()
-	}
+	return m.throttles.throttles.add(mirror, t)
 }
 
 func (c *throttleCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -158,11 +146,8 @@ func (c *throttleCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *throttleCollector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	throttles := maps.Clone(c.throttles)
-	c.mu.Unlock()
 	now := time.Now()
-	for mirror, t := range throttles {
+	for mirror, t := range c.throttles.snapshot() {
 		st := t.Status(now)
 		ch <- prometheus.MustNewConstMetric(c.held, prometheus.CounterValue, st.MirrorHeld.Seconds(), mirror, "mirror")
 		ch <- prometheus.MustNewConstMetric(c.held, prometheus.CounterValue, st.TopicsHeld.Seconds(), mirror, "topic")
