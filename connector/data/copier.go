@@ -34,6 +34,11 @@ const (
 	ProducerMaxBufferedBytes = 32 << 20
 )
 
+// recordPathRTT is the round trip the record path gives the throttle: it
+// does not time its fetches (franz-go's consumer sends them), so a capped
+// fetch asks for what the limit allows in throttle.Window.
+const recordPathRTT = 0
+
 // copier is the data plane: it reads the assigned source partitions and
 // produces every record to the same partition of the target topic.
 //
@@ -742,7 +747,7 @@ func (c *Copier) consume(offsets map[string]map[int32]kgo.Offset) (created bool,
 	if c.src.Load() == nil {
 		// Its first fetch goes out at once, before a poll could cap it
 		// (holdRecordPath): capped from the start under a rate limit.
-		fetchMax := c.throttle.MaxBytes(FetchMaxBytes)
+		fetchMax := c.throttle.MaxBytes(FetchMaxBytes, recordPathRTT)
 		c.fetchMax = fetchMax // read by polls, which come after c.src is set
 		opts := append(append([]kgo.Opt(nil), c.srcOpts...),
 			kgo.ConsumePartitions(offsets),
@@ -1108,7 +1113,7 @@ func (c *Copier) holdRecordPath(src *kgo.Client, now time.Time) {
 		return
 	}
 	// A fetch asks for no more than the limits allow in a window.
-	if mb := c.throttle.MaxBytes(FetchMaxBytes); mb != c.fetchMax {
+	if mb := c.throttle.MaxBytes(FetchMaxBytes, recordPathRTT); mb != c.fetchMax {
 		src.UpdateFetchMaxBytes(mb, mb)
 		c.fetchMax = mb
 	}

@@ -396,7 +396,7 @@ func (p *passthrough) fetchRequest(leader int32, joins []ptWant) *kmsg.FetchRequ
 	req.MaxWaitMillis = int32(FetchWait / time.Millisecond)
 	req.MinBytes = 1
 	ceiling := p.fetchCeiling()
-	req.MaxBytes = throttledMax(p.throttle.MaxBytes(ceiling), ceiling, int32(p.maxBatch.Load()))
+	req.MaxBytes = throttledMax(p.throttle.MaxBytes(ceiling, p.roundTrip()), ceiling, int32(p.maxBatch.Load()))
 	req.IsolationLevel = 1 // read_committed: nothing past the last stable offset
 	req.SessionID, req.SessionEpoch = sess.id, sess.epoch
 
@@ -433,7 +433,7 @@ func (p *passthrough) fetchRequest(leader int32, joins []ptWant) *kmsg.FetchRequ
 		rp.CurrentLeaderEpoch = -1
 		rp.LastFetchedEpoch = -1
 		rp.LogStartOffset = -1
-		rp.PartitionMaxBytes = throttledMax(p.throttle.TopicMaxBytes(w.tp.Topic, pp.fetchSize()), pp.fetchSize(), pp.maxBatch)
+		rp.PartitionMaxBytes = throttledMax(p.throttle.TopicMaxBytes(w.tp.Topic, pp.fetchSize(), p.roundTrip()), pp.fetchSize(), pp.maxBatch)
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
 	forget := sess.forget
@@ -686,8 +686,11 @@ func (p *passthrough) noteRoundTrip(d time.Duration) {
 		next = old + (d-old)/8
 	}
 	p.rtt.Store(int64(next))
-	p.throttle.NoteRoundTrip(next)
 }
+
+// roundTrip is the source round trip as noteRoundTrip estimated it; 0
+// before a fetch measured one.
+func (p *passthrough) roundTrip() time.Duration { return time.Duration(p.rtt.Load()) }
 
 // fetchCeiling is a fetch request's MaxBytes, and the most a partition's
 // own limit grows to: fetchMaxBytes up to a round trip of ptCeilingRTT,
@@ -698,7 +701,7 @@ func (p *passthrough) noteRoundTrip(d time.Duration) {
 // fetched and not yet acknowledged may reach twice the ceiling
 // (byteBudget).
 func (p *passthrough) fetchCeiling() int32 {
-	rtt := time.Duration(p.rtt.Load())
+	rtt := p.roundTrip()
 	if rtt <= ptCeilingRTT {
 		return p.fetchMaxBytes
 	}

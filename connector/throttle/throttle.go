@@ -11,7 +11,7 @@
 //
 // Smoothness: one fetch brings at most what the limit allows in
 // Window, or in two round trips to the source when the round trip is
-// longer (NoteRoundTrip), so a capped mirror copies steadily instead of
+// longer (the caller's estimate, passed to MaxBytes), so a capped mirror copies steadily instead of
 // fetching 16 MiB and then waiting seconds; and a topic's limit holds
 // back only that topic's partitions, so a capped topic neither holds up
 // the others nor is starved by them.
@@ -56,7 +56,6 @@ type Throttle struct {
 	limits Limits
 	mirror *bucket
 	topics map[string]*bucket
-	rtt    time.Duration // the source round trip, as fetches measured it
 	// topicsHeld sums the time topic limits held their topics back, over
 	// all topics (a topic whose limit went keeps its part).
 	topicsHeld time.Duration
@@ -165,23 +164,6 @@ func burstOf(r int64) int {
 	return int(min(max(r*int64(Window)/int64(time.Second), MinFetchBytes), math.MaxInt32))
 }
 
-// NoteRoundTrip records a fetch's round trip to the source (one that
-// returned records at once, so its time is the link's, not a long poll's):
-// a fetch may then bring what the limit allows in two round trips, so a
-// long link is not held below its limit by small fetches.
-func (t *Throttle) NoteRoundTrip(d time.Duration) {
-	if t == nil {
-		return
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.rtt == 0 {
-		t.rtt = d
-		return
-	}
-	t.rtt = (7*t.rtt + d) / 8
-}
-
 // Limited reports whether the mirror or any topic has a limit.
 func (t *Throttle) Limited() bool {
 	if t == nil {
@@ -266,32 +248,33 @@ func (t *Throttle) TopicDelay(topic string, now time.Time) time.Duration {
 
 // MaxBytes is the most one fetch of the mirror may ask for: def without
 // a limit, else what the limit allows in a window (Window, or two round
-// trips), at least MinFetchBytes.
-func (t *Throttle) MaxBytes(def int32) int32 {
+// trips to the source, rtt, when longer: the caller's estimate, 0 if it
+// has none), at least MinFetchBytes.
+func (t *Throttle) MaxBytes(def int32, rtt time.Duration) int32 {
 	if t == nil {
 		return def
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.capLocked(t.mirror, def)
+	return t.capLocked(t.mirror, def, rtt)
 }
 
 // TopicMaxBytes is the most one fetch may ask for of one partition of
 // topic: def, or less under the topic's or the mirror's limit.
-func (t *Throttle) TopicMaxBytes(topic string, def int32) int32 {
+func (t *Throttle) TopicMaxBytes(topic string, def int32, rtt time.Duration) int32 {
 	if t == nil {
 		return def
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return min(t.capLocked(t.mirror, def), t.capLocked(t.topics[topic], def))
+	return min(t.capLocked(t.mirror, def, rtt), t.capLocked(t.topics[topic], def, rtt))
 }
 
-func (t *Throttle) capLocked(b *bucket, def int32) int32 {
+func (t *Throttle) capLocked(b *bucket, def int32, rtt time.Duration) int32 {
 	if b == nil {
 		return def
 	}
-	w := max(Window, 2*t.rtt)
+	w := max(Window, 2*rtt)
 	c := int64(float64(b.lim.Limit()) * w.Seconds())
 	return int32(min(max(c, MinFetchBytes), int64(def)))
 }

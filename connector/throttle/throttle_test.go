@@ -28,12 +28,12 @@ func (f *fetcher) run(d time.Duration, topics ...string) {
 	end := f.now.Add(d)
 	for f.now.Before(end) {
 		f.now = f.now.Add(f.t.Delay(f.now))
-		room := int(f.t.MaxBytes(16 << 20))
+		room := int(f.t.MaxBytes(16<<20, f.rtt))
 		for _, topic := range topics {
 			if f.t.TopicDelay(topic, f.now) > 0 || room <= 0 {
 				continue
 			}
-			n := min(int(f.t.TopicMaxBytes(topic, 1<<20*16)), room)
+			n := min(int(f.t.TopicMaxBytes(topic, 1<<20*16, f.rtt)), room)
 			// Whole batches up to n, and sometimes the one batch past it.
 			got := n / f.batch * f.batch
 			if got == 0 || f.rng.IntN(2) == 0 {
@@ -66,8 +66,7 @@ func TestMirrorLimitHolds(t *testing.T) {
 			th := New()
 			f := newFetcher(th, rtt)
 			th.Set(Limits{Mirror: limit}, f.now)
-			th.NoteRoundTrip(rtt)
-			if mb := th.MaxBytes(16 << 20); int64(mb) > max(limit*int64(max(Window, 2*rtt))/int64(time.Second), MinFetchBytes) {
+			if mb := th.MaxBytes(16<<20, rtt); int64(mb) > max(limit*int64(max(Window, 2*rtt))/int64(time.Second), MinFetchBytes) {
 				t.Errorf("rtt %v limit %d: a fetch asks for %d bytes", rtt, limit, mb)
 			}
 			start := f.now
@@ -125,7 +124,7 @@ func TestReloadChangesLimit(t *testing.T) {
 	if d := th.Delay(f.now); d != 0 || th.Limited() {
 		t.Fatalf("limit removed: delay %v, limited %v; want none", d, th.Limited())
 	}
-	if mb := th.MaxBytes(16 << 20); mb != 16<<20 {
+	if mb := th.MaxBytes(16<<20, 0); mb != 16<<20 {
 		t.Fatalf("limit removed: a fetch asks for %d, want the default", mb)
 	}
 }
