@@ -103,11 +103,10 @@ type passthrough struct {
 	// maxBatch is the largest source batch fetched, in bytes: a fetch
 	// under a rate limit has room for several (throttledMax).
 	maxBatch atomic.Int64
-	// awaiting counts, per source leader, the fetches of its partitions
-	// waiting in ready (under mu): those partitions rejoin its session
-	// once taken, and the leader's next fetch waits for them (fetchLoop).
-	awaiting   map[int32]int
-	awaitSince map[int32]time.Time // since when awaiting[leader] > 0
+	// awaiting is, per source leader, its fetches whose partitions wait
+	// in ready (under mu): those partitions rejoin its session once
+	// taken, and the leader's next fetch waits for them (fetchLoop).
+	awaiting map[int32]awaited
 	// throttle holds fetches to the mirror's byte-rate limits (nil:
 	// none): see fetchLoop, place and fetchRequest.
 	throttle *throttle.Throttle
@@ -365,8 +364,7 @@ func newPassthrough(c *Copier, dstOpts []kgo.Opt, srcLeaders, dstLeaders *Leader
 		parts:          make(map[TopicPartition]*ptPart),
 		toPlace:        make(map[TopicPartition]struct{}),
 		sessions:       make(map[int32]*ptSession),
-		awaiting:       make(map[int32]int),
-		awaitSince:     make(map[int32]time.Time),
+		awaiting:       make(map[int32]awaited),
 		wires:          make(map[ptLaneLeader]*ptWire),
 		requests:       make(map[ptLaneLeader]int),
 		queues:         make(map[TopicPartition]*ptQueue),
@@ -501,7 +499,9 @@ func (p *passthrough) take() []ptFetch {
 	out := p.ready
 	p.ready, p.readyBytes, p.readyBatches = nil, 0, 0
 	for _, f := range out {
-		p.awaiting[f.leader]--
+		a := p.awaiting[f.leader]
+		a.fetches--
+		p.awaiting[f.leader] = a
 	}
 	p.publishHeld()
 	for _, f := range out {

@@ -733,13 +733,22 @@ func throttledMax(capped, uncapped, batch int32) int32 {
 	return min(max(capped, int32(min(int64(ptBatchesPerFetch)*int64(batch), math.MaxInt32))), uncapped)
 }
 
+// awaited is a leader's fetches whose partitions wait in ready to be
+// taken: how many, and since when there were any.
+type awaited struct {
+	fetches int
+	since   time.Time
+}
+
 // await counts a fetch of leader's into ready (awaiting). Called with
 // p.mu held.
 func (p *passthrough) await(leader int32) {
-	if p.awaiting[leader] == 0 {
-		p.awaitSince[leader] = time.Now()
+	a := p.awaiting[leader]
+	if a.fetches == 0 {
+		a.since = time.Now()
 	}
-	p.awaiting[leader]++
+	a.fetches++
+	p.awaiting[leader] = a
 }
 
 // leadersToFetch are the leaders whose sessions have members to fetch
@@ -758,7 +767,8 @@ func (p *passthrough) leadersToFetch(full bool, now time.Time) (leaders map[int3
 	defer p.mu.Unlock()
 	leaders = make(map[int32]bool, len(p.sessions))
 	for leader, s := range p.sessions {
-		held := p.awaiting[leader] > 0 && now.Sub(p.awaitSince[leader]) < FetchWait
+		a := p.awaiting[leader]
+		held := a.fetches > 0 && now.Sub(a.since) < FetchWait
 		heldAny = heldAny || held
 		if !full && !held && (s.members > 0 || len(s.forget) > 0) {
 			leaders[leader] = true
