@@ -43,6 +43,23 @@ func TestProxyKafka(t *testing.T) {
 	exercise(t, c.Addrs(), 1)
 }
 
+// kfakeProxy is a proxy in front of a one-broker kfake cluster started
+// with opts, both closed when the test ends.
+func kfakeProxy(t *testing.T, opts ...kfake.Opt) *Proxy {
+	t.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	p, err := New(c.ListenAddrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
 // waitFor polls cond until it reports true or timeout passes.
 func waitFor(t *testing.T, timeout time.Duration, desc string, cond func() (bool, string)) {
 	t.Helper()
@@ -443,16 +460,7 @@ func proxyGoroutines() string {
 // request, not to the Produce (raw frames on one connection, as a client
 // that mixes them would send).
 func TestAcksZeroPipelined(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	p, err := New(c.ListenAddrs())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := kfakeProxy(t, kfake.SeedTopics(1, "t"))
 	conn, err := net.DialTimeout("tcp", p.Addrs()[0], 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -500,16 +508,7 @@ func TestAcksZeroPipelined(t *testing.T) {
 // five (serialized they would take 5d; the bound, 4d, leaves 3d for a
 // loaded machine). ResponseBytes counts the frames the client read.
 func TestLatencyPipelined(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	p, err := New(c.ListenAddrs())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := kfakeProxy(t)
 	const d = 400 * time.Millisecond
 	p.SetLatency(d)
 	conn, err := net.DialTimeout("tcp", p.Addrs()[0], 5*time.Second)
@@ -561,16 +560,7 @@ func TestLatencyPipelined(t *testing.T) {
 // reset, and so is each new one, without a protocol error; a client's
 // requests fail until SetDown(false), when they pass again.
 func TestDown(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	p, err := New(c.ListenAddrs())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := kfakeProxy(t, kfake.SeedTopics(1, "t"))
 	cl, err := kgo.NewClient(kgo.SeedBrokers(p.Addrs()...), kgo.RetryTimeout(time.Second), kgo.RequestRetries(1))
 	if err != nil {
 		t.Fatal(err)
