@@ -35,6 +35,9 @@ const (
 	defaultLinger            = Duration(5 * time.Millisecond)
 	defaultBatchMaxBytes     = 1 << 20  // 1 MiB
 	maxBatchMaxBytes         = 64 << 20 // 64 MiB
+	defaultFetchMaxBytes     = ByteSize(16 << 20)
+	minFetchMaxBytes         = ByteSize(1 << 20)
+	maxFetchMaxBytes         = ByteSize(256 << 20)
 	defaultCompression       = "source"
 	defaultOnSourceGap       = "skip"
 	defaultHTTPListen        = "127.0.0.1:9644"
@@ -311,6 +314,8 @@ type Mirror struct {
 	// TopicRateLimits cap single topics, each topic on its own: the
 	// first rule a topic meets gives it its limit. A reload changes them.
 	TopicRateLimits []*TopicRateLimit `yaml:"topic_rate_limits"`
+	// Fetch sizes the mirror's fetches from the source.
+	Fetch Fetch `yaml:"fetch"`
 	// Metadata says whose topic metadata found on the source is believed.
 	Metadata MirrorMetadata `yaml:"metadata"`
 	// Filters run after topics.include/exclude, in order; each sees what
@@ -571,6 +576,17 @@ type Producer struct {
 	DeliveryTimeout Duration `yaml:"delivery_timeout"`
 }
 
+// Fetch sizes the fetches from the source. The defaults follow the link:
+// only a broker that caps its responses lower, or a worker short of
+// memory, needs them changed.
+type Fetch struct {
+	// MaxBytes is the most one fetch request asks for. Default 16MiB; on
+	// the batch path it grows in proportion to the round trip beyond
+	// 75 ms (up to 4 times), and a worker holds up to twice it in bytes
+	// fetched and not yet written. 1MiB to 256MiB.
+	MaxBytes ByteSize `yaml:"max_bytes"`
+}
+
 // MirrorCluster configures how the workers of a mirror share it.
 type MirrorCluster struct {
 	// Slots is the number of task slots, the partitions of the control
@@ -697,6 +713,7 @@ func (m *Mirror) setDefaults() {
 		BatchMaxBytes: defaultBatchMaxBytes,
 		Compression:   defaultCompression,
 	}
+	m.Fetch = Fetch{MaxBytes: defaultFetchMaxBytes}
 	m.ProgressInterval = defaultProgressInterval
 	m.OnSourceGap = defaultOnSourceGap
 	m.Sync = Sync{

@@ -102,6 +102,7 @@ func TestLoadFileGood(t *testing.T) {
 				StatePartitions:   8,
 				ReplicationFactor: 3,
 				Producer:          config.Producer{Linger: ms(10), BatchMaxBytes: 4 << 20, Compression: "zstd"},
+				Fetch:             config.Fetch{MaxBytes: 16 << 20},
 				ProgressInterval:  ms(500),
 				OnSourceGap:       "fail",
 				RateLimit:         200e6,
@@ -138,6 +139,7 @@ func TestLoadFileGood(t *testing.T) {
 				StatePartitions:   8,
 				ReplicationFactor: -1,
 				Producer:          config.Producer{Linger: 0, BatchMaxBytes: 1 << 20, Compression: "none"},
+				Fetch:             config.Fetch{MaxBytes: 16 << 20},
 				ProgressInterval:  ms(2000),
 				OnSourceGap:       "skip",
 				Cluster:           defaultCluster,
@@ -173,6 +175,7 @@ func TestLoadMinimalGetsDefaults(t *testing.T) {
 			StatePartitions:   8,
 			ReplicationFactor: -1,
 			Producer:          config.Producer{Linger: ms(5), BatchMaxBytes: 1048576, Compression: "source"},
+			Fetch:             config.Fetch{MaxBytes: 16 << 20},
 			ProgressInterval:  ms(1000),
 			OnSourceGap:       "skip",
 			Cluster:           defaultCluster,
@@ -270,6 +273,7 @@ testdata/bad_plugin_missing.yaml:11: plugins.catalog.sha256: want the binary's s
 		"delivery_timeout":       "11: mirrors[0].producer.delivery_timeout: must not be negative, got -1s",
 		"dead_letter_topic":      `11: mirrors[0].dead_letter.topic: invalid topic name "refused records" (want 1-249 characters from A-Z a-z 0-9 . _ -)`,
 		"on_source_gap":          `10: mirrors[0].on_source_gap: unknown policy "ignore" (want skip or fail)`,
+		"fetch":                  `10: mirrors[0].fetch.max_bytes: must be from 1MiB to 256MiB, got 512KiB`,
 		"rate_limit": `12: mirrors[0].topic_rate_limits[0]: name the topics: match (a regexp over source topic names), labels, or both
 testdata/bad_rate_limit.yaml:13: mirrors[0].topic_rate_limits[1].match: invalid regexp "orders(": missing closing ): ` + "`orders(`" + `
 testdata/bad_rate_limit.yaml:15: mirrors[0].topic_rate_limits[2].rate_limit: required field missing or not positive (bytes per second, e.g. 10MB)`,
@@ -457,7 +461,7 @@ func TestMoreTypeErrors(t *testing.T) {
 		"int overflow": {minimal + "    producer: {batch_max_bytes: 99999999999999999999}\n",
 			"t.yaml:8: mirrors[0].producer.batch_max_bytes: expected an integer, got 99999999999999999999"},
 		"unknown key and type error": {minimal + "    topic: {}\n    replication_factor: x\n",
-			"t.yaml:8: mirrors[0].topic: unknown field (known: name, source, target, replication_policy, topics, groups, replication_factor, state_partitions, producer, progress_interval, dead_letter, on_source_gap, cluster, exactly_once, sync, labels, rate_limit, topic_rate_limits, metadata, filters, listeners, mm2)\n" +
+			"t.yaml:8: mirrors[0].topic: unknown field (known: name, source, target, replication_policy, topics, groups, replication_factor, state_partitions, producer, progress_interval, dead_letter, on_source_gap, cluster, exactly_once, sync, labels, rate_limit, topic_rate_limits, fetch, metadata, filters, listeners, mm2)\n" +
 				`t.yaml:9: mirrors[0].replication_factor: expected an integer, got "x"`},
 		"cluster null": {"clusters:\n  east:\n  west: {bootstrap_servers: [\"h:1\"]}\nmirrors: [{name: m, source: east, target: west}]\n",
 			"t.yaml:2: clusters.east.bootstrap_servers: at least one broker address is required"},
@@ -654,8 +658,8 @@ func TestDocs(t *testing.T) {
 		t.Error("docs/configuration.md does not contain testdata/good.yaml verbatim")
 	}
 	keys := yamlKeys(reflect.TypeFor[config.Config]())
-	if len(keys) != 117 {
-		t.Errorf("found %d keys, want 117: %q (update this test and the docs when adding keys)", len(keys), keys)
+	if len(keys) != 119 {
+		t.Errorf("found %d keys, want 119: %q (update this test and the docs when adding keys)", len(keys), keys)
 	}
 	for _, key := range keys {
 		if !strings.Contains(string(doc), "| `"+key+"` |") {

@@ -105,7 +105,7 @@ func TestEnvExpansionErrors(t *testing.T) {
 		"quoted stays a string": {minimal + "    replication_factor: \"${KMIRROR_TEST_RF}\"\n",
 			`t.yaml:8: mirrors[0].replication_factor: expected an integer, got "3"`},
 		"keys are not expanded": {minimal + "    ${KMIRROR_TEST_RF}: x\n",
-			"t.yaml:8: mirrors[0].${KMIRROR_TEST_RF}: unknown field (known: name, source, target, replication_policy, topics, groups, replication_factor, state_partitions, producer, progress_interval, dead_letter, on_source_gap, cluster, exactly_once, sync, labels, rate_limit, topic_rate_limits, metadata, filters, listeners, mm2)"},
+			"t.yaml:8: mirrors[0].${KMIRROR_TEST_RF}: unknown field (known: name, source, target, replication_policy, topics, groups, replication_factor, state_partitions, producer, progress_interval, dead_letter, on_source_gap, cluster, exactly_once, sync, labels, rate_limit, topic_rate_limits, fetch, metadata, filters, listeners, mm2)"},
 		"expanded value is validated": {minimal + "    replication_factor: ${KMIRROR_TEST_NEVER_SET:-0}\n",
 			"t.yaml:8: mirrors[0].replication_factor: invalid replication factor 0 (want -1 for the target broker default, or 1 to 32767)"},
 	}

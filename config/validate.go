@@ -423,6 +423,9 @@ func (v *validator) mirror(m *Mirror, path string, clusters map[string]*Cluster,
 		}
 	}
 
+	if b := m.Fetch.MaxBytes; b < minFetchMaxBytes || b > maxFetchMaxBytes {
+		v.errorf(path+".fetch.max_bytes", "must be from %s to %s, got %s", minFetchMaxBytes, maxFetchMaxBytes, b)
+	}
 	if m.RateLimit < 0 {
 		v.errorf(path+".rate_limit", "must not be negative (bytes per second; 0 or unset: no limit)")
 	}

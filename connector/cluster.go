@@ -377,7 +377,8 @@ func (p *slotPlane) sharedProducer(ctx context.Context) (*kgo.Client, error) {
 	produceCtx, cancelProduce := context.WithCancel(context.Background())
 	w := &slotWorker{slot: -1, dst: dst, produceCtx: produceCtx, cancelProduce: cancelProduce, done: make(chan struct{})}
 	w.cp = data.NewCopier(p.m.log, p.m.metrics.data(), dst, produceCtx, p.m.gapOpts(data.CopierOpts{DeadLetter: cfg.DeadLetterTopic, DeliveryTimeout: cfg.DeliveryTimeout, Passthrough: cfg.SourceCompression, DstOpts: cfg.TargetOpts,
-		RecordPath: p.recordPath, SourceLeaders: p.srcLeaders, TargetLeaders: p.dstLeaders, BatchBudget: p.batchBudget, Throttle: p.m.throttle}))
+		RecordPath: p.recordPath, SourceLeaders: p.srcLeaders, TargetLeaders: p.dstLeaders, BatchBudget: p.batchBudget, Throttle: p.m.throttle,
+		FetchMaxBytes: cfg.FetchMaxBytes}))
 	if cfg.Cluster.ExactlyOnce {
 		// The batch path writes inside the transactions too
 		// (data/pttxn.go), with the producer's ID and epoch.

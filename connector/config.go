@@ -137,6 +137,10 @@ type Config struct {
 	Linger        time.Duration
 	BatchMaxBytes int32
 	Compression   []kgo.CompressionCodec
+	// FetchMaxBytes is the most one fetch from the source asks for (0:
+	// data.FetchMaxBytes); the batch path grows it across a long round
+	// trip (mirrors[].fetch.max_bytes).
+	FetchMaxBytes int32
 	// SourceCompression (producer.compression: source) forwards source
 	// batches to the target as they are, compressed with their source
 	// codec, wherever that is safe (data/passthrough.go); the record path

@@ -1,6 +1,7 @@
 package data
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -152,6 +153,9 @@ type Copier struct {
 	throttle *throttle.Throttle
 	held     map[string]bool
 	fetchMax int32 // the record path consumer's fetch sizes, when a limit set them
+	// fetchMaxBytes is the most a fetch asks for without a limit
+	// (mirrors[].fetch.max_bytes).
+	fetchMaxBytes int32
 	// pt, when set, copies partitions as batches (passthrough.go).
 	pt       *passthrough
 	stopPT   context.CancelFunc
@@ -576,6 +580,9 @@ type CopierOpts struct {
 	// Throttle holds the batch path's fetches to the mirror's byte-rate
 	// limits, shared by the copiers of a worker (nil: no limits).
 	Throttle *throttle.Throttle
+	// FetchMaxBytes is the most one fetch from the source asks for (0:
+	// FetchMaxBytes); the batch path grows it across a long round trip.
+	FetchMaxBytes int32
 	// GapPolicy is what a partition does at a source gap (nil: skip);
 	// OnGap, when set, is told of every gap (gap.go).
 	GapPolicy *GapPolicyVar
@@ -629,6 +636,7 @@ func NewCopier(log *slog.Logger, m *Metrics, dst *kgo.Client, produceCtx context
 		c.recordPath = NewRecordPathSet()
 	}
 	c.throttle = opts.Throttle
+	c.fetchMaxBytes = cmp.Or(opts.FetchMaxBytes, FetchMaxBytes)
 	if opts.Passthrough {
 		c.pt = newPassthrough(c, opts.DstOpts, opts.SourceLeaders, opts.TargetLeaders)
 		c.pt.throttle = opts.Throttle
@@ -747,7 +755,7 @@ func (c *Copier) consume(offsets map[string]map[int32]kgo.Offset) (created bool,
 	if c.src.Load() == nil {
 		// Its first fetch goes out at once, before a poll could cap it
 		// (holdRecordPath): capped from the start under a rate limit.
-		fetchMax := c.throttle.MaxBytes(FetchMaxBytes, recordPathRTT)
+		fetchMax := c.throttle.MaxBytes(c.fetchMaxBytes, recordPathRTT)
 		c.fetchMax = fetchMax // read by polls, which come after c.src is set
 		opts := append(append([]kgo.Opt(nil), c.srcOpts...),
 			kgo.ConsumePartitions(offsets),
@@ -1113,7 +1121,7 @@ func (c *Copier) holdRecordPath(src *kgo.Client, now time.Time) {
 		return
 	}
 	// A fetch asks for no more than the limits allow in a window.
-	if mb := c.throttle.MaxBytes(FetchMaxBytes, recordPathRTT); mb != c.fetchMax {
+	if mb := c.throttle.MaxBytes(c.fetchMaxBytes, recordPathRTT); mb != c.fetchMax {
 		src.UpdateFetchMaxBytes(mb, mb)
 		c.fetchMax = mb
 	}

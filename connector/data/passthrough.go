@@ -1,6 +1,7 @@
 package data
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -360,7 +361,7 @@ func newPassthrough(c *Copier, dstOpts []kgo.Opt, srcLeaders, dstLeaders *Leader
 		// No lanes without dstOpts (unit tests): the shared client.
 		lanes:          make([]*kgo.Client, ptLanes*min(len(dstOpts), 1)),
 		dstOpts:        dstOpts,
-		fetchMaxBytes:  FetchMaxBytes,
+		fetchMaxBytes:  cmp.Or(c.fetchMaxBytes, FetchMaxBytes),
 		parts:          make(map[TopicPartition]*ptPart),
 		toPlace:        make(map[TopicPartition]struct{}),
 		sessions:       make(map[int32]*ptSession),

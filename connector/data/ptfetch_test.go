@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -372,5 +373,29 @@ func TestLeaderWaitsForFetchedPartitions(t *testing.T) {
 	p.mu.Unlock()
 	if !pending {
 		t.Fatal("busy does not wait to rejoin after the take")
+	}
+}
+
+// mirrors[].fetch.max_bytes sets the request's limit, the most a
+// partition's own limit grows to, and the base the round trip scales.
+func TestFetchMaxBytesSetting(t *testing.T) {
+	const mib = 1 << 20
+	p := newPassthrough(&Copier{fetchMaxBytes: 4 * mib}, nil, nil, nil)
+	if c := p.fetchCeiling(); c != 4*mib {
+		t.Fatalf("ceiling %d, want the setting, %d", c, 4*mib)
+	}
+	if got := nextFetchMax(4*mib, 4*mib, true, p.fetchCeiling()); got != 4*mib {
+		t.Fatalf("a partition behind grows to %d, want at most the setting, %d", got, 4*mib)
+	}
+	p.noteRoundTrip(2 * ptCeilingRTT)
+	if c, b := p.fetchCeiling(), p.byteBudget(); c != 8*mib || b != ProducerMaxBufferedBytes {
+		t.Fatalf("%v round trip: ceiling %d, budget %d; want %d, %d", 2*ptCeilingRTT, c, b, 8*mib, ProducerMaxBufferedBytes)
+	}
+	c := NewCopier(slog.New(slog.DiscardHandler), nil, nil, context.Background(), CopierOpts{FetchMaxBytes: 64 * mib, Passthrough: true})
+	if c.fetchMaxBytes != 64*mib || c.pt.fetchCeiling() != 64*mib {
+		t.Fatalf("CopierOpts.FetchMaxBytes 64 MiB: record path %d, batch path %d", c.fetchMaxBytes, c.pt.fetchCeiling())
+	}
+	if c := NewCopier(slog.New(slog.DiscardHandler), nil, nil, context.Background(), CopierOpts{}); c.fetchMaxBytes != FetchMaxBytes {
+		t.Fatalf("no setting: record path %d, want %d", c.fetchMaxBytes, FetchMaxBytes)
 	}
 }

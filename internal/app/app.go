@@ -371,6 +371,7 @@ func newMirror(cfg *config.Config, mc *config.Mirror, clusters map[string]*kafka
 		Cluster:             clusterConfig(mc),
 		MM2:                 mm2Config(mc.MM2),
 		BatchMaxBytes:       int32(mc.Producer.BatchMaxBytes),
+		FetchMaxBytes:       int32(mc.Fetch.MaxBytes),
 		Compression:         codec,
 		SourceCompression:   mc.Producer.Compression == "source",
 		OffsetCodec:         offsetCodec,
