@@ -1,7 +1,6 @@
 package mm2import
 
 import (
-	"bytes"
 	"fmt"
 	"regexp"
 	"slices"
@@ -126,17 +125,9 @@ func convertWith(props []Property, opts options) (*Result, error) {
 		pair{key: "clusters", value: clusters},
 		pair{key: "mirrors", value: &yaml.Node{Kind: yaml.SequenceNode, Content: mirrors}},
 	)
-	doc := &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{root}, HeadComment: c.opts.header}
-	var b bytes.Buffer
-	enc := yaml.NewEncoder(&b)
-	enc.SetIndent(2)
-	if err := enc.Encode(doc); err != nil {
+	if c.res.YAML, err = encode(root, c.opts.header); err != nil {
 		return nil, err
 	}
-	if err := enc.Close(); err != nil {
-		return nil, err
-	}
-	c.res.YAML = b.Bytes()
 	c.res.Unmapped = dedupe(c.res.Unmapped)
 	c.res.Ignored = dedupe(c.res.Ignored)
 	return &c.res, nil

@@ -92,15 +92,11 @@ func (s *strimzi) connector(c field, f flow) error {
 	for _, o := range fs {
 		switch o.key {
 		case "config":
-			opts, err := fields(o.node, o.path)
+			opts, err := s.options(o)
 			if err != nil {
 				return err
 			}
 			for _, p := range opts {
-				if p.node.Kind != yaml.ScalarNode {
-					s.unmapped(p.line, p.path, "not a single value: Strimzi refuses it")
-					continue
-				}
 				s.add(f.prefix()+p.key, p.node.Value, p.line, p.path)
 			}
 		case "tasksMax":

@@ -253,15 +253,11 @@ func (s *strimzi) addCluster(c *clusterSpec) error {
 // connectors' clients of that cluster (and, for the Connect cluster, the
 // Connect worker), as MM2's "<alias>.key" settings do.
 func (s *strimzi) clusterConfig(c *clusterSpec, f field) error {
-	fs, err := fields(f.node, f.path)
+	fs, err := s.options(f)
 	if err != nil {
 		return err
 	}
 	for _, o := range fs {
-		if o.node.Kind != yaml.ScalarNode {
-			s.unmapped(o.line, o.path, "not a single value: Strimzi refuses it")
-			continue
-		}
 		if s.forbidden(o.key) {
 			s.ignored(o.line, o.path, "Strimzi drops it: it sets this option itself (from the cluster's other fields)")
 			continue
@@ -379,4 +375,20 @@ func (s *strimzi) mirrorSource(m field, fs []field, target *clusterSpec, cluster
 func (s *strimzi) bootstrap(c *clusterSpec) string {
 	f, _ := find(c.fields, "bootstrapServers")
 	return f.node.Value
+}
+
+// options lists the single-valued options of a config field, noting the
+// others.
+func (s *strimzi) options(f field) ([]field, error) {
+	fs, err := fields(f.node, f.path)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(fs, func(o field) bool {
+		if o.node.Kind != yaml.ScalarNode {
+			s.unmapped(o.line, o.path, "not a single value: Strimzi refuses it")
+			return true
+		}
+		return false
+	}), nil
 }

@@ -1,7 +1,6 @@
 package mm2import
 
 import (
-	"bytes"
 	"fmt"
 	"strconv"
 
@@ -42,16 +41,5 @@ func (s *strimzi) values(configYAML []byte) ([]byte, error) {
 		pair{key: "secretMounts", value: mounts, comment: "Each Secret is mounted at " + SecretsDir + "/<name>/, where config reads its files."},
 		pair{key: "resources", value: resources},
 	)
-	out := &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{root}, HeadComment: fmt.Sprintf(
-		"Values for the kmirror Helm chart (deploy/helm/kmirror), converted by `kmirror import-mm2` from the\nStrimzi %s %s in %s. Review config before use (docs/migration.md).", strimziKind, s.name, s.file)}
-	var b bytes.Buffer
-	enc := yaml.NewEncoder(&b)
-	enc.SetIndent(2)
-	if err := enc.Encode(out); err != nil {
-		return nil, err
-	}
-	if err := enc.Close(); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
+	return encode(root, fmt.Sprintf("Values for the kmirror Helm chart (deploy/helm/kmirror), converted by `kmirror import-mm2` from the\nStrimzi %s %s in %s. Review config before use (docs/migration.md).", strimziKind, s.name, s.file))
 }
