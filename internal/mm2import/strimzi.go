@@ -48,10 +48,13 @@ type StrimziResult struct {
 	SecretMounts []string
 }
 
-var strimziKindRE = regexp.MustCompile(`(?m)^kind:[ \t]*["']?` + strimziKind + `["']?[ \t]*(#.*)?\r?$`)
+// strimziKindRE finds "kind: KafkaMirrorMaker2" as a YAML line (also as
+// an item of a List, as kubectl writes several resources) or in JSON.
+var strimziKindRE = regexp.MustCompile(`(?m)(^[ \t-]*kind:[ \t]*["']?` + strimziKind + `["']?[ \t]*(#.*)?\r?$)|("kind"[ \t]*:[ \t]*"` + strimziKind + `")`)
 
 // IsStrimzi reports whether data holds a KafkaMirrorMaker2 resource (a
-// top-level "kind: KafkaMirrorMaker2" line), rather than a properties file.
+// "kind: KafkaMirrorMaker2" line, or its JSON), rather than a properties
+// file.
 func IsStrimzi(data []byte) bool { return strimziKindRE.Match(data) }
 
 // resource is one YAML document of the input.
@@ -105,29 +108,46 @@ func resources(data []byte, file string) ([]resource, error) {
 		if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
 			root = doc.Content[0]
 		}
-		if root.Kind != yaml.MappingNode {
-			continue // an empty document, or not a resource
-		}
-		r := resource{root: root, line: root.Line}
-		for i := 0; i+1 < len(root.Content); i += 2 {
-			k, v := root.Content[i], resolve(root.Content[i+1])
-			switch k.Value {
-			case "kind":
-				r.kind, r.kindLine = v.Value, k.Line
-			case "apiVersion":
-				r.apiVersion, r.apiVer = v.Value, k.Line
-			case "metadata":
-				if v.Kind == yaml.MappingNode {
-					for j := 0; j+1 < len(v.Content); j += 2 {
-						if v.Content[j].Value == "name" {
-							r.name = resolve(v.Content[j+1]).Value
-						}
+		out = append(out, listed(root)...)
+	}
+}
+
+// listed returns the resource root is, or the items of a List (kubectl's
+// output for several resources).
+func listed(root *yaml.Node) []resource {
+	if root.Kind != yaml.MappingNode {
+		return nil // an empty document, or not a resource
+	}
+	r := resource{root: root, line: root.Line}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], resolve(root.Content[i+1])
+		switch k.Value {
+		case "kind":
+			r.kind, r.kindLine = v.Value, k.Line
+		case "apiVersion":
+			r.apiVersion, r.apiVer = v.Value, k.Line
+		case "metadata":
+			if v.Kind == yaml.MappingNode {
+				for j := 0; j+1 < len(v.Content); j += 2 {
+					if v.Content[j].Value == "name" {
+						r.name = resolve(v.Content[j+1]).Value
 					}
 				}
 			}
 		}
-		out = append(out, r)
 	}
+	if r.kind == "List" && r.apiVersion == "v1" {
+		var out []resource
+		for i := 0; i+1 < len(root.Content); i += 2 {
+			if items := resolve(root.Content[i+1]); root.Content[i].Value == "items" && items.Kind == yaml.SequenceNode {
+				for _, item := range items.Content {
+					out = append(out, listed(resolve(item))...)
+				}
+			}
+		}
+		return out
+	}
+	return []resource{r}
 }
 
 // pick returns the KafkaMirrorMaker2 resource to convert.

@@ -48,6 +48,10 @@ func (s *strimzi) clusterSecurity(c *clusterSpec, tls, auth *field) (string, err
 			if !ok {
 				return "", &InputError{Line: auth.line, Key: auth.path + ".certificateAndKey", Msg: "missing: type tls needs the Secret with the client certificate and key"}
 			}
+			if sec.tls == nil {
+				s.ignored(typ.line, auth.path, "not used: Strimzi connects to cluster %s without TLS (no tls field), so there is no client certificate to present", c.alias)
+				break
+			}
 			cert, err := s.secretFile(ck, "certificate")
 			if err != nil {
 				return "", err
@@ -55,10 +59,6 @@ func (s *strimzi) clusterSecurity(c *clusterSpec, tls, auth *field) (string, err
 			key, err := s.secretFile(ck, "key")
 			if err != nil {
 				return "", err
-			}
-			if sec.tls == nil {
-				s.ignored(typ.line, auth.path, "not used: Strimzi connects to cluster %s without TLS (no tls field), so there is no client certificate to present", c.alias)
-				break
 			}
 			sec.tls.Content = append(sec.tls.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: "cert_file"}, cert,
 				&yaml.Node{Kind: yaml.ScalarNode, Value: "key_file"}, key)

@@ -300,15 +300,18 @@ func (s *strimzi) mirrors(list field, target *clusterSpec, clusters []*clusterSp
 		if err != nil {
 			return err
 		}
-		src, err := s.mirrorSource(m, fs, target, clusters)
+		src, tgt, err := s.mirrorClusters(m, fs, target, clusters)
 		if err != nil {
 			return err
 		}
-		f := flow{src.alias, target.alias}
+		f := flow{src.alias, tgt.alias}
 		if _, dup := s.index[f.prefix()+"enabled"]; dup {
 			return &InputError{Line: m.line, Key: m.path, Msg: fmt.Sprintf("a second mirror of %s: Strimzi names both connectors %s.MirrorSourceConnector", f, f)}
 		}
 		if err := use(src); err != nil {
+			return err
+		}
+		if err := use(tgt); err != nil {
 			return err
 		}
 		if err := s.mirror(m, fs, f); err != nil {
@@ -317,28 +320,30 @@ func (s *strimzi) mirrors(list field, target *clusterSpec, clusters []*clusterSp
 	}
 	for _, c := range clusters {
 		if !added[c.alias] {
-			s.ignored(c.aliasLine, c.path, "not used: no mirror reads from cluster %s", c.alias)
+			s.ignored(c.aliasLine, c.path, "not used: no mirror copies from or to cluster %s", c.alias)
 		}
 	}
 	s.add("clusters", strings.Join(append(aliases, target.alias), ","), list.line, list.path)
 	return nil
 }
 
-// mirrorSource returns a mirror's source cluster, checking its target.
-func (s *strimzi) mirrorSource(m field, fs []field, target *clusterSpec, clusters []*clusterSpec) (*clusterSpec, error) {
+// mirrorClusters returns a mirror's source and target clusters. The
+// target is the Connect cluster, or in v1beta2 a cluster with the same
+// bootstrapServers under another alias, which Strimzi names the
+// connectors after.
+func (s *strimzi) mirrorClusters(m field, fs []field, target *clusterSpec, clusters []*clusterSpec) (src, tgt *clusterSpec, err error) {
 	if !s.connectShape {
 		f, ok := find(fs, "source")
 		if !ok {
-			return nil, &InputError{Line: m.line, Key: m.path + ".source", Msg: "missing: every mirror names its source cluster"}
+			return nil, nil, &InputError{Line: m.line, Key: m.path + ".source", Msg: "missing: every mirror names its source cluster"}
 		}
-		src, err := s.cluster(f, false)
-		if err != nil {
-			return nil, err
+		if src, err = s.cluster(f, false); err != nil {
+			return nil, nil, err
 		}
 		if src.alias == target.alias {
-			return nil, &InputError{Line: src.aliasLine, Key: f.path + ".alias", Msg: fmt.Sprintf("%q is the target's alias too: a mirror copies between two clusters", src.alias)}
+			return nil, nil, &InputError{Line: src.aliasLine, Key: f.path + ".alias", Msg: fmt.Sprintf("%q is the target's alias too: a mirror copies between two clusters", src.alias)}
 		}
-		return src, nil
+		return src, target, nil
 	}
 	byAlias := func(key string) (*clusterSpec, field, error) {
 		f, ok := find(fs, key)
@@ -357,19 +362,19 @@ func (s *strimzi) mirrorSource(m field, fs []field, target *clusterSpec, cluster
 	}
 	src, sf, err := byAlias("sourceCluster")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	tgt, tf, err := byAlias("targetCluster")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if tgt != target && s.bootstrap(tgt) != s.bootstrap(target) {
-		return nil, &InputError{Line: tf.line, Key: tf.path, Msg: fmt.Sprintf("%q is not spec.connectCluster (%q): MM2 on Connect writes into the Connect cluster, and Strimzi refuses another target", tgt.alias, target.alias)}
+		return nil, nil, &InputError{Line: tf.line, Key: tf.path, Msg: fmt.Sprintf("%q is not spec.connectCluster (%q): MM2 on Connect writes into the Connect cluster, and Strimzi refuses another target", tgt.alias, target.alias)}
 	}
 	if src.alias == target.alias || src == tgt {
-		return nil, &InputError{Line: sf.line, Key: sf.path, Msg: fmt.Sprintf("%q is the target too: a mirror copies between two clusters", src.alias)}
+		return nil, nil, &InputError{Line: sf.line, Key: sf.path, Msg: fmt.Sprintf("%q is the target too: a mirror copies between two clusters", src.alias)}
 	}
-	return src, nil
+	return src, tgt, nil
 }
 
 func (s *strimzi) bootstrap(c *clusterSpec) string {

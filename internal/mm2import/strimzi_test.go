@@ -2,6 +2,7 @@ package mm2import
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -344,14 +345,99 @@ func TestStrimziPickByName(t *testing.T) {
 
 func TestIsStrimzi(t *testing.T) {
 	for text, want := range map[string]bool{
-		"apiVersion: kafka.strimzi.io/v1\nkind: KafkaMirrorMaker2\n": true,
-		"kind: \"KafkaMirrorMaker2\" # the resource\r\n":             true,
-		"---\nkind: Kafka\n---\nkind: KafkaMirrorMaker2\n":           true,
-		"clusters = A, B\n# kind: KafkaMirrorMaker2\n":               false,
-		"kind: KafkaMirrorMaker2x\n":                                 false,
+		"apiVersion: kafka.strimzi.io/v1\nkind: KafkaMirrorMaker2\n":         true,
+		"kind: \"KafkaMirrorMaker2\" # the resource\r\n":                     true,
+		"---\nkind: Kafka\n---\nkind: KafkaMirrorMaker2\n":                   true,
+		"clusters = A, B\n# kind: KafkaMirrorMaker2\n":                       false,
+		"kind: KafkaMirrorMaker2x\n":                                         false,
+		"apiVersion: v1\nkind: List\nitems:\n- kind: KafkaMirrorMaker2\n":    true,
+		`{"apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaMirrorMaker2"}`: true,
 	} {
 		if got := IsStrimzi([]byte(text)); got != want {
 			t.Errorf("IsStrimzi(%q) = %v", text, got)
 		}
+	}
+}
+
+// kubectl's JSON for a List of resources converts as the YAML resource
+// does.
+func TestStrimziKubectlJSONList(t *testing.T) {
+	data, err := os.ReadFile("testdata/strimzi-v1-plain.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resource map[string]any
+	if err := yaml.Unmarshal(data, &resource); err != nil {
+		t.Fatal(err)
+	}
+	list, err := json.MarshalIndent(map[string]any{"apiVersion": "v1", "kind": "List", "items": []any{
+		map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "east-mirror-user"}},
+		resource,
+	}}, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !IsStrimzi(list) {
+		t.Fatal("kubectl's JSON is not recognised")
+	}
+	fromJSON, err := ConvertStrimzi(list, "list.json", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromYAML := convertStrimzi(t, "strimzi-v1-plain.yaml")
+	var a, b map[string]any
+	if err := yaml.Unmarshal(fromJSON.YAML, &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(fromYAML.YAML, &b); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("from JSON:\n%s\nfrom YAML:\n%s", fromJSON.YAML, fromYAML.YAML)
+	}
+	if len(fromJSON.Unmapped) != len(fromYAML.Unmapped) {
+		t.Errorf("not mapped: %d from JSON, %d from YAML", len(fromJSON.Unmapped), len(fromYAML.Unmapped))
+	}
+}
+
+// A client certificate without tls is not used, and its Secret is not
+// mounted; tls without trustedCertificates uses the system's roots.
+func TestStrimziTLSEdges(t *testing.T) {
+	text := "apiVersion: kafka.strimzi.io/v1\nkind: KafkaMirrorMaker2\nmetadata: {name: m}\nspec:\n  replicas: 1\n" +
+		"  target: {alias: b, bootstrapServers: 'b:9093', groupId: g, configStorageTopic: c, statusStorageTopic: s, offsetStorageTopic: o, tls: {}}\n" +
+		"  mirrors:\n  - source:\n      alias: a\n      bootstrapServers: 'a:9092'\n" +
+		"      authentication: {type: tls, certificateAndKey: {secretName: a-user, certificate: user.crt, key: user.key}}\n    sourceConnector: {}\n"
+	res, err := ConvertStrimzi([]byte(text), "m.yaml", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := load(t, &res.Result)
+	if b := cfg.Cluster("b"); b.TLS == nil || b.TLS.CAFile != "" {
+		t.Errorf("b tls: %+v", b.TLS)
+	}
+	if a := cfg.Cluster("a"); a.TLS != nil {
+		t.Errorf("a tls: %+v", a.TLS)
+	}
+	if reason, line := noteAt(res.Ignored, "spec.mirrors[0].source.authentication"); line != 11 || !strings.Contains(reason, "without TLS") {
+		t.Errorf("note %q at line %d", reason, line)
+	}
+	if len(res.SecretMounts) != 0 {
+		t.Errorf("mounts %v", res.SecretMounts)
+	}
+}
+
+// In v1beta2 a mirror's targetCluster may be another alias of the Connect
+// cluster (the same bootstrapServers): Strimzi names the connector after it.
+func TestStrimziTargetAlias(t *testing.T) {
+	text := "apiVersion: kafka.strimzi.io/v1beta2\nkind: KafkaMirrorMaker2\nmetadata: {name: m}\nspec:\n  connectCluster: b\n  clusters:\n" +
+		"  - {alias: a, bootstrapServers: 'a:9092'}\n  - {alias: b, bootstrapServers: 'b:9092'}\n  - {alias: b2, bootstrapServers: 'b:9092'}\n" +
+		"  mirrors:\n  - {sourceCluster: a, targetCluster: b2, sourceConnector: {}, heartbeatConnector: {}}\n"
+	res, err := ConvertStrimzi([]byte(text), "m.yaml", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := load(t, &res.Result).Mirrors[0]
+	if m.Target != "b2" || m.MM2.SourceConnector != "a->b2.MirrorSourceConnector" || m.MM2.OffsetsTopic != "mirrormaker2-cluster-offsets" || !m.MM2.Heartbeats || m.MM2.Checkpoints {
+		t.Errorf("mirror to %s, mm2 %+v", m.Target, m.MM2)
 	}
 }
