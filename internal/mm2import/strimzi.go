@@ -2,6 +2,7 @@ package mm2import
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -154,10 +155,12 @@ func listed(root *yaml.Node) []resource {
 func pick(docs []resource, name string) (resource, error) {
 	var found, others []string
 	var mm2 []resource
+	otherLine := 0
 	for _, r := range docs {
 		if r.kind != strimziKind {
 			if r.kind != "" {
 				others = append(others, r.kind+" "+r.name)
+				otherLine = cmp.Or(otherLine, r.kindLine)
 			}
 			continue
 		}
@@ -168,7 +171,7 @@ func pick(docs []resource, name string) (resource, error) {
 	}
 	switch {
 	case len(found) == 0 && len(others) > 0:
-		return resource{}, &InputError{Line: docs[0].kindLine, Key: "kind", Msg: fmt.Sprintf("no %s resource in the file (it holds %s)", strimziKind, strings.Join(others, ", "))}
+		return resource{}, &InputError{Line: otherLine, Key: "kind", Msg: fmt.Sprintf("no %s resource in the file (it holds %s)", strimziKind, strings.Join(others, ", "))}
 	case len(found) == 0:
 		return resource{}, &InputError{Line: 1, Key: "kind", Msg: fmt.Sprintf("no %s resource in the file", strimziKind)}
 	case len(mm2) == 0:

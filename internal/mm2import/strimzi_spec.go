@@ -92,6 +92,9 @@ func (s *strimzi) spec(spec field) error {
 			}
 			s.replicas = f.node
 		case "resources":
+			if f.node.Kind != yaml.MappingNode {
+				return &InputError{Line: f.line, Key: f.path, Msg: "want a mapping (requests, limits)"}
+			}
 			s.resources = f.node
 		case "target":
 			if target, err = s.cluster(f, true); err != nil {
