@@ -524,3 +524,8 @@ func expandEnv(s string, lookup lookupFunc) (string, error) {
 }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// YAMLSyntaxError turns a go-yaml parse error of file into an *Error on the
+// line it names, for other readers of YAML files (import-mm2 reading a
+// Strimzi resource).
+func YAMLSyntaxError(file string, err error) error { return syntaxError(file, err) }

@@ -415,9 +415,14 @@ func TestDocsCLI(t *testing.T) {
 						}
 					}
 					if args[0] == "import-mm2" {
-						// Its input: MirrorMaker 2's own example file,
-						// under the name the example gives.
-						in, err := os.ReadFile("../../internal/mm2import/testdata/connect-mirror-maker.properties")
+						// Its input: MirrorMaker 2's own example file, or
+						// Strimzi's for a .yaml, under the name the example
+						// gives.
+						example := "connect-mirror-maker.properties"
+						if strings.HasSuffix(args[len(args)-1], ".yaml") {
+							example = "strimzi-v1-tls-auth.yaml"
+						}
+						in, err := os.ReadFile("../../internal/mm2import/testdata/" + example)
 						if err != nil {
 							t.Fatal(err)
 						}

@@ -116,3 +116,76 @@ func TestImportMM2OutputValidates(t *testing.T) {
 		t.Errorf("the password is in the YAML")
 	}
 }
+
+// A Strimzi resource: the config and the chart's values are written, the
+// settings not mapped are listed with file:line and their path in the
+// resource, and the exit status says something was not mapped.
+func TestImportStrimzi(t *testing.T) {
+	dir := t.TempDir()
+	out, values := filepath.Join(dir, "kmirror.yaml"), filepath.Join(dir, "values.yaml")
+	in := "../../internal/mm2import/testdata/strimzi-v1beta2-scram.yaml"
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"import-mm2", "--output", out, "--helm-values", values, in}, &stdout, &stderr); code != exitNegative {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("stdout with --output: %s", stdout.String())
+	}
+	for _, want := range []string{
+		in + ":190: spec.mirrors[0].sourceConnector.config.transforms: not mapped: ",
+		in + ":181: spec.mirrors[0].sourceConnector.tasksMax: not needed: ",
+		in + ":213: spec.jvmOptions: not needed: ",
+		"7 setting(s) not mapped",
+	} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	cfg, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := os.ReadFile(values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"replicaCount: 1\n", "\nconfig:\n  clusters:\n", "\nsecretMounts:\n  - name: cluster-b-cluster-ca-cert\n", "\nresources:\n"} {
+		if !strings.Contains(string(v), want) {
+			t.Errorf("values lack %q:\n%s", want, v)
+		}
+	}
+	if !strings.Contains(string(cfg), "password_file: /etc/kmirror/secrets/cluster-a-user/password") {
+		t.Errorf("config:\n%s", cfg)
+	}
+}
+
+// Bad Strimzi input is an error (1) naming the file and line; the
+// Strimzi-only flags on a properties file are a usage error (2).
+func TestImportStrimziErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	syntax := write("syntax.yaml", "apiVersion: kafka.strimzi.io/v1\nkind: KafkaMirrorMaker2\nspec:\n  mirrors: [a\n  target: b\n")
+	kafka := write("kafka.yaml", "apiVersion: kafka.strimzi.io/v1\nkind: Kafka\nmetadata:\n  name: k\n")
+	props := writeProps(t, "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\nA->B.enabled = true\n")
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{syntax}, exitError, syntax + ":"},
+		{[]string{"--strimzi", kafka}, exitError, kafka + ":2: kind: no KafkaMirrorMaker2 resource in the file (it holds Kafka k)"},
+		{[]string{"--helm-values", filepath.Join(dir, "v.yaml"), props}, exitUsage, "--helm-values and --name are for a Strimzi KafkaMirrorMaker2 resource"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(append([]string{"import-mm2"}, tc.args...), &stdout, &stderr)
+		if code != tc.code || !strings.Contains(stderr.String(), tc.want) || stdout.Len() > 0 {
+			t.Errorf("%q: exit %d, stderr %q; want exit %d and %q", tc.args, code, stderr.String(), tc.code, tc.want)
+		}
+	}
+}

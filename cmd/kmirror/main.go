@@ -10,7 +10,7 @@
 //	kmirror cutover --config F --mirror M   planned switch behind a gate: caught up, verified, fenced
 //	kmirror verify --config kmirror.yaml    compare the copy with the source, record by record
 //	kmirror status --config kmirror.yaml    what the running worker reports (mirrors, topics, workers)
-//	kmirror import-mm2 mm2.properties       a kmirror config from a MirrorMaker 2 config
+//	kmirror import-mm2 mm2.properties       a kmirror config from a MirrorMaker 2 config (or Strimzi resource)
 //	kmirror demo                            everything on two embedded clusters
 //	kmirror version                         (or kmirror --version)
 //
@@ -67,7 +67,8 @@ Usage:
   kmirror import-mm2 [--output FILE] mm2.properties
                                    convert a MirrorMaker 2 properties file to a kmirror config
                                    taking over its flows (exit 0: all mapped, 3: settings not
-                                   mapped, listed on stderr)
+                                   mapped, listed on stderr); or a Strimzi KafkaMirrorMaker2
+                                   resource, with --helm-values FILE for the Helm chart
   kmirror demo [--duration D]      mirror between two embedded clusters, no setup
   kmirror version                  print the version (also kmirror --version)
 

@@ -1,7 +1,6 @@
 package mm2import
 
 import (
-	"bytes"
 	"fmt"
 	"regexp"
 	"slices"
@@ -79,7 +78,28 @@ const (
 // ParseProperties) to a kmirror configuration. source names the file in
 // the output's header comment. An *InputError is a file MM2 would refuse.
 func Convert(props []Property, source string) (*Result, error) {
-	c := &converter{props: map[string]Property{}, seen: map[string]bool{}, envNames: map[string]bool{}}
+	return convertWith(props, options{header: header(source)})
+}
+
+// options adapt the conversion to an MM2 that ran on a Connect cluster,
+// as Strimzi runs it, rather than in dedicated mode.
+type options struct {
+	header string // the output's head comment
+	// connect: MM2 ran its connectors on a Connect cluster. Each source
+	// connector is named "A->B.MirrorSourceConnector" (Strimzi's names),
+	// no heartbeat-only reverse flow runs, and values come from YAML, so a
+	// " #" in one is part of it.
+	connect bool
+	// security holds, per cluster alias, tls and sasl blocks built from a
+	// structured description (Strimzi's tls and authentication) that
+	// replace the ones ssl.* and sasl.* settings would give.
+	security map[string]clusterSecurity
+}
+
+type clusterSecurity struct{ tls, sasl *yaml.Node }
+
+func convertWith(props []Property, opts options) (*Result, error) {
+	c := &converter{props: map[string]Property{}, seen: map[string]bool{}, envNames: map[string]bool{}, opts: opts}
 	for _, p := range props {
 		p = c.stripComment(p)
 		c.props[p.Key] = p
@@ -96,24 +116,18 @@ func Convert(props []Property, source string) (*Result, error) {
 	for _, f := range c.flows {
 		mirrors = append(mirrors, c.mirror(f))
 	}
-	c.heartbeatFlows()
+	if !c.opts.connect {
+		c.heartbeatFlows()
+	}
 	c.classifyRest()
 
 	root := mapping(
 		pair{key: "clusters", value: clusters},
 		pair{key: "mirrors", value: &yaml.Node{Kind: yaml.SequenceNode, Content: mirrors}},
 	)
-	doc := &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{root}, HeadComment: header(source)}
-	var b bytes.Buffer
-	enc := yaml.NewEncoder(&b)
-	enc.SetIndent(2)
-	if err := enc.Encode(doc); err != nil {
+	if c.res.YAML, err = encode(root, c.opts.header); err != nil {
 		return nil, err
 	}
-	if err := enc.Close(); err != nil {
-		return nil, err
-	}
-	c.res.YAML = b.Bytes()
 	c.res.Unmapped = dedupe(c.res.Unmapped)
 	c.res.Ignored = dedupe(c.res.Ignored)
 	return &c.res, nil
@@ -140,6 +154,7 @@ type converter struct {
 	flows    []flow          // enabled, in clusters order
 	envNames map[string]bool
 	res      Result
+	opts     options
 }
 
 func (c *converter) unmapped(p Property, format string, args ...any) {
@@ -176,7 +191,7 @@ var trailingComment = regexp.MustCompile(`\s+#.*$`)
 // none, so MM2 reads "topics = foo.*  # note" as part of the value, which
 // is never what was meant (Kafka's own docs do it).
 func (c *converter) stripComment(p Property) Property {
-	if isSecret(p.Key) || !trailingComment.MatchString(p.Value) {
+	if c.opts.connect || isSecret(p.Key) || !trailingComment.MatchString(p.Value) {
 		return p
 	}
 	kept := trailingComment.ReplaceAllString(p.Value, "")

@@ -53,7 +53,7 @@ func load(t *testing.T, res *Result) *config.Config {
 	return cfg
 }
 
-var fileKeys = regexp.MustCompile(`(ca_file|cert_file|key_file): (\S+)`)
+var fileKeys = regexp.MustCompile(`(ca_file|cert_file|key_file|password_file): (\S+)`)
 
 func reasons(notes []Note, key string) string {
 	var out []string

@@ -112,7 +112,7 @@ func (c *converter) mirror(f flow) *yaml.Node {
 		pair{key: "offsets_topic", value: offsetsTopic},
 		// The herder names each connector by its class whatever name= says,
 		// and Connect keys the positions by that name.
-		pair{key: "source_connector", value: withComment(str(mm2SourceConnector), "MM2's dedicated mode names its source connector so; under Connect it is the connector's name")},
+		pair{key: "source_connector", value: c.sourceConnector(f)},
 		pair{key: "offset_syncs_location", value: syncsLocation},
 		pair{key: "heartbeats", value: boolean(heartbeats)},
 		pair{key: "heartbeats_interval", value: heartbeatsInterval},
@@ -341,4 +341,13 @@ func (c *converter) producer(f flow) *yaml.Node {
 		pair{key: "batch_max_bytes", value: maxBytes},
 		pair{key: "delivery_timeout", value: delivery},
 	)
+}
+
+// sourceConnector is the name MM2's source connector of flow f committed
+// its positions under.
+func (c *converter) sourceConnector(f flow) *yaml.Node {
+	if c.opts.connect {
+		return withComment(str(f.String()+"."+mm2SourceConnector), "Strimzi's name for the flow's source connector")
+	}
+	return withComment(str(mm2SourceConnector), "MM2's dedicated mode names its source connector so; under Connect it is the connector's name")
 }

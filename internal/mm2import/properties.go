@@ -1,7 +1,8 @@
 // Package mm2import converts a MirrorMaker 2 (dedicated mode) properties
-// file into a kmirror configuration: the clusters and their security, one
-// mirror per enabled flow, and an mm2 block on every mirror so that kmirror
-// continues where MM2 stopped. It only computes: reading files and printing
+// file, or a Strimzi KafkaMirrorMaker2 resource (with the Helm chart's
+// values), into a kmirror configuration: the clusters and their security,
+// one mirror per enabled flow, and an mm2 block on every mirror so that
+// kmirror continues where MM2 stopped. It only computes: reading files and printing
 // are the caller's (cmd/kmirror import-mm2).
 package mm2import
 

@@ -53,11 +53,19 @@ func (c *converter) security(alias string) (tls, sasl *yaml.Node) {
 			delete(eff, k)
 		}
 	}
-	if useTLS {
-		tls = c.tls(alias, eff)
-	}
-	if useSASL {
-		sasl = c.sasl(alias, eff)
+	switch given, ok := c.opts.security[alias]; {
+	case ok:
+		tls, sasl = given.tls, given.sasl
+		if useTLS {
+			c.hostnameCheck(alias, eff)
+		}
+	default:
+		if useTLS {
+			tls = c.tls(alias, eff)
+		}
+		if useSASL {
+			sasl = c.sasl(alias, eff)
+		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(eff)) {
 		c.unmappedSecurity(alias, k, eff[k])
@@ -146,14 +154,19 @@ func (c *converter) tls(alias string, eff map[string]Property) *yaml.Node {
 	} else if hasKeyPassword {
 		c.ignored(keyPassword, "not used: cluster %s has no keystore", alias)
 	}
-	if p, ok := c.take(eff, "ssl.endpoint.identification.algorithm"); ok && strings.TrimSpace(p.Value) == "" {
-		c.unmapped(p, "host name verification is off for cluster %s: kmirror always checks the brokers' names (set tls.server_name to the name their certificates hold)", alias)
-	}
+	c.hostnameCheck(alias, eff)
 	return mapping(
 		pair{key: "ca_file", value: ca},
 		pair{key: "cert_file", value: cert},
 		pair{key: "key_file", value: key},
 	)
+}
+
+// hostnameCheck notes a cluster whose clients skip host name verification.
+func (c *converter) hostnameCheck(alias string, eff map[string]Property) {
+	if p, ok := c.take(eff, "ssl.endpoint.identification.algorithm"); ok && strings.TrimSpace(p.Value) == "" {
+		c.unmapped(p, "host name verification is off for cluster %s: kmirror always checks the brokers' names (set tls.server_name to the name their certificates hold)", alias)
+	}
 }
 
 // replaceExt swaps path's extension (if any) for suffix.

@@ -1,6 +1,7 @@
 package mm2import
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
 	"time"
@@ -102,4 +103,18 @@ func orNil(n *yaml.Node) *yaml.Node {
 		return nil
 	}
 	return n
+}
+
+// encode writes root as a YAML document with the head comment header.
+func encode(root *yaml.Node, header string) ([]byte, error) {
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(&yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{root}, HeadComment: header}); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
