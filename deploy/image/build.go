@@ -28,11 +28,11 @@ func buildKmirror(root, arch, version, dir string) (string, error) {
 		// The caller's GOFLAGS (a -tags=pprof left from a bench, say)
 		// would change what goes into the image without showing in it.
 		"GOFLAGS=")
-	var stderr bytes.Buffer
-	cmd.Stdout = &stderr
-	cmd.Stderr = &stderr
+	var output bytes.Buffer
+	cmd.Stdout = &output
+	cmd.Stderr = &output
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/kmirror (GOOS=linux GOARCH=%s) in %s: %w\n%s", arch, root, err, strings.TrimSpace(stderr.String()))
+		return "", fmt.Errorf("go build ./cmd/kmirror (GOOS=linux GOARCH=%s) in %s: %w\n%s", arch, root, err, strings.TrimSpace(output.String()))
 	}
 	return out, nil
 }

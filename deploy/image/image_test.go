@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	built.dir, built.tar = filepath.Join(tmp, "image"), filepath.Join(tmp, "kmirror-image.tar")
-	built.res, err = build("../..", built.dir, built.tar, runtime.GOARCH, "", "https://github.com/kmirror/kmirror", "NOASSERTION")
+	built.res, err = build(testOptions(built.dir, built.tar))
 	code := 1
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "building the image:", err)
@@ -44,6 +44,13 @@ func TestMain(m *testing.M) {
 	}
 	os.RemoveAll(tmp)
 	os.Exit(code)
+}
+
+// testOptions are make image's defaults, for this checkout and the host's
+// CPU (the tests run the binary), writing to out and tar.
+func testOptions(out, tar string) options {
+	return options{root: "../..", out: out, tar: tar, arch: runtime.GOARCH,
+		source: "https://github.com/kmirror/kmirror", licenses: "NOASSERTION"}
 }
 
 // openLayout opens an OCI layout as a registry or skopeo would: through
@@ -302,8 +309,7 @@ func lastLayerDigest(img v1.Image) (v1.Hash, error) {
 // directories (a second go build, not a copy): same digest, same tarball.
 func TestImageReproducible(t *testing.T) {
 	dir := t.TempDir()
-	again, err := build("../..", filepath.Join(dir, "image"), filepath.Join(dir, "kmirror-image.tar"),
-		runtime.GOARCH, "", "https://github.com/kmirror/kmirror", "NOASSERTION")
+	again, err := build(testOptions(filepath.Join(dir, "image"), filepath.Join(dir, "kmirror-image.tar")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q (flags only)", fs.Arg(0))
 	}
-	r, err := build(*root, *out, *tarPath, *arch, *version, *source, *licenses)
+	r, err := build(options{root: *root, out: *out, tar: *tarPath, arch: *arch, version: *version, source: *source, licenses: *licenses})
 	if err != nil {
 		return err
 	}
@@ -56,14 +56,22 @@ func run(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func build(root, out, tarPath, arch, version, source, licenses string) (result, error) {
-	root, err := filepath.Abs(root)
+// options are the flags; empty paths and version take their defaults.
+type options struct {
+	root, out, tar   string
+	arch, version    string
+	source, licenses string
+}
+
+func build(o options) (result, error) {
+	root, err := filepath.Abs(o.root)
 	if err != nil {
 		return result{}, err
 	}
 	if _, err := os.Stat(filepath.Join(root, "cmd", "kmirror")); err != nil {
 		return result{}, fmt.Errorf("-root %s: not a kmirror checkout (no cmd/kmirror)", root)
 	}
+	out, tarPath, version := o.out, o.tar, o.version
 	if out == "" {
 		out = filepath.Join(root, "bin", "image")
 	}
@@ -77,14 +85,14 @@ func build(root, out, tarPath, arch, version, source, licenses string) (result, 
 	if err != nil {
 		return result{}, err
 	}
-	m := meta{version: version, revision: defaultRevision(root), source: source, licenses: licenses, arch: arch, created: created}
+	m := meta{version: version, revision: defaultRevision(root), source: o.source, licenses: o.licenses, arch: o.arch, created: created}
 
 	tmp, err := os.MkdirTemp("", "kmirror-image-")
 	if err != nil {
 		return result{}, err
 	}
 	defer os.RemoveAll(tmp)
-	binPath, err := buildKmirror(root, arch, version, tmp)
+	binPath, err := buildKmirror(root, m.arch, version, tmp)
 	if err != nil {
 		return result{}, err
 	}

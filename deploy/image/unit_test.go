@@ -72,3 +72,28 @@ func TestLayerTarOrder(t *testing.T) {
 		t.Error("the same files in another order gave another layer")
 	}
 }
+
+// TestClearLayoutRefuses: a mistyped -out naming a directory with other
+// files in it is an error, not a removal.
+func TestClearLayoutRefuses(t *testing.T) {
+	dir := t.TempDir()
+	keep := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(keep, []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := clearLayout(dir); err == nil || !strings.Contains(err.Error(), "no OCI layout") {
+		t.Errorf("clearLayout on a directory with notes.txt: %v, want a refusal", err)
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Errorf("notes.txt is gone: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "oci-layout"), []byte(`{"imageLayoutVersion":"1.0.0"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := clearLayout(dir); err != nil {
+		t.Errorf("clearLayout on an old layout: %v", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the old layout is still there (%v)", err)
+	}
+}

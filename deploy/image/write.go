@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -19,7 +21,7 @@ import (
 // (org.opencontainers.image.ref.name) so `skopeo copy oci:DIR:VERSION`
 // finds it, and the platform so a multi-arch tool can pick it.
 func writeLayout(dir string, img v1.Image, m meta) error {
-	if err := os.RemoveAll(dir); err != nil {
+	if err := clearLayout(dir); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
@@ -36,6 +38,22 @@ func writeLayout(dir string, img v1.Image, m meta) error {
 		return fmt.Errorf("OCI layout %s: %w", dir, err)
 	}
 	return nil
+}
+
+// clearLayout removes the OCI layout a previous build left in dir, and
+// refuses to remove a directory that is not one (a mistyped -out).
+func clearLayout(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && len(entries) == 0) {
+		return os.RemoveAll(dir)
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "oci-layout")); err != nil {
+		return fmt.Errorf("-out %s: the directory is not empty and holds no OCI layout (no oci-layout file): not replacing it", dir)
+	}
+	return os.RemoveAll(dir)
 }
 
 // writeTarball writes img as `docker save` does, tagged kmirror:VERSION, for
