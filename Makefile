@@ -3,7 +3,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build demo test test-unit test-e2e chaos kafka-jars bench bench-mm2 bench-wan bench-scale lint generate clean
+.PHONY: all build image demo test test-unit test-image test-e2e chaos kafka-jars bench bench-mm2 bench-wan bench-scale lint generate clean
 
 all: build
 
@@ -11,15 +11,26 @@ all: build
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/kmirror ./cmd/kmirror
 
+## image: the container image without a container daemon (deploy/image, go-containerregistry):
+## an OCI layout in bin/image/ and bin/kmirror-image.tar for docker/podman load; same source, same
+## digest (deploy/README.md, "Container image"). IMAGE_FLAGS="-arch arm64" for another CPU.
+IMAGE_FLAGS ?=
+image:
+	cd deploy/image && $(GO) run . -version $(VERSION) -out $(CURDIR)/bin/image -tar $(CURDIR)/bin/kmirror-image.tar $(IMAGE_FLAGS)
+
 ## demo: mirror between two embedded clusters, no setup (Ctrl-C to stop)
 demo: build
 	./bin/kmirror demo
 
 ## test: every test: lint, unit tests (race detector) and end-to-end tests
-test: lint test-unit test-e2e
+test: lint test-unit test-image test-e2e
 
 test-unit:
 	$(GO) test -race -count=1 ./...
+
+## test-image: builds the image twice (same digest) and checks it (deploy/image, its own module)
+test-image:
+	cd deploy/image && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 ## test-e2e: builds kmirror and runs it as a subprocess against both backends: kfake and real
 ## Apache Kafka (KRaft brokers from Maven jars, fetched once into ~/.cache/kmirror; needs Java 17
