@@ -755,7 +755,7 @@ func (c *Copier) consume(offsets map[string]map[int32]kgo.Offset) (created bool,
 	if c.src.Load() == nil {
 		// Its first fetch goes out at once, before a poll could cap it
 		// (holdRecordPath): capped from the start under a rate limit.
-		fetchMax := c.throttle.MaxBytes(c.fetchMaxBytes, recordPathRTT)
+		fetchMax := c.throttle.MaxBytes(c.fetchMaxBytes, recordPathRTT, time.Now())
 		c.fetchMax = fetchMax // read by polls, which come after c.src is set
 		opts := append(append([]kgo.Opt(nil), c.srcOpts...),
 			kgo.ConsumePartitions(offsets),
@@ -1120,8 +1120,9 @@ func (c *Copier) holdRecordPath(src *kgo.Client, now time.Time) {
 	if c.throttle == nil {
 		return
 	}
-	// A fetch asks for no more than the limits allow in a window.
-	if mb := c.throttle.MaxBytes(c.fetchMaxBytes, recordPathRTT); mb != c.fetchMax {
+	// A fetch asks for no more than the limits allow in a window (or
+	// the credit they saved).
+	if mb := c.throttle.MaxBytes(c.fetchMaxBytes, recordPathRTT, now); mb != c.fetchMax {
 		src.UpdateFetchMaxBytes(mb, mb)
 		c.fetchMax = mb
 	}

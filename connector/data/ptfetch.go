@@ -395,8 +395,8 @@ func (p *passthrough) fetchRequest(leader int32, joins []ptWant) *kmsg.FetchRequ
 	req.ReplicaID = -1
 	req.MaxWaitMillis = int32(FetchWait / time.Millisecond)
 	req.MinBytes = 1
-	ceiling := p.fetchCeiling()
-	req.MaxBytes = throttledMax(p.throttle.MaxBytes(ceiling, p.roundTrip()), ceiling, int32(p.maxBatch.Load()))
+	ceiling, now := p.fetchCeiling(), time.Now()
+	req.MaxBytes = throttledMax(p.throttle.MaxBytes(ceiling, p.roundTrip(), now), ceiling, int32(p.maxBatch.Load()))
 	req.IsolationLevel = 1 // read_committed: nothing past the last stable offset
 	req.SessionID, req.SessionEpoch = sess.id, sess.epoch
 
@@ -433,7 +433,7 @@ func (p *passthrough) fetchRequest(leader int32, joins []ptWant) *kmsg.FetchRequ
 		rp.CurrentLeaderEpoch = -1
 		rp.LastFetchedEpoch = -1
 		rp.LogStartOffset = -1
-		rp.PartitionMaxBytes = throttledMax(p.throttle.TopicMaxBytes(w.tp.Topic, pp.fetchSize(), p.roundTrip()), pp.fetchSize(), pp.maxBatch)
+		rp.PartitionMaxBytes = throttledMax(p.throttle.TopicMaxBytes(w.tp.Topic, pp.fetchSize(), p.roundTrip(), now), pp.fetchSize(), pp.maxBatch)
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
 	forget := sess.forget

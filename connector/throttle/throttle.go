@@ -11,8 +11,9 @@
 //
 // Smoothness: one fetch brings at most what the limit allows in
 // Window, or in two round trips to the source when the round trip is
-// longer (the caller's estimate, passed to MaxBytes), so a capped mirror copies steadily instead of
-// fetching 16 MiB and then waiting seconds; and a topic's limit holds
+// longer (the caller's estimate, passed to MaxBytes), or the credit a
+// slow fetch loop saved up (at most Credit), so a capped mirror copies
+// steadily instead of fetching 16 MiB and then waiting seconds; and a topic's limit holds
 // back only that topic's partitions, so a capped topic neither holds up
 // the others nor is starved by them.
 //
@@ -128,8 +129,11 @@ func (t *Throttle) follow(b *bucket, r int64, now time.Time) *bucket {
 	}
 	burst := burstOf(r)
 	if b == nil {
-		// Starts full: the first fetch goes at once.
-		return &bucket{lim: rate.NewLimiter(rate.Limit(r), burst)}
+		// Starts with a window's credit: the first fetch goes at once,
+		// asking for no more than a window.
+		b = &bucket{lim: rate.NewLimiter(rate.Limit(r), burst)}
+		b.reserve(burst-windowOf(r), now)
+		return b
 	}
 	old := b.lim.Limit()
 	if old == rate.Limit(r) {
@@ -158,9 +162,22 @@ func (b *bucket) reserve(n int, now time.Time) {
 	}
 }
 
-// burstOf is the bucket depth at rate r: what Window allows, at least
+// Credit is the most time at the limit a bucket saves up unused. A fetch
+// may ask for what was saved (MaxBytes), so a fetch loop held up beyond
+// Window (a busy machine, partitions waiting to be written) makes up for
+// it with its next fetch instead of losing the time: on a loaded 2-core
+// machine a 20 MB/s limit copied 0.947 of it when a bucket saved one
+// Window. Twice Window keeps a fetch within two windows at the limit.
+const Credit = 2 * Window
+
+// burstOf is the bucket depth at rate r: what Credit allows, at least
 // MinFetchBytes.
 func burstOf(r int64) int {
+	return int(min(max(r*int64(Credit)/int64(time.Second), MinFetchBytes), math.MaxInt32))
+}
+
+// windowOf is what rate r allows in Window, at least MinFetchBytes.
+func windowOf(r int64) int {
 	return int(min(max(r*int64(Window)/int64(time.Second), MinFetchBytes), math.MaxInt32))
 }
 
@@ -246,36 +263,39 @@ func (t *Throttle) TopicDelay(topic string, now time.Time) time.Duration {
 	return max(t.mirror.delay(now), t.topics[topic].delay(now))
 }
 
-// MaxBytes is the most one fetch of the mirror may ask for: def without
-// a limit, else what the limit allows in a window (Window, or two round
-// trips to the source, rtt, when longer: the caller's estimate, 0 if it
-// has none), at least MinFetchBytes.
-func (t *Throttle) MaxBytes(def int32, rtt time.Duration) int32 {
+// MaxBytes is the most one fetch of the mirror may ask for at now: def
+// without a limit, else what the limit allows in a window (Window, or two
+// round trips to the source, rtt, when longer: the caller's estimate, 0
+// if it has none) or the credit saved up (Credit), whichever is more, at
+// least MinFetchBytes.
+func (t *Throttle) MaxBytes(def int32, rtt time.Duration, now time.Time) int32 {
 	if t == nil {
 		return def
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.capLocked(t.mirror, def, rtt)
+	return t.mirror.maxBytes(def, rtt, now)
 }
 
 // TopicMaxBytes is the most one fetch may ask for of one partition of
 // topic: def, or less under the topic's or the mirror's limit.
-func (t *Throttle) TopicMaxBytes(topic string, def int32, rtt time.Duration) int32 {
+func (t *Throttle) TopicMaxBytes(topic string, def int32, rtt time.Duration, now time.Time) int32 {
 	if t == nil {
 		return def
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return min(t.capLocked(t.mirror, def, rtt), t.capLocked(t.topics[topic], def, rtt))
+	return min(t.mirror.maxBytes(def, rtt, now), t.topics[topic].maxBytes(def, rtt, now))
 }
 
-func (t *Throttle) capLocked(b *bucket, def int32, rtt time.Duration) int32 {
+// maxBytes is what one fetch may ask for under b (def for no limit): see
+// MaxBytes.
+func (b *bucket) maxBytes(def int32, rtt time.Duration, now time.Time) int32 {
 	if b == nil {
 		return def
 	}
 	w := max(Window, 2*rtt)
-	c := int64(float64(b.lim.Limit()) * w.Seconds())
+	c := max(int64(float64(b.lim.Limit())*w.Seconds()), int64(b.lim.TokensAt(now)))
 	return int32(min(max(c, MinFetchBytes), int64(def)))
 }
 

@@ -11,9 +11,12 @@ import (
 // topic, TopicMaxBytes) and brings that, or one whole batch more than
 // asked (Kafka returns whole batches), and takes rtt.
 type fetcher struct {
-	t      *Throttle
-	now    time.Time
-	rtt    time.Duration
+	t   *Throttle
+	now time.Time
+	rtt time.Duration
+	// lag is how late each fetch goes out after the throttle lets it: a
+	// busy machine, or fetched partitions waiting to be written.
+	lag    time.Duration
 	batch  int
 	rng    *rand.Rand
 	copied map[string]int64
@@ -27,13 +30,13 @@ func newFetcher(th *Throttle, rtt time.Duration) *fetcher {
 func (f *fetcher) run(d time.Duration, topics ...string) {
 	end := f.now.Add(d)
 	for f.now.Before(end) {
-		f.now = f.now.Add(f.t.Delay(f.now))
-		room := int(f.t.MaxBytes(16<<20, f.rtt))
+		f.now = f.now.Add(f.t.Delay(f.now) + f.lag)
+		room := int(f.t.MaxBytes(16<<20, f.rtt, f.now))
 		for _, topic := range topics {
 			if f.t.TopicDelay(topic, f.now) > 0 || room <= 0 {
 				continue
 			}
-			n := min(int(f.t.TopicMaxBytes(topic, 1<<20*16, f.rtt)), room)
+			n := min(int(f.t.TopicMaxBytes(topic, 1<<20*16, f.rtt, f.now)), room)
 			// Whole batches up to n, and sometimes the one batch past it.
 			got := n / f.batch * f.batch
 			if got == 0 || f.rng.IntN(2) == 0 {
@@ -66,13 +69,33 @@ func TestMirrorLimitHolds(t *testing.T) {
 			th := New()
 			f := newFetcher(th, rtt)
 			th.Set(Limits{Mirror: limit}, f.now)
-			if mb := th.MaxBytes(16<<20, rtt); int64(mb) > max(limit*int64(max(Window, 2*rtt))/int64(time.Second), MinFetchBytes) {
+			if mb := th.MaxBytes(16<<20, rtt, f.now); int64(mb) > max(limit*int64(max(Window, 2*rtt))/int64(time.Second), MinFetchBytes) {
 				t.Errorf("rtt %v limit %d: a fetch asks for %d bytes", rtt, limit, mb)
 			}
 			start := f.now
 			f.run(30*time.Second, "a", "b")
 			rate := float64(f.copied["a"]+f.copied["b"]) / f.now.Sub(start).Seconds()
 			within(t, "rtt "+rtt.String()+" limit "+time.Duration(limit).String(), rate, float64(limit), 0.05)
+		}
+	}
+}
+
+// TestLimitHoldsWithASlowLoop: a fetch loop that sends each fetch late
+// (up to 400 ms after the throttle let it go, beyond Window) still copies
+// at its limit: the time it lost is saved up (Credit) and asked for by
+// the next fetch. (With a bucket one Window deep, a 20 MB/s limit at
+// 80 ms copied 0.87 of it with a lag of 150 ms.)
+func TestLimitHoldsWithASlowLoop(t *testing.T) {
+	for _, lag := range []time.Duration{50 * time.Millisecond, 150 * time.Millisecond, 300 * time.Millisecond} {
+		for _, rtt := range []time.Duration{time.Millisecond, 80 * time.Millisecond} {
+			th := New()
+			f := newFetcher(th, rtt)
+			f.lag = lag
+			th.Set(Limits{Mirror: 20e6}, f.now)
+			start := f.now
+			f.run(30*time.Second, "a", "b")
+			rate := float64(f.copied["a"]+f.copied["b"]) / f.now.Sub(start).Seconds()
+			within(t, "lag "+lag.String()+" rtt "+rtt.String(), rate, 20e6, 0.05)
 		}
 	}
 }
@@ -124,7 +147,7 @@ func TestReloadChangesLimit(t *testing.T) {
 	if d := th.Delay(f.now); d != 0 || th.Limited() {
 		t.Fatalf("limit removed: delay %v, limited %v; want none", d, th.Limited())
 	}
-	if mb := th.MaxBytes(16<<20, 0); mb != 16<<20 {
+	if mb := th.MaxBytes(16<<20, 0, f.now); mb != 16<<20 {
 		t.Fatalf("limit removed: a fetch asks for %d, want the default", mb)
 	}
 }
@@ -155,7 +178,7 @@ func TestHeldTime(t *testing.T) {
 	if st := th.Status(now); st.HeldNow || st.MirrorHeld != 0 {
 		t.Fatalf("idle: %+v", st)
 	}
-	th.Took("a", 3e6+burstOf(1e6), now) // 3 s of debt past the full bucket
+	th.Took("a", 3e6+windowOf(1e6), now) // 3 s of debt past the window of credit a bucket starts with
 	st := th.Status(now.Add(time.Second))
 	if !st.HeldNow || st.MirrorHeld != time.Second {
 		t.Fatalf("1s into a 3s debt: %+v, want held now, 1s held", st)
