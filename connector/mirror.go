@@ -63,6 +63,10 @@ type Status struct {
 	// the next page.
 	TopicsTotal int    `json:"topics_total"`
 	NextAfter   string `json:"next_after,omitempty"`
+	// StateCounts, also set by GET /api/v1/status, counts the topics
+	// matching its ?topic in each state, whatever its ?state: the status
+	// page's filter buttons.
+	StateCounts map[State]int `json:"state_counts,omitempty"`
 	// Cluster is this worker's part of the mirror: its slots and group.
 	Cluster *ClusterStatus `json:"cluster,omitempty"`
 	// Fenced is set while the mirror is fenced (kmirror failover or
