@@ -249,8 +249,8 @@
       c.body.replaceChildren(el("p", { class: "muted" }, all === 0 && !v.q ? "No topics selected." : "No topic matches."));
     } else {
       c.body.replaceChildren(table([
-        ["Source topic", (t) => el("a", { href: topicHash(m.name, t.source_topic) }, t.source_topic)],
-        ["Target topic", (t) => t.target_topic],
+        ["Source topic", (t) => el("a", { href: topicHash(m.name, t.source_topic), class: "name" }, t.source_topic)],
+        ["Target topic", (t) => el("span", { class: "name" }, t.target_topic)],
         ["Partitions", (t) => fmt(t.partitions), true],
         ["State", (t) => badge(t.state)],
         ["Lag", (t) => lagCell(t.lag, t.lag_unknown_since), true],
