@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -955,7 +955,10 @@ func (m *Mirror) Status() Status {
 		st.Fenced = m.fenced.String()
 	}
 	ready := m.started && !m.lastPassAt.IsZero() && m.lastPassErr == nil && m.fenced == nil
-	for _, ts := range m.topics {
+	// By source name: the topics are sorted as names, not as the
+	// statuses (a few hundred bytes each, thousands of them).
+	for _, name := range slices.Sorted(maps.Keys(m.topics)) {
+		ts := m.topics[name]
 		t := TopicStatus{SourceTopic: ts.source, TargetTopic: ts.target, Partitions: ts.partitions, State: ts.currentState()}
 		if err := ts.currentErr(); err != nil {
 			t.Error = err.Error()
@@ -1002,7 +1005,6 @@ func (m *Mirror) Status() Status {
 		}
 	}
 	st.Lag, st.LagUnknownSince = mirrorLag.known(), mirrorLag.unknownSince
-	sort.Slice(st.Topics, func(i, j int) bool { return st.Topics[i].SourceTopic < st.Topics[j].SourceTopic })
 	st.RateLimit = m.rateLimitStatus(st.Topics, now)
 	st.Cluster = m.slots.status()
 	if !m.controlWithoutGroup && (st.Cluster.Member == "" || (st.Cluster.Rebalance != nil && st.Cluster.Rebalance.NotSettling)) {
