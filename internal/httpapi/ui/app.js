@@ -68,6 +68,7 @@
   // topics about 200 ms of script on a loaded machine.
   const numberFormat = new Intl.NumberFormat("en-US");
   const fmt = (n) => (typeof n === "number" ? numberFormat.format(n) : "");
+  const count = (n, noun) => fmt(n || 0) + " " + noun + (n === 1 ? "" : "s");
   // fmtBytes is a byte count in MB (10^6, as rate limits are mostly
   // written), KB or B.
   const fmtBytes = (n) => (n >= 1e6 ? +(n / 1e6).toFixed(1) + " MB" : n >= 1e3 ? +(n / 1e3).toFixed(1) + " KB" : n + " B");
@@ -423,10 +424,10 @@
         badge(t.state),
         el("span", {}, "lag ", lagCell(t.lag, t.lag_unknown_since, " records")),
         lagTime(t) && el("span", {}, "behind by " + lagTime(t)),
-        el("span", { class: "muted" }, fmt(t.copied) + " records copied by this worker"),
+        el("span", { class: "muted" }, count(t.copied, "record") + " copied by this worker"),
         sparks(d.history, t.source_topic)),
       topicErrors(t),
-      el("p", { class: "muted" }, fmt(t.partitions) + " partitions, " + fmt(here) + " copied by this worker. " +
+      el("p", { class: "muted" }, count(t.partitions, "partition") + ", " + fmt(here) + " copied by this worker. " +
         "Source end: the source's last stable offset; copied to: every source record below it is on the target; target end: the target offset after the last record copied."),
       table([
         ["Partition", (p) => fmt(p.partition), true],
