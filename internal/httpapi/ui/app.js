@@ -406,7 +406,11 @@
     if (!h.startsWith("#topic=")) return null;
     const [m, t] = h.slice(7).split("/");
     if (!m || !t) return null;
-    return { mirror: decodeURIComponent(m), topic: decodeURIComponent(t) };
+    try {
+      return { mirror: decodeURIComponent(m), topic: decodeURIComponent(t) };
+    } catch {
+      return null; // a hand-edited address: the list
+    }
   }
 
   const offset = (n) => (typeof n === "number" && n >= 0 ? fmt(n) : "?");
@@ -479,9 +483,20 @@
 
   class AuthError extends Error {}
 
+  // first is the request boot.js started for the first page of topics,
+  // taken by the first get of the same path.
+  let first = window.kmirrorFirst || null;
+
   async function get(path) {
     const headers = token ? { Authorization: "Bearer " + token } : {};
-    const r = await fetch(path, { headers, cache: "no-store", credentials: "same-origin" });
+    let pending;
+    if (first && first.path === path) {
+      pending = first.response;
+    } else {
+      pending = fetch(path, { headers, cache: "no-store", credentials: "same-origin" });
+    }
+    first = null; // only the page's first request may use it
+    const r = await pending;
     if (r.status === 401) throw new AuthError("token required");
     if (!r.ok) throw new Error(path + ": " + r.status + " " + (await r.text()).trim());
     return r.json();
