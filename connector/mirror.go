@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +63,10 @@ type Status struct {
 	// the next page.
 	TopicsTotal int    `json:"topics_total"`
 	NextAfter   string `json:"next_after,omitempty"`
+	// StateCounts, also set by GET /api/v1/status, counts the topics
+	// matching its ?topic in each state, whatever its ?state: the status
+	// page's filter buttons.
+	StateCounts map[State]int `json:"state_counts,omitempty"`
 	// Cluster is this worker's part of the mirror: its slots and group.
 	Cluster *ClusterStatus `json:"cluster,omitempty"`
 	// Fenced is set while the mirror is fenced (kmirror failover or
@@ -951,7 +955,10 @@ func (m *Mirror) Status() Status {
 		st.Fenced = m.fenced.String()
 	}
 	ready := m.started && !m.lastPassAt.IsZero() && m.lastPassErr == nil && m.fenced == nil
-	for _, ts := range m.topics {
+	// By source name: the topics are sorted as names, not as the
+	// statuses (a few hundred bytes each, thousands of them).
+	for _, name := range slices.Sorted(maps.Keys(m.topics)) {
+		ts := m.topics[name]
 		t := TopicStatus{SourceTopic: ts.source, TargetTopic: ts.target, Partitions: ts.partitions, State: ts.currentState()}
 		if err := ts.currentErr(); err != nil {
 			t.Error = err.Error()
@@ -998,7 +1005,6 @@ func (m *Mirror) Status() Status {
 		}
 	}
 	st.Lag, st.LagUnknownSince = mirrorLag.known(), mirrorLag.unknownSince
-	sort.Slice(st.Topics, func(i, j int) bool { return st.Topics[i].SourceTopic < st.Topics[j].SourceTopic })
 	st.RateLimit = m.rateLimitStatus(st.Topics, now)
 	st.Cluster = m.slots.status()
 	if !m.controlWithoutGroup && (st.Cluster.Member == "" || (st.Cluster.Rebalance != nil && st.Cluster.Rebalance.NotSettling)) {

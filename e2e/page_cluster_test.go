@@ -46,6 +46,11 @@ func (fixedSource) Statuses() []connector.Status {
 
 func (fixedSource) Topics() []connector.TopicMetadata { return nil }
 
+// Worker: the page asks for it at every refresh.
+func (fixedSource) Worker() httpapi.WorkerInfo {
+	return httpapi.WorkerInfo{Version: "v0.0.0-test", GoVersion: "go1.26", StartedAt: time.Now().Add(-time.Hour), Config: "mirrors: []\n"}
+}
+
 // Clusters: the source answers, one of the target's brokers does not.
 func (fixedSource) Clusters() []httpapi.ClusterStatus {
 	return []httpapi.ClusterStatus{

@@ -28,6 +28,7 @@ import (
 	"github.com/kmirror/kmirror/connector/offsets"
 	"github.com/kmirror/kmirror/connector/policy"
 	"github.com/kmirror/kmirror/filters"
+	"github.com/kmirror/kmirror/internal/history"
 	"github.com/kmirror/kmirror/internal/httpapi"
 	"github.com/kmirror/kmirror/internal/kafka"
 	"github.com/kmirror/kmirror/listeners"
@@ -72,6 +73,10 @@ type App struct {
 	changes *changeLog
 	// listenerHealth is the outcome of the calls to each listener.
 	listenerHealth *listenerHealth
+	// sampler keeps the last hour of throughput and lag (the status
+	// page's sparklines); started is when New ran (the page's uptime).
+	sampler *history.Sampler
+	started time.Time
 
 	mu       sync.Mutex
 	cfg      *config.Config          // the config in force (a reload swaps it)
@@ -166,6 +171,8 @@ func New(opts Options) (*App, error) {
 		specs:          make(map[string]plugins.Spec),
 		changes:        newChangeLog(maxChanges),
 		listenerHealth: newListenerHealth(),
+		sampler:        history.NewSampler(history.Options{}),
+		started:        time.Now(),
 	}
 	host, err := plugins.NewHost(plugins.HostOptions{Logger: opts.Logger, Registerer: reg, OnRestart: a.onPluginRestart})
 	if err != nil {
@@ -547,6 +554,11 @@ func (a *App) Run(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}, func(error) {})
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	g.Add(func() error {
+		a.sampler.Run(sampleCtx, a.Statuses)
+		return nil
+	}, func(error) { stopSampling() })
 	err = g.Run()
 	<-mirrorsDone
 	if err == nil {

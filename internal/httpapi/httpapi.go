@@ -321,6 +321,7 @@ func Handler(gatherer prometheus.Gatherer, src StatusSource, reload Reloader) ht
 		}
 		writeJSON(w, http.StatusOK, resp)
 	})
+	handleViews(mux, src)
 	mux.Handle("GET /{$}", pageHandler())
 	mux.Handle("GET /ui/", pageHandler())
 	// ?mirror, ?topic, ?state, ?limit and ?after choose the mirrors and

@@ -251,6 +251,12 @@ func TestStatusQuery(t *testing.T) {
 		"?mirror=a&limit=2&after=orders-dlq": "a:payments,zeta(6)",
 		"?mirror=a&after=zeta":               "a:(6)",
 		"?mirror=a&after=b":                  "a:clicks,orders,orders-dlq,payments,zeta(6)",
+		// Pages by number (the status page), failed first.
+		"?mirror=a&limit=2&offset=2":              "a:orders,orders-dlq(6)>orders-dlq",
+		"?mirror=a&offset=9":                      "a:(6)",
+		"?mirror=a&order=failed":                  "a:orders,orders-dlq,zeta,audit,clicks,payments(6)",
+		"?mirror=a&order=failed&limit=2&offset=2": "a:zeta,audit(6)",
+		"?order=failed&topic=orders":              "a:orders,orders-dlq(2) b:orders(1)",
 	} {
 		var got []string
 		for _, st := range query(q).Mirrors {
@@ -279,7 +285,18 @@ func TestStatusQuery(t *testing.T) {
 	if got := strings.Join(seen, ","); got != "audit,clicks,orders,orders-dlq,payments,zeta" {
 		t.Errorf("pages: %s", got)
 	}
-	for _, q := range []string{"?limit=0", "?limit=x", "?state=stuck", "?state=failed,"} {
+	// state_counts count the topics matching ?topic in each state,
+	// whatever ?state keeps: the page's filter buttons.
+	for q, want := range map[string]string{
+		"?mirror=a&state=pending": "map[failed:3 mirroring:3]",
+		"?mirror=a&topic=orders":  "map[failed:2]",
+		"?mirror=b&limit=1":       "map[pending:1]",
+	} {
+		if got := fmt.Sprint(query(q).Mirrors[0].StateCounts); got != want {
+			t.Errorf("%s: state_counts %s, want %s", q, got, want)
+		}
+	}
+	for _, q := range []string{"?limit=0", "?limit=x", "?state=stuck", "?state=failed,", "?offset=-1", "?order=size", "?order=failed&after=x"} {
 		code, body := get(t, h, "/api/v1/status"+q)
 		if code != 400 || !strings.Contains(body, strings.Split(strings.TrimPrefix(q, "?"), "=")[0]) {
 			t.Errorf("%s: %d %s, want a 400 naming the parameter", q, code, body)

@@ -26,6 +26,8 @@ func TestStatusPage(t *testing.T) {
 	for path, want := range map[string]string{
 		"/":               "text/html",
 		"/ui/app.js":      "javascript",
+		"/ui/boot.js":     "javascript",
+		"/ui/spark.js":    "javascript",
 		"/ui/style.css":   "text/css",
 		"/ui/favicon.svg": "image/svg+xml",
 	} {
@@ -39,13 +41,13 @@ func TestStatusPage(t *testing.T) {
 	}
 	rec := do(h, "GET", "/")
 	body := rec.Body.String()
-	for _, want := range []string{`src="ui/app.js"`, `href="ui/style.css"`, `name="viewport"`} {
+	for _, want := range []string{`src="ui/app.js"`, `src="ui/boot.js"`, `src="ui/spark.js"`, `href="ui/style.css"`, `name="viewport"`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("index.html lacks %s", want)
 		}
 	}
 	// Nothing from elsewhere: the page works offline.
-	for _, path := range []string{"/", "/ui/app.js", "/ui/style.css"} {
+	for _, path := range []string{"/", "/ui/app.js", "/ui/boot.js", "/ui/spark.js", "/ui/style.css"} {
 		if b := do(h, "GET", path).Body.String(); strings.Contains(b, "http://") || strings.Contains(b, "https://") {
 			t.Errorf("%s refers to another site", path)
 		}

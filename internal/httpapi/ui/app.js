@@ -1,6 +1,7 @@
 // kmirror status page: polls the JSON API and renders it. Plain
 // JavaScript, no dependencies; every value from the API is set as text,
-// never as HTML.
+// never as HTML. It never asks for every topic: a page of each mirror's
+// at a time, and one topic's partitions when a topic is open.
 "use strict";
 (function () {
   const INTERVAL_SECONDS = 3;
@@ -10,6 +11,8 @@
   let busy = false; // a refresh is in flight: it schedules the next one
   let polls = 0; // successful refreshes, shown as data-polls on <body>
   let prevCounters = null; // the previous /api/v1/counters, for rates
+  // lastHistory is the last /api/v1/history read, for a new card.
+  let lastHistory = { mirrors: {} };
   // prevCopied: each topic's "copied" count at the previous poll
   // ("mirror/topic" -> {copied, at}), for per-topic throughput.
   let prevCopied = new Map();
@@ -60,7 +63,12 @@
     return e ? e + " ago" : "never";
   }
 
-  const fmt = (n) => (typeof n === "number" ? n.toLocaleString("en-US") : "");
+  // fmt is n with thousands separators. One formatter for the page:
+  // Number.toLocaleString makes one per call, which cost a page of 100
+  // topics about 200 ms of script on a loaded machine.
+  const numberFormat = new Intl.NumberFormat("en-US");
+  const fmt = (n) => (typeof n === "number" ? numberFormat.format(n) : "");
+  const count = (n, noun) => fmt(n || 0) + " " + noun + (n === 1 ? "" : "s");
   // fmtBytes is a byte count in MB (10^6, as rate limits are mostly
   // written), KB or B.
   const fmtBytes = (n) => (n >= 1e6 ? +(n / 1e6).toFixed(1) + " MB" : n >= 1e3 ? +(n / 1e3).toFixed(1) + " KB" : n + " B");
@@ -134,34 +142,131 @@
     return s < 120 ? s.toFixed(1) + " s" : s < 7200 ? (s / 60).toFixed(1) + " min" : (s / 3600).toFixed(1) + " h";
   }
 
-  function renderMirror(m, counters) {
+  // The topic list. Each mirror's card keeps its own search, state filter
+  // and page, and asks /api/v1/status for that page only (failed first):
+  // a worker with 10,000 topics sends 100 rows, not 10,000.
+  const PAGE_SIZE = 100;
+  const STATES = ["failed", "pending", "mirroring"];
+  // views: mirror name -> {q, state ("" for all), page}.
+  const views = new Map();
+  const viewOf = (name) => views.get(name) || { q: "", state: "", page: 0 };
+  const isDefault = (v) => !v.q && !v.state && v.page === 0;
+
+  function statusQuery(v) {
+    const p = new URLSearchParams({ limit: String(PAGE_SIZE), order: "failed" });
+    if (v.q) p.set("topic", v.q);
+    if (v.state) p.set("state", v.state);
+    if (v.page) p.set("offset", String(v.page * PAGE_SIZE));
+    return p;
+  }
+
+  function setView(name, change) {
+    views.set(name, { ...viewOf(name), ...change });
+    refresh();
+  }
+
+  const topicHash = (mirror, topic) => "#topic=" + encodeURIComponent(mirror) + "/" + encodeURIComponent(topic);
+
+  // cards: mirror name -> the card's parts. The controls are made once, so
+  // that a refresh does not take the focus from the search box.
+  const cards = new Map();
+
+  function cardFor(name) {
+    let c = cards.get(name);
+    if (c) return c;
+    c = { head: el("div", { class: "card-head" }), notes: el("div", {}), body: el("div", {}), cluster: el("div", {}), buttons: new Map() };
+    let debounce = null;
+    c.search = el("input", { type: "search", placeholder: "Search topics", "aria-label": "search topics of " + name, "data-search": name });
+    c.search.addEventListener("input", () => {
+      clearTimeout(debounce);
+      debounce = setTimeout(() => setView(name, { q: c.search.value.trim(), page: 0 }), 200);
+    });
+    const filters = el("div", { class: "filters", role: "group", "aria-label": "topic state" });
+    for (const s of ["", ...STATES]) {
+      const b = el("button", { type: "button", "data-filter": s || "all" }, s || "all");
+      b.addEventListener("click", () => setView(name, { state: viewOf(name).state === s ? "" : s, page: 0 }));
+      c.buttons.set(s, b);
+      filters.append(b);
+    }
+    c.prev = el("button", { type: "button", "data-page": "prev" }, "‹ previous");
+    c.next = el("button", { type: "button", "data-page": "next" }, "next ›");
+    c.range = el("span", { class: "muted range" });
+    c.prev.addEventListener("click", () => setView(name, { page: Math.max(0, viewOf(name).page - 1) }));
+    c.next.addEventListener("click", () => setView(name, { page: viewOf(name).page + 1 }));
+    const pager = el("div", { class: "pager" }, c.prev, c.range, c.next);
+    c.root = el("article", { class: "card", "data-mirror": name }, c.head, c.notes, el("div", { class: "controls" }, c.search, filters), c.body, pager, c.cluster);
+    cards.set(name, c);
+    return c;
+  }
+
+  // sparks is a mirror's or a topic's last hour: records/s and lag.
+  function sparks(series, what) {
+    const pts = (series && series.points) || [];
+    if (pts.length === 0) return el("span", { class: "muted sparks" }, "history: none yet");
+    const rps = pts.map((p) => p.records_per_second);
+    const lag = pts.map((p) => (typeof p.lag === "number" ? p.lag : null));
+    const last = pts[pts.length - 1];
+    const span = Math.round((pts.length * series.interval_seconds) / 60);
+    return el("span", { class: "sparks", "data-history": String(pts.length) },
+      el("span", { class: "spark-box" }, window.kmirrorSpark(rps, { label: what + " records/s, last " + span + " min" }),
+        el("span", { class: "muted" }, fmt(Math.round(last.records_per_second)) + " rec/s")),
+      el("span", { class: "spark-box" }, window.kmirrorSpark(lag, { label: what + " lag (records), last " + span + " min" }),
+        el("span", { class: "muted" }, "lag " + (typeof last.lag === "number" ? fmt(last.lag) : "unknown"))));
+  }
+
+  // renderHead is a mirror's card head: its state, lag, throughput (from
+  // two readings of the counters) and last hour.
+  function renderHead(m, counters, history) {
+    const c = cardFor(m.name);
     const throughput = rate(m.name, counters);
     const passed = m.last_pass_at && Date.parse(m.last_pass_at) > 0;
-    const card = el("article", { class: "card", "data-mirror": m.name },
-      el("div", { class: "card-head" },
-        el("h3", {}, m.name),
-        el("span", { class: "muted" }, m.source + " → " + m.target),
-        m.ready ? badge("ready", "ok") : badge("not ready", "notready"),
-        el("span", {}, "lag ", lagCell(m.lag, m.lag_unknown_since, " records")),
-        throughput && el("span", { class: "rate" }, throughput),
-        el("span", { class: "muted" }, passed ? "last pass " + ago(m.last_pass_at) : "no pass yet")));
-    if (m.last_pass_error) card.append(el("p", { class: "error" }, "Last pass failed: " + m.last_pass_error));
+    c.head.replaceChildren(
+      el("h3", {}, m.name),
+      el("span", { class: "muted" }, m.source + " → " + m.target),
+      m.ready ? badge("ready", "ok") : badge("not ready", "notready"),
+      el("span", {}, "lag ", lagCell(m.lag, m.lag_unknown_since, " records")),
+      throughput && el("span", { class: "rate" }, throughput),
+      el("span", { class: "muted" }, passed ? "last pass " + ago(m.last_pass_at) : "no pass yet"),
+      sparks(history, m.name));
+  }
+
+  function renderMirror(m, counters, history) {
+    const c = cardFor(m.name);
+    const v = viewOf(m.name);
+    // A card's head waits for the counters and the history, drawn right
+    // after the topics; a new card gets one at once.
+    if (!c.head.hasChildNodes()) renderHead(m, counters, history);
+    const notes = [];
+    if (m.last_pass_error) notes.push(el("p", { class: "error" }, "Last pass failed: " + m.last_pass_error));
+    if (m.fenced) notes.push(el("p", { class: "error" }, "Fenced: " + m.fenced));
     const rl = m.rate_limit;
     if (rl) {
       // A mirror held back by its rate limit copies slower than it could:
       // its lag is the limit's doing, not the link's or the target's.
       const limit = rl.bytes_per_second > 0 ? "rate limit " + fmtBytes(rl.bytes_per_second) + "/s" : "topic rate limits";
-      card.append(el("p", { class: rl.throttled ? "throttled" : "muted", "data-throttled": rl.throttled ? "true" : "false" },
+      notes.push(el("p", { class: rl.throttled ? "throttled" : "muted", "data-throttled": rl.throttled ? "true" : "false" },
         (rl.throttled ? "Held back by its " + limit + " now" : "Within its " + limit) +
         "; held back " + (rl.throttled_seconds + rl.topic_throttled_seconds).toFixed(1) + " s in all"));
     }
-    const topics = [...(m.topics || [])].sort((a, b) => a.source_topic.localeCompare(b.source_topic));
+    c.notes.replaceChildren(...notes);
+    const counts = m.state_counts || {};
+    const all = STATES.reduce((n, s) => n + (counts[s] || 0), 0);
+    for (const [s, b] of c.buttons) {
+      b.textContent = (s || "all") + " " + fmt(s ? counts[s] || 0 : all);
+      b.setAttribute("aria-pressed", v.state === s ? "true" : "false");
+    }
+    const topics = m.topics || [];
+    const from = v.page * PAGE_SIZE;
+    c.range.textContent = topics.length ? "topics " + fmt(from + 1) + "–" + fmt(from + topics.length) + " of " + fmt(m.topics_total) : "";
+    c.prev.disabled = v.page === 0;
+    c.next.disabled = from + topics.length >= m.topics_total;
+    c.prev.hidden = c.next.hidden = v.page === 0 && m.topics_total <= PAGE_SIZE; // one page: nothing to turn
     if (topics.length === 0) {
-      card.append(el("p", { class: "muted" }, "No topics selected."));
+      c.body.replaceChildren(el("p", { class: "muted" }, all === 0 && !v.q ? "No topics selected." : "No topic matches."));
     } else {
-      card.append(table([
-        ["Source topic", (t) => t.source_topic],
-        ["Target topic", (t) => t.target_topic],
+      c.body.replaceChildren(table([
+        ["Source topic", (t) => el("a", { href: topicHash(m.name, t.source_topic), class: "name" }, t.source_topic)],
+        ["Target topic", (t) => el("span", { class: "name" }, t.target_topic)],
         ["Partitions", (t) => fmt(t.partitions), true],
         ["State", (t) => badge(t.state)],
         ["Lag", (t) => lagCell(t.lag, t.lag_unknown_since), true],
@@ -171,24 +276,39 @@
         ["Error", (t) => topicErrors(t)],
       ], topics, (t) => ({ "data-topic": t.source_topic, "data-state": t.state })));
     }
-    const c = m.cluster;
-    if (c) {
-      const box = el("div", { class: "cluster" },
-        el("p", {}, "Cluster: " + c.slots + " slots; this worker ", el("code", {}, c.member || "?"),
-          " owns " + formatSlots(c.owned) + "; control plane: " + (c.control_plane ? "yes" : "no")));
-      if (c.workers_error) box.append(el("p", { class: "error" }, "Workers as last described (describing the group failed: " + c.workers_error + ")"));
-      box.append(table([
-        ["Worker", (w) => w.member],
-        ["Client ID", (w) => w.client_id],
-        ["Host", (w) => w.host],
-        ["Slots", (w) => formatSlots(w.slots)],
-        ["Control plane", (w) => (w.control_plane ? "yes" : "")],
-      ], c.workers || []));
-      const lag = Object.entries(c.slot_lag || {}).sort((a, b) => a[0] - b[0]);
-      if (lag.length) box.append(el("p", { class: "muted" }, "Lag of this worker's slots (slot: records): " + lag.map(([s, n]) => s + ": " + (typeof n === "number" ? fmt(n) : "?")).join(", ")));
-      card.append(box);
+    c.cluster.replaceChildren(...(m.cluster ? [renderSlots(m.cluster)] : []));
+    return c.root;
+  }
+
+  // renderSlots is a cluster-mode mirror's workers and their slots.
+  function renderSlots(c) {
+    const box = el("div", { class: "cluster" },
+      el("p", {}, "Cluster: " + c.slots + " slots; this worker ", el("code", {}, c.member || "?"),
+        " owns " + formatSlots(c.owned) + "; control plane: " + (c.control_plane ? "yes" : "no")));
+    if (c.workers_error) box.append(el("p", { class: "error" }, "Workers as last described (describing the group failed: " + c.workers_error + ")"));
+    box.append(table([
+      ["Worker", (w) => w.member],
+      ["Client ID", (w) => w.client_id],
+      ["Host", (w) => w.host],
+      ["Slots", (w) => formatSlots(w.slots)],
+      ["Control plane", (w) => (w.control_plane ? "yes" : "")],
+    ], c.workers || []));
+    const lag = Object.entries(c.slot_lag || {}).sort((a, b) => a[0] - b[0]);
+    if (lag.length) box.append(el("p", { class: "muted" }, "Lag of this worker's slots (slot: records): " + lag.map(([s, n]) => s + ": " + (typeof n === "number" ? fmt(n) : "?")).join(", ")));
+    return box;
+  }
+
+  // mirrorsShown is the card order last put on the page: the cards are
+  // moved only when it changes (moving one would blur its search box).
+  let mirrorsShown = "";
+
+  function renderMirrors(mirrors, counters, hist) {
+    const roots = mirrors.map((m) => renderMirror(m, counters, (hist.mirrors || {})[m.name]));
+    const key = mirrors.map((m) => m.name).join("\n");
+    if (key !== mirrorsShown) {
+      $("mirrors").replaceChildren(...roots);
+      mirrorsShown = key;
     }
-    return card;
   }
 
   // renderClusters lists the brokers the worker cannot reach, per
@@ -268,14 +388,129 @@
     ], changes, (c) => ({ "data-change": c.kind, "data-name": c.name || "" }));
   }
 
+  // renderClusterList lists every configured cluster with its state, the
+  // failing brokers counted (their details are in the next section).
+  function renderClusterList(clusters) {
+    if (clusters.length === 0) return el("p", { class: "muted" }, "This worker does not report its clusters.");
+    return table([
+      ["Cluster", (c) => c.alias],
+      ["Bootstrap servers", (c) => el("span", { class: "addr" }, (c.bootstrap_servers || []).join(", "))],
+      ["State", (c) => ((c.failing || []).length ? badge((c.failing.length === 1 ? "1 broker" : c.failing.length + " brokers") + " not answering", "failed") : badge("reachable", "ok"))],
+    ], clusters, (c) => ({ "data-cluster-state": c.alias, "data-failing": String((c.failing || []).length) }));
+  }
+
+  // The topic view (#topic=MIRROR/TOPIC): one topic's partitions, offsets
+  // on both sides, and its last hour.
+  function openTopic() {
+    const h = location.hash;
+    if (!h.startsWith("#topic=")) return null;
+    const [m, t] = h.slice(7).split("/");
+    if (!m || !t) return null;
+    try {
+      return { mirror: decodeURIComponent(m), topic: decodeURIComponent(t) };
+    } catch {
+      return null; // a hand-edited address: the list
+    }
+  }
+
+  const offset = (n) => (typeof n === "number" && n >= 0 ? fmt(n) : "?");
+
+  function renderTopic(open, d, err) {
+    const back = el("a", { href: "#", class: "back" }, "← all topics");
+    const title = el("h2", {}, open.mirror + " / " + open.topic);
+    if (err) return [back, title, el("p", { class: "error" }, err)];
+    if (!d) return [back, title, el("p", { class: "muted" }, "loading…")];
+    const t = d.topic;
+    const here = d.partitions.filter((p) => p.here).length;
+    const box = el("div", { class: "card", "data-topic-view": t.source_topic },
+      el("div", { class: "card-head" },
+        el("span", {}, "→ " + t.target_topic),
+        badge(t.state),
+        el("span", {}, "lag ", lagCell(t.lag, t.lag_unknown_since, " records")),
+        lagTime(t) && el("span", {}, "behind by " + lagTime(t)),
+        el("span", { class: "muted" }, count(t.copied, "record") + " copied by this worker"),
+        sparks(d.history, t.source_topic)),
+      topicErrors(t),
+      el("p", { class: "muted" }, count(t.partitions, "partition") + ", " + fmt(here) + " copied by this worker. " +
+        "Source end: the source's last stable offset; copied to: every source record below it is on the target; target end: the target offset after the last record copied."),
+      table([
+        ["Partition", (p) => fmt(p.partition), true],
+        ["State", (p) => badge(p.state, p.state === "copying" ? "mirroring" : p.state)],
+        ["Source end", (p) => offset(p.source_end), true],
+        ["Copied to", (p) => offset(p.copied_to), true],
+        ["Target end", (p) => offset(p.target_end), true],
+        ["Lag", (p) => (p.here ? lagCell(p.lag, p.lag_unknown_since) : ""), true],
+        ["Copied", (p) => (p.here ? fmt(p.copied) : ""), true],
+        ["Error", (p) => (p.error ? el("span", { class: "error" }, p.error) : "")],
+      ], d.partitions, (p) => ({ "data-partition": String(p.partition), "data-state": p.state })));
+    return [back, title, box];
+  }
+
+  async function pollTopic() {
+    const open = openTopic();
+    $("topic-view").hidden = !open;
+    $("mirrors").hidden = Boolean(open);
+    if (!open) return;
+    let d = null, err = "";
+    try {
+      d = await get("api/v1/mirrors/" + encodeURIComponent(open.mirror) + "/topics/" + encodeURIComponent(open.topic));
+    } catch (e) {
+      if (e instanceof AuthError) throw e;
+      err = e.message;
+    }
+    $("topic-view").replaceChildren(...renderTopic(open, d, err));
+  }
+
+  // duration is seconds as "3d 4h", "2h 5m" or "40s".
+  function duration(s) {
+    s = Math.floor(s);
+    const d = Math.floor(s / 86400), h = Math.floor((s % 86400) / 3600), m = Math.floor((s % 3600) / 60);
+    if (d) return d + "d " + h + "h";
+    if (h) return h + "h " + m + "m";
+    if (m) return m + "m " + (s % 60) + "s";
+    return s + "s";
+  }
+
+  function renderWorker(w) {
+    if (!w) return [el("p", { class: "muted" }, "Not described by this server.")];
+    $("worker").textContent = "kmirror " + (w.version || "?") + ", up " + duration(w.uptime_seconds);
+    return [
+      el("p", { "data-worker": "" }, "kmirror ", el("code", {}, w.version || "?"), " (" + w.go_version + "), started " +
+        new Date(w.started_at).toLocaleString() + ", up " + duration(w.uptime_seconds) + "."),
+      el("details", {}, el("summary", {}, "Configuration in force (secrets masked)"), el("pre", { class: "config" }, w.config)),
+    ];
+  }
+
   class AuthError extends Error {}
+
+  // first is the request boot.js started for the first page of topics,
+  // taken by the first get of the same path.
+  let first = window.kmirrorFirst || null;
 
   async function get(path) {
     const headers = token ? { Authorization: "Bearer " + token } : {};
-    const r = await fetch(path, { headers, cache: "no-store", credentials: "same-origin" });
+    let pending;
+    if (first && first.path === path) {
+      pending = first.response;
+    } else {
+      pending = fetch(path, { headers, cache: "no-store", credentials: "same-origin" });
+    }
+    first = null; // only the page's first request may use it
+    const r = await pending;
     if (r.status === 401) throw new AuthError("token required");
     if (!r.ok) throw new Error(path + ": " + r.status + " " + (await r.text()).trim());
     return r.json();
+  }
+
+  // optional fetches what an older or smaller server may not serve (501):
+  // null then.
+  async function optional(path) {
+    try {
+      return await get(path);
+    } catch (e) {
+      if (e instanceof AuthError || !/: 501 /.test(e.message)) throw e;
+      return null;
+    }
   }
 
   function banner(text) {
@@ -292,51 +527,93 @@
     $("token").focus();
   }
 
+  // statuses fetches the page of topics each card shows: one request for
+  // the mirrors showing their first page unfiltered, one more for each
+  // mirror searched, filtered or paged.
+  async function statuses() {
+    const custom = [...views.entries()].filter(([, v]) => !isDefault(v)).map(([name]) => name);
+    const [all, ...own] = await Promise.all([
+      get("api/v1/status?" + statusQuery(viewOf("")).toString()),
+      ...custom.map((name) => get("api/v1/status?" + new URLSearchParams({ mirror: name, ...Object.fromEntries(statusQuery(viewOf(name))) }).toString())),
+    ]);
+    const byName = new Map();
+    for (const r of own) for (const m of r.mirrors || []) byName.set(m.name, m);
+    all.mirrors = (all.mirrors || []).map((m) => byName.get(m.name) || m);
+    return all;
+  }
+
+  let firstRows = false;
+
+  // refresh polls now; one asked for during a poll (a search typed) runs
+  // right after it. It schedules the next unless a token is needed first.
+  let again = false;
   async function refresh() {
-    if (busy) return;
+    if (busy) {
+      again = true;
+      return;
+    }
     busy = true;
     clearTimeout(timer);
+    let next = true;
     try {
-      await poll();
+      do {
+        again = false;
+        next = await poll();
+      } while (again && next);
     } finally {
       busy = false;
     }
+    if (next) timer = setTimeout(refresh, INTERVAL_SECONDS * 1000);
   }
 
-  // poll fetches and renders once; it schedules the next poll unless a
-  // token is needed first.
+  // poll fetches and renders once: the topics first, alone (the page's
+  // first paint waits for nothing else, and nothing competes with it for
+  // the worker: /api/v1/counters gathers every metric), then the rest. It
+  // returns false when a token is needed.
   async function poll() {
-    if (!document.hidden) {
-      try {
-        const [status, groups, ext, changes, counters] = await Promise.all([
-          get("api/v1/status"), get("api/v1/groups"), get("api/v1/extensions"), get("api/v1/changes?limit=100"),
-          get("api/v1/counters")]);
-        $("login").hidden = true;
-        $("main").hidden = false;
-        $("logout").hidden = !token;
-        banner("");
-        $("overall").textContent = status.ready ? "ready" : "not ready";
-        $("overall").className = "badge " + (status.ready ? "ok" : "notready");
-        nextCopied = new Map();
-        $("clusters").replaceChildren(renderClusters(status.clusters || []));
-        $("mirrors").replaceChildren(...(status.mirrors || []).map((m) => renderMirror(m, counters)));
-        prevCounters = counters;
-        prevCopied = nextCopied;
-        $("groups").replaceChildren(renderGroups(groups.groups || []));
-        $("extensions").replaceChildren(renderExtensions(ext));
-        $("changes").replaceChildren(renderChanges(changes.changes || []));
-        $("updated").textContent = "updated " + new Date().toLocaleTimeString();
-        document.body.dataset.polls = String(++polls);
-      } catch (e) {
-        if (e instanceof AuthError) {
-          showLogin(Boolean(token));
-          return; // until a token is entered
-        }
-        // An error is not an absence: keep the last state shown.
-        banner("Cannot reach the worker (" + e.message + "); showing the last known state.");
+    if (document.hidden) return true;
+    try {
+      const status = await statuses();
+      $("login").hidden = true;
+      $("main").hidden = false;
+      $("logout").hidden = !token;
+      banner("");
+      $("overall").textContent = status.ready ? "ready" : "not ready";
+      $("overall").className = "badge " + (status.ready ? "ok" : "notready");
+      nextCopied = new Map();
+      renderMirrors(status.mirrors || [], null, lastHistory);
+      prevCopied = nextCopied;
+      const clusters = status.clusters || [];
+      $("cluster-list").replaceChildren(renderClusterList(clusters));
+      $("clusters").replaceChildren(renderClusters(clusters));
+      if (!firstRows && document.querySelector("tr[data-topic]")) {
+        // When the first rows were on the page, from the navigation's
+        // start: the browser test's first-paint figure.
+        firstRows = true;
+        document.body.dataset.firstRowsMs = String(Math.round(performance.now()));
       }
+      const [hist, counters, groups, ext, changes, worker] = await Promise.all([
+        get("api/v1/history"), get("api/v1/counters"), get("api/v1/groups"), get("api/v1/extensions"),
+        get("api/v1/changes?limit=100"), optional("api/v1/worker"), pollTopic()]);
+      // The mirrors' heads again, with the throughput and the history.
+      for (const m of status.mirrors || []) renderHead(m, counters, (hist.mirrors || {})[m.name]);
+      prevCounters = counters;
+      lastHistory = hist;
+      $("groups").replaceChildren(renderGroups(groups.groups || []));
+      $("extensions").replaceChildren(renderExtensions(ext));
+      $("changes").replaceChildren(renderChanges(changes.changes || []));
+      $("worker-info").replaceChildren(...renderWorker(worker));
+      $("updated").textContent = "updated " + new Date().toLocaleTimeString();
+      document.body.dataset.polls = String(++polls);
+    } catch (e) {
+      if (e instanceof AuthError) {
+        showLogin(Boolean(token));
+        return false; // until a token is entered
+      }
+      // An error is not an absence: keep the last state shown.
+      banner("Cannot reach the worker (" + e.message + "); showing the last known state.");
     }
-    timer = setTimeout(refresh, INTERVAL_SECONDS * 1000);
+    return true;
   }
 
   $("interval").textContent = String(INTERVAL_SECONDS);
@@ -355,5 +632,9 @@
     showLogin(false);
   });
   document.addEventListener("visibilitychange", () => { if (!document.hidden) refresh(); });
+  window.addEventListener("hashchange", () => {
+    $("topic-view").replaceChildren();
+    refresh();
+  });
   refresh();
 })();
