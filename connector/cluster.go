@@ -85,6 +85,10 @@ type slotPlane struct {
 	assigned map[int32]bool
 	// takeMu serializes takeovers.
 	takeMu sync.Mutex
+	// undecidedSince is when a takeover first found a slot's last
+	// commit (by its mark) undecided in the progress topic, kept across
+	// takeover attempts (settleSlots); guarded by takeMu.
+	undecidedSince map[string]time.Time
 	// routeMu serializes handing partitions to the copiers (assign) with
 	// releasing slots: an assignment routed to the shared copier just
 	// before its slot was released would otherwise add the partition
@@ -164,7 +168,7 @@ type slotWorker struct {
 }
 
 func newSlotPlane(m *Mirror) *slotPlane {
-	return &slotPlane{m: m, owned: make(map[int32]*slotWorker), assigned: make(map[int32]bool),
+	return &slotPlane{m: m, owned: make(map[int32]*slotWorker), assigned: make(map[int32]bool), undecidedSince: make(map[string]time.Time),
 		txnID:    policy.InternalTopicPrefix + m.cfg.Name + ".worker-" + rand.Text()[:16],
 		progress: data.NewProgressLog(m.log, m.cfg.TargetOpts, m.progressTopic), recordPath: data.NewRecordPathSet(),
 		srcLeaders: data.NewLeaderCache(), dstLeaders: data.NewLeaderCache(), batchBudget: data.NewBatchBudget()}
@@ -272,7 +276,7 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 	}
 	slices.Sort(ss)
 	begin := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, p.takeoverAttempt())
 	defer cancel()
 	// The group's callbacks get the group client's context, which a
 	// shutdown does not cancel: a takeover waiting for a slot's commits
@@ -334,6 +338,27 @@ func (p *slotPlane) takeOver(ctx context.Context, ss []int32) {
 	// Partitions of topics already mirrored start now, not at the next
 	// pass.
 	p.assignKnown(installed)
+}
+
+// takeoverAttempt bounds one try to take slots over. A takeover runs in
+// the group's assignment callback, and the group's next rebalance waits for
+// the callback: franz-go goes on heartbeating, but cannot rejoin until it
+// returns, and a member that does not rejoin within the rebalance timeout
+// is removed from the group with every slot it owns. A takeover bounded
+// by a minute, waiting for a slot's commit that could not settle, had its
+// worker removed at every rebalance, and the next owner of the slot then
+// waited the same way (chaos seed 3673521089659424442). So a try stops
+// well within the rebalance timeout (a quarter of it: a try from the pass
+// may hold takeMu while the callback waits), and the slot, assigned and
+// without a copier, is tried again on every pass (takeOverMissing): what a
+// try read of the progress topic is kept, and a wait for an open
+// transaction goes on where it stood.
+func (p *slotPlane) takeoverAttempt() time.Duration {
+	rt := p.m.cfg.Cluster.RebalanceTimeout
+	if rt <= 0 {
+		rt = slots.DefaultRebalanceTimeout
+	}
+	return rt / 4
 }
 
 func (p *slotPlane) group() string      { return policy.InternalTopicPrefix + p.m.cfg.Name }

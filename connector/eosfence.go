@@ -103,10 +103,32 @@ func (p *slotPlane) settleSlots(ctx context.Context, dst *kgo.Client, ss []int32
 		}
 		settled := true
 		for _, mk := range marks {
-			if !p.progress.Decided(mk.ProducerID, mk.Offsets) {
-				settled = false
-				break
+			key := mk.String()
+			if p.progress.Decided(mk.ProducerID, mk.Offsets) {
+				delete(p.undecidedSince, key)
+				continue
 			}
+			settled = false
+			// Kafka writes a commit's markers within milliseconds; a
+			// mark still undecided after markersLost was committed
+			// without some of them (completeLostCommit). The time is
+			// kept across takeover attempts: each is bounded
+			// (takeoverAttempt), and may be shorter.
+			since, ok := p.undecidedSince[key]
+			if !ok {
+				p.undecidedSince[key] = time.Now()
+				continue
+			}
+			if time.Since(since) < markersLost {
+				continue
+			}
+			if err := p.completeLostCommit(ctx, adm, mk); err != nil {
+				p.m.logEvery.Error(p.m.log, "lost-markers:"+key, "a slot's last commit is not decided in the progress topic long after it committed, and cannot be completed: the slot waits (logged once a minute)",
+					"transactional_id", mk.TransactionID, "producer_id", mk.ProducerID, "progress", mk.Offsets, "undecided_for", time.Since(since).Round(time.Second), "err", err)
+			}
+			// Once a try: completing it again at once would not
+			// help, and its markers take a moment to be read.
+			p.undecidedSince[key] = time.Now()
 		}
 		if settled {
 			return ld, nil
@@ -118,6 +140,85 @@ func (p *slotPlane) settleSlots(ctx context.Context, dst *kgo.Client, ss []int32
 		}
 		backoff = min(2*backoff, 200*time.Millisecond)
 	}
+}
+
+// markersLost is how long a slot's last commit may stay undecided in the
+// progress topic before the takeover completes it (completeLostCommit):
+// Kafka writes a commit's markers within milliseconds, and a commit whose
+// markers were only slow is left alone anyway (taking its transactional ID
+// over waits for them).
+const markersLost = 5 * time.Second
+
+// completeLostCommit ends, as committed, the transaction a slot's last
+// commit names (mk) when Kafka committed it without writing its markers to
+// the progress topic and the target's partitions. Kafka 4.3.1's transaction
+// coordinator skips the markers of a partition it finds no leader for, as
+// while its only broker shuts down, and still completes the commit (chaos
+// seed 3673521089659424442: "Couldn't find leader endpoint for partitions
+// ... these partitions are likely deleted already and hence can be
+// skipped"). Those partitions then hold the transaction's records open for
+// good: its progress is never decided, so no new owner of the slot could
+// take it over (every try timed out and the slot stayed without a copier),
+// and read_committed consumers of its target partitions stop before them.
+//
+// The mark proves the commit: the group applies a transaction's offset
+// commit only once it commits. So the new owner takes the transactional ID
+// over (InitProducerID returns once nothing of it is pending: markers that
+// were only slow have landed, and an open transaction of it is aborted),
+// reads the progress again, and commits, through that ID and producer ID, a
+// transaction of the partitions that still hold its records (data.
+// CommitAgain): the progress partitions, and the target partitions of the
+// source partitions whose progress those records are. The records there
+// then commit together, as the lost markers would have made them. If the
+// producer wrote to those progress partitions again after that commit, its
+// open records are not that transaction's alone, and it is left alone.
+func (p *slotPlane) completeLostCommit(ctx context.Context, adm *kadm.Client, mk data.Mark) error {
+	if mk.TransactionID == "" {
+		return errors.New("the mark names no transactional ID to complete its transaction with")
+	}
+	undecided := func() (data.Undecided, error) {
+		u, err := p.progress.Undecided(mk.ProducerID, mk.Offsets)
+		if err == nil && u.Beyond {
+			err = fmt.Errorf("producer %d wrote to progress partitions %v again after that commit, and those records are still open too: they are not that transaction's alone", mk.ProducerID, u.Partitions)
+		}
+		return u, err
+	}
+	// Before taking the ID over: that aborts the producer's open
+	// transaction, which would end the lost commit's records with it if
+	// it wrote to their partitions.
+	if _, err := undecided(); err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(append(p.m.producerOpts(), kgo.TransactionalID(mk.TransactionID), kgo.MaxVersions(data.ClassicTransactions()))...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	pid, epoch, err := cl.ProducerID(ctx)
+	if err != nil {
+		return fmt.Errorf("take the transactional ID %s over (InitProducerID): %w", mk.TransactionID, err)
+	}
+	if pid != mk.ProducerID {
+		return fmt.Errorf("the transactional ID %s has producer ID %d now, not %d: that producer's open records cannot be ended through it", mk.TransactionID, pid, mk.ProducerID)
+	}
+	if _, err := p.progress.Current(ctx, adm, func(data.TopicPartition) bool { return false }); err != nil {
+		return err
+	}
+	u, err := undecided()
+	if err != nil || len(u.Partitions) == 0 {
+		return err // decided meanwhile: its markers were only slow
+	}
+	parts := map[string][]int32{p.m.progressTopic: u.Partitions}
+	for _, tp := range u.Sources {
+		target := p.m.cfg.Policy.FormatRemoteTopic(p.m.cfg.SourceAlias, tp.Topic)
+		parts[target] = append(parts[target], tp.Partition)
+	}
+	if err := data.CommitAgain(ctx, cl, mk.TransactionID, pid, epoch, parts); err != nil {
+		return fmt.Errorf("commit the transaction of %s again: %w", mk.TransactionID, err)
+	}
+	p.m.log.Warn("completed a slot's last commit whose transaction markers Kafka did not write (its coordinator skips a partition without a leader): committed again through its transactional ID",
+		"transactional_id", mk.TransactionID, "producer_id", pid, "partitions", parts)
+	return nil
 }
 
 // fenceDeparted takes over the transactional IDs of the workers that last

@@ -495,6 +495,76 @@ func TestEOSNewOwnerWaitsForPendingCommit(t *testing.T) {
 	s.exactlyOnce(dst, "after the handover")
 }
 
+// lagSlotZeroCommit builds, for TestEOSNewOwnerReadsUntilCommitDecided and
+// TestEOSUnsettledTakeoverStaysMember, a slot 0 whose last commit cannot
+// be decided yet: a first worker copies 20 records of s (one partition)
+// and stops; then the previous owner's last transaction (producer
+// "test.lagging": the next 20 records on the target and their progress) is
+// left open, as if its markers had not landed yet, while another
+// transaction commits slot 0 to the group with a mark naming it. kfake
+// writes markers at once, hence the construction. The mark names no
+// transactional ID, so that a new owner neither fences nor completes it
+// (fenceDeparted, completeLostCommit): Kafka would let a commit whose
+// markers lag complete first, where kfake would abort the open transaction
+// built here. Committing the returned producer's transaction decides it.
+func lagSlotZeroCommit(t *testing.T, s *eosSource, src, dst *kfake.Cluster) *kgo.Client {
+	t.Helper()
+	s.produce("a", 20)
+	w1 := startClusterWorker(t, src, dst, 1)
+	s.exactlyOnce(dst, "the first worker")
+	w1.shutdown(t)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	progressTopic := policy.InternalTopic("m", "progress")
+	dstAdm := kadm.NewClient(kfaketest.Client(t, dst))
+	tp := data.TopicPartition{Topic: s.topic, Partition: 0}
+	ld, err := data.LoadProgress(ctx, kfaketest.Logger(), []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, dstAdm, progressTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos, ok := ld.Positions[tp]
+	if !ok || pos.Next != 20 {
+		t.Fatalf("the first worker's progress of %v: %+v (stored: %v), want next 20", tp, pos, ok)
+	}
+	n, err := state.Partitions(ctx, dstAdm, progressTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	s.produce("b", 20)
+	lagging := kfaketest.Client(t, dst, kgo.TransactionalID("test.lagging"), kgo.MaxVersions(data.ClassicTransactions()),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionTimeout(10*time.Minute))
+	if err := lagging.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	var recs []*kgo.Record
+	for _, v := range s.want[0][20:40] {
+		recs = append(recs, &kgo.Record{Topic: "src." + s.topic, Partition: 0, Value: []byte(v)})
+	}
+	key, value := data.EncodeProgress(tp, data.Position{Next: 40, TopicID: pos.TopicID})
+	progress := &kgo.Record{Topic: progressTopic, Partition: state.PartitionFor(n, tp.Topic, tp.Partition), Key: key, Value: data.Sealer{}.Seal(value)}
+	if err := lagging.ProduceSync(ctx, append(recs, progress)...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	pid, _, err := lagging.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Slot 0's commit in the group, done, naming that transaction's
+	// progress record. Under no member (generation -1): the group has
+	// none now, and Kafka takes such a commit unchecked.
+	mark := data.Mark{ProducerID: pid, Offsets: map[int32]int64{progress.Partition: progress.Offset}}
+	kfaketest.CreateTopic(t, dst, "scratch", 1)
+	committer := kfaketest.Client(t, dst, kgo.TransactionalID("test.committer"), kgo.MaxVersions(data.ClassicTransactions()))
+	commitSlotZero(t, ctx, committer, "test.committer", "scratch", "x", mark)
+	if err := committer.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	return lagging
+}
+
 // TestEOSNewOwnerReadsUntilCommitDecided guards the second half of the
 // new owner's wait (settleSlots after slots.AwaitStable): Kafka answers
 // EndTxn before it writes the transaction's markers, and nothing orders
@@ -517,74 +587,19 @@ func TestEOSNewOwnerReadsUntilCommitDecided(t *testing.T) {
 	t.Parallel()
 	src, dst := kfaketest.Clusters(t)
 	s := newEOSSource(t, src, "orders", 1)
-	s.produce("a", 20)
-	w1 := startClusterWorker(t, src, dst, 1)
-	s.exactlyOnce(dst, "the first worker")
-	w1.shutdown(t)
-
+	lagging := lagSlotZeroCommit(t, s, src, dst)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	progressTopic := policy.InternalTopic("m", "progress")
-	dstAdm := kadm.NewClient(kfaketest.Client(t, dst))
-	tp := data.TopicPartition{Topic: "orders", Partition: 0}
-	ld, err := data.LoadProgress(ctx, kfaketest.Logger(), []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, dstAdm, progressTopic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pos, ok := ld.Positions[tp]
-	if !ok || pos.Next != 20 {
-		t.Fatalf("the first worker's progress of %v: %+v (stored: %v), want next 20", tp, pos, ok)
-	}
-	n, err := state.Partitions(ctx, dstAdm, progressTopic)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	// The previous owner's last transaction, its markers not written
-	// yet: the next 20 records copied, and their progress.
-	s.produce("b", 20)
-	lagging := kfaketest.Client(t, dst, kgo.TransactionalID("test.lagging"), kgo.MaxVersions(data.ClassicTransactions()),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionTimeout(10*time.Minute))
-	if err := lagging.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	var recs []*kgo.Record
-	for _, v := range s.want[0][20:40] {
-		recs = append(recs, &kgo.Record{Topic: "src.orders", Partition: 0, Value: []byte(v)})
-	}
-	key, value := data.EncodeProgress(tp, data.Position{Next: 40, TopicID: pos.TopicID})
-	progress := &kgo.Record{Topic: progressTopic, Partition: state.PartitionFor(n, tp.Topic, tp.Partition), Key: key, Value: data.Sealer{}.Seal(value)}
-	if err := lagging.ProduceSync(ctx, append(recs, progress)...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	pid, _, err := lagging.ProducerID(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	// Slot 0's commit in the group, done, naming that transaction's
-	// progress record. Under no member (generation -1): the group has
-	// none now, and Kafka takes such a commit unchecked. The mark names no
-	// transactional ID, so that the new owner does not fence it
-	// (fenceDeparted): Kafka would let a commit whose markers lag complete
-	// first, where kfake would abort the open transaction built here.
-	mark := data.Mark{ProducerID: pid, Offsets: map[int32]int64{progress.Partition: progress.Offset}}
-	kfaketest.CreateTopic(t, dst, "scratch", 1)
-	committer := kfaketest.Client(t, dst, kgo.TransactionalID("test.committer"), kgo.MaxVersions(data.ClassicTransactions()))
-	commitSlotZero(t, ctx, committer, "test.committer", "scratch", "x", mark)
-	if err := committer.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		t.Fatal(err)
-	}
 
 	// Each pass of the new owner's wait reads the progress topic to its
 	// end (ListOffsets).
 	progressReads := countKey(dst, kmsg.ListOffsets, func(req kmsg.Request) bool {
 		return slices.ContainsFunc(req.(*kmsg.ListOffsetsRequest).Topics, func(rt kmsg.ListOffsetsRequestTopic) bool { return rt.Topic == progressTopic })
 	})
-	w1ID := w1.m.slots.txnID
 	w2Producer := countKey(dst, kmsg.InitProducerID, func(req kmsg.Request) bool {
 		id := req.(*kmsg.InitProducerIDRequest).TransactionalID
-		return id != nil && strings.HasPrefix(*id, "kmirror.m.worker-") && *id != w1ID
+		return id != nil && strings.HasPrefix(*id, "kmirror.m.worker-")
 	})
 	w2 := startClusterWorker(t, src, dst, 1)
 	kfaketest.WaitFor(t, func() bool { return w2Producer.Load() > 0 }, "the second worker to begin taking slot 0 over")
@@ -647,4 +662,70 @@ func testRevokeCommitsBeforeHandover(t *testing.T, batchPath bool) {
 	if n := testutil.ToFloat64(aborts) - abortsBefore; n != 0 {
 		t.Fatalf("the first worker aborted %v transactions: its revocation did not commit", n)
 	}
+}
+
+// TestEOSUnsettledTakeoverStaysMember guards takeoverAttempt: a takeover
+// runs in the group's assignment callback, and the group's next rebalance
+// waits for the callback to return. A takeover that waited a minute for a
+// slot's last commit to settle (chaos seed 3673521089659424442, where it
+// never did) kept its worker from rejoining: the coordinator ended the
+// rebalance without it at the rebalance timeout, removing it from the
+// group, and gave its slots to the next worker, whose takeover then waited
+// the same way.
+//
+// Slot 0's last commit cannot be decided (lagSlotZeroCommit). A worker
+// joins and is given it, then a second joins (given nothing: the group has
+// one slot), and the first stops: the group gives slot 0 to the second in
+// its assignment callback (a worker's first assignment is taken over
+// outside it, once Join returned). A third worker then joins, which begins
+// a rebalance. Once the third worker is in the group, the second must
+// still be a member, with its member ID, and must take the slot over once
+// the commit is decided: the target holds every record once.
+func TestEOSUnsettledTakeoverStaysMember(t *testing.T) {
+	t.Parallel()
+	src, dst := kfaketest.Clusters(t)
+	s := newEOSSource(t, src, "orders", 1)
+	lagging := lagSlotZeroCommit(t, s, src, dst)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// A rebalance timeout of 8s (a try of 2s): a minute-long takeover in
+	// the callback outlasts it by far.
+	tune := func(c *Config) { c.Cluster.RebalanceTimeout = 8 * time.Second }
+	memberID := func(w *clusterWorker) string {
+		w.m.slots.mu.Lock()
+		member := w.m.slots.member
+		w.m.slots.mu.Unlock()
+		if member == nil {
+			return ""
+		}
+		id, _ := member.Generation()
+		return id
+	}
+	first := startClusterWorker(t, src, dst, 1, tune)
+	kfaketest.WaitFor(t, func() bool { return slices.Equal(first.assignedSlots(), []int32{0}) }, "the group to give the first worker slot 0")
+	w2 := startClusterWorker(t, src, dst, 1, tune)
+	kfaketest.WaitFor(t, func() bool { return memberID(w2) != "" }, "the second worker to join the group")
+	first.shutdown(t)
+	kfaketest.WaitFor(t, func() bool { return slices.Equal(w2.assignedSlots(), []int32{0}) }, "the group to give the second worker slot 0")
+	w2ID := memberID(w2)
+	if w2ID == "" || len(w2.owned()) != 0 {
+		t.Fatalf("the second worker: member %q, owns %v; want a member not owning slot 0 yet (its last commit undecided)", w2ID, w2.owned())
+	}
+
+	w3 := startClusterWorker(t, src, dst, 1, tune)
+	kfaketest.WaitFor(t, func() bool { return memberID(w3) != "" }, "the third worker to join the group")
+	members, err := w3.m.slots.member.MemberIDs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !members[w2ID] || memberID(w2) != w2ID {
+		t.Fatalf("the second worker (member %s, now %q) was removed from the group while it waited for slot 0's commit: members %v", w2ID, memberID(w2), members)
+	}
+
+	if err := lagging.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	kfaketest.WaitFor(t, func() bool { return len(w2.owned()) == 1 || len(w3.owned()) == 1 }, "a worker takes slot 0 over once its commit is decided")
+	s.produce("c", 20)
+	s.exactlyOnce(dst, "after the takeover")
 }

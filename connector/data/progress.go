@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -527,6 +528,48 @@ func (l *ProgressLog) Decided(pid int64, offsets map[int32]int64) bool {
 		}
 	}
 	return true
+}
+
+// Undecided is what the last read saw of a producer's records up to given
+// offsets (per progress partition) that is still undecided: the progress
+// partitions holding such records, and the source partitions those records
+// are about (their progress or index chunks), whose records on the target
+// the same transaction wrote. Beyond says the producer also has undecided
+// records past those offsets there: it wrote again since.
+type Undecided struct {
+	Partitions []int32
+	Sources    []TopicPartition
+	Beyond     bool
+}
+
+// Undecided reports what of producer pid's records up to offsets is still
+// undecided in what the previous read saw (see Decided).
+func (l *ProgressLog) Undecided(pid int64, offsets map[int32]int64) (Undecided, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var u Undecided
+	seen := make(map[TopicPartition]bool)
+	for _, p := range slices.Sorted(maps.Keys(offsets)) {
+		if l.reader.Decided(pid, p, offsets[p]) {
+			continue
+		}
+		u.Partitions = append(u.Partitions, p)
+		for _, r := range l.reader.Pending(pid, p) {
+			if r.Offset > offsets[p] {
+				u.Beyond = true
+				continue
+			}
+			k, err := decodeProgressKey(r.Key)
+			if err != nil {
+				return Undecided{}, fmt.Errorf("%s partition %d offset %d: %w", l.topic, p, r.Offset, err)
+			}
+			if tp := (TopicPartition{k.Topic, k.Partition}); !seen[tp] {
+				seen[tp] = true
+				u.Sources = append(u.Sources, tp)
+			}
+		}
+	}
+	return u, nil
 }
 
 // progressWriter persists, per partition, the index chunks that changed and

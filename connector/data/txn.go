@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/kmirror/kmirror/connector/recordbatch"
@@ -562,6 +564,76 @@ func Fence(ctx context.Context, cl *kgo.Client) error {
 		return fmt.Errorf("take the transactional ID over (InitProducerID): %w", err)
 	}
 	return nil
+}
+
+// CommitAgain ends, as committed, a transaction of producer pid whose
+// markers Kafka did not write to the partitions parts (topic -> partitions)
+// although its coordinator committed it: cl's transactional ID must be the
+// one that wrote it, taken over already (Fence), at producer ID pid. It adds
+// parts to a new transaction of that ID (AddPartitionsToTxn) and commits it
+// (EndTxn), writing nothing: the coordinator then writes a commit marker of
+// pid to each of parts, and a partition counts the records of pid it still
+// holds open as that transaction's, committing them, as it would have with
+// the lost markers. A partition without such records gets a marker that ends
+// nothing. CONCURRENT_TRANSACTIONS is retried, bounded by ctx.
+func CommitAgain(ctx context.Context, cl *kgo.Client, txnID string, pid int64, epoch int16, parts map[string][]int32) error {
+	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch = txnID, pid, epoch
+	for _, topic := range slices.Sorted(maps.Keys(parts)) {
+		rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+		rt.Topic, rt.Partitions = topic, parts[topic]
+		add.Topics = append(add.Topics, rt)
+	}
+	if err := retryConcurrent(ctx, func() error {
+		resp, err := add.RequestWith(ctx, cl)
+		if err != nil {
+			return err
+		}
+		var errs []error
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+					errs = append(errs, fmt.Errorf("%s/%d: %w", rt.Topic, rp.Partition, err))
+				}
+			}
+		}
+		if len(errs) > 0 && slices.ContainsFunc(errs, func(err error) bool { return errors.Is(err, kerr.ConcurrentTransactions) }) {
+			return kerr.ConcurrentTransactions
+		}
+		return errors.Join(errs...)
+	}); err != nil {
+		return fmt.Errorf("add the partitions to a transaction (AddPartitionsToTxn): %w", err)
+	}
+	end := kmsg.NewPtrEndTxnRequest()
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = txnID, pid, epoch, true
+	if err := retryConcurrent(ctx, func() error {
+		resp, err := end.RequestWith(ctx, cl)
+		if err != nil {
+			return err
+		}
+		return kerr.ErrorForCode(resp.ErrorCode)
+	}); err != nil {
+		return fmt.Errorf("commit (EndTxn): %w", err)
+	}
+	return nil
+}
+
+// retryConcurrent calls fn again while it fails with
+// CONCURRENT_TRANSACTIONS (the transactional ID's last transaction still
+// ending), bounded by ctx.
+func retryConcurrent(ctx context.Context, fn func() error) error {
+	start := time.Now()
+	for {
+		err := fn()
+		if !errors.Is(err, kerr.ConcurrentTransactions) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (%w)", ctx.Err(), err)
+		case <-time.After(concurrentTxnBackoff(time.Since(start))):
+		}
+	}
 }
 
 // txnStopped reports whether the copier stopped for good: fenced, or a

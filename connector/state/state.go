@@ -389,6 +389,22 @@ func (cr *Reader) Decided(pid int64, p int32, offset int64) bool {
 	return true
 }
 
+// Pending returns the records producer pid wrote to partition p that were
+// read and are not decided yet, in log order. A committed transaction's
+// records stay here for good when Kafka did not write its markers (see
+// connector's completeLostCommit).
+func (cr *Reader) Pending(pid int64, p int32) []*kgo.Record {
+	f := cr.folds[p]
+	if f == nil {
+		return nil
+	}
+	out := make([]*kgo.Record, 0, len(f.pending[pid]))
+	for _, e := range f.pending[pid] {
+		out = append(out, e.r)
+	}
+	return out
+}
+
 // committedFold hands a partition's committed records to fn in the log's
 // order, as a read_committed consumer would see them if nothing were open:
 // records outside transactions at once, a transaction's records once its

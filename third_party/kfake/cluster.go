@@ -1313,6 +1313,20 @@ func (c *Cluster) admin(fn func()) {
 	<-wait
 }
 
+// DropTxnMarkers makes the transaction coordinator end transactions
+// without writing their markers to the partitions drop selects (by producer
+// ID, topic and partition; nil writes every marker again), leaving those
+// partitions' transactions open for good: the records stay invisible to
+// read_committed consumers and hold their last stable offset, while the
+// coordinator considers the transaction ended and its offset commits
+// applied. Kafka 4.3.1's coordinator does this when it finds no leader for
+// a partition, as while its only broker shuts down ("Couldn't find leader
+// endpoint for partitions ... these partitions are likely deleted already
+// and hence can be skipped"). kmirror patch, PATCHES.md, 6.
+func (c *Cluster) DropTxnMarkers(drop func(pid int64, topic string, partition int32) bool) {
+	c.admin(func() { c.pids.dropMarkers = drop })
+}
+
 // MoveTopicPartition simulates the rebalancing of a partition to an alternative
 // broker. This returns an error if the topic, partition, or node does not exit.
 func (c *Cluster) MoveTopicPartition(topic string, partition, nodeID int32) error {

@@ -42,6 +42,10 @@ type (
 		txs     map[*pidinfo]struct{} // active transactions being tracked for timeout
 		txTimer *time.Timer
 		c       *Cluster
+
+		// dropMarkers, when set, selects the partitions whose
+		// markers endTx skips (kmirror patch, PATCHES.md, 6).
+		dropMarkers func(pid int64, topic string, partition int32) bool
 	}
 
 	// Seq/txn info for a given individual producer ID.
@@ -811,6 +815,11 @@ func (pidinf *pidinfo) endTx(commit bool) {
 		// fresh log via the shared on-disk path.
 		pd, ok := c.data.tps.getp(t, p)
 		if !ok {
+			return
+		}
+		// kmirror patch (PATCHES.md, 6): a marker Kafka's coordinator
+		// skipped leaves the partition's transaction open for good.
+		if drop := pidinf.pids.dropMarkers; drop != nil && drop(pidinf.id, t, p) {
 			return
 		}
 
