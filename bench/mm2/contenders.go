@@ -62,7 +62,8 @@ type spec struct {
 	via string
 	// wanTuned: MM2's consumer tuned for a high-latency link (mm2-wan).
 	wanTuned bool
-	// defaultTasks: MM2's tasks.max left at its default, 1 (mm2-defaults).
+	// defaultTasks: MM2 with tasks.max and its clients at their defaults
+	// (mm2-defaults).
 	defaultTasks bool
 	// rateLimit is kmirror's mirrors[].rate_limit as written in the
 	// config ("20MB"); empty: none (the WAN phase's extras, wanextra.go).
@@ -99,11 +100,12 @@ type contender struct {
 	// wanTuned: MM2 with the WAN tuning operators apply (mm2-wan), in the
 	// WAN phase only: everywhere else its settings would only cost heap.
 	wanTuned bool
-	// defaultTasks: MM2 with tasks.max at its default, 1: one consumer
-	// for every partition, which is what a deployment that tuned nothing
-	// runs (mm2-defaults; the WAN phase only: issue 27 compares against
-	// it). The mm2 contender runs a task per partition everywhere, which
-	// favours MM2.
+	// defaultTasks: MM2 with its defaults: tasks.max 1 (one consumer for
+	// every partition) and the Java producer's and consumer's defaults,
+	// which is what a deployment that tuned nothing runs (mm2-defaults;
+	// the WAN phase only: issue 27 compares against it). The mm2
+	// contender runs a task per partition and kmirror's batching
+	// everywhere, which favours MM2.
 	defaultTasks bool
 }
 
@@ -259,44 +261,49 @@ func mm2Properties(p *pair, s spec, restPort int) string {
 		w(k, "1")
 	}
 	w(dstAlias+".scheduled.rebalance.max.delay.ms", "0")
-	// The target producer (Connect's worker producer, one per task): the
-	// same batching as kmirror's. Connect sets max.in.flight=1; franz-go's
-	// idempotent producer keeps up to 5 in flight per broker, so MM2 gets
-	// 5 too (idempotence, on by default, keeps the order).
-	w(dstAlias+".producer.linger.ms", "5")
-	if s.manyPartitions {
-		// The Java producer allocates batch.size up front for every
-		// partition with a record in its accumulator: 1 MiB × 1,000
-		// partitions exhausts a 1 GiB heap (OutOfMemoryError in
-		// RecordAccumulator.append, tasks killed, records never
-		// mirrored). franz-go grows batches as records arrive, so the
-		// Java default (16384) is the fair equivalent here.
-		b.WriteString("# batch.size: Java default (16384); 1 MiB × 1,000 partitions runs a 1 GiB heap out of memory\n")
+	if s.defaultTasks {
+		// mm2-defaults: the producer and the consumer as Java makes them.
+		b.WriteString("# mm2-defaults: the Java producer's and consumer's defaults (batch.size 16384, linger.ms 5,\n# fetch.max.bytes 50 MiB, max.partition.fetch.bytes 1 MiB, fetch.max.wait.ms 500)\n")
 	} else {
-		w(dstAlias+".producer.batch.size", fmt.Sprint(batchMaxBytes))
+		// The target producer (Connect's worker producer, one per task): the
+		// same batching as kmirror's. Connect sets max.in.flight=1; franz-go's
+		// idempotent producer keeps up to 5 in flight per broker, so MM2 gets
+		// 5 too (idempotence, on by default, keeps the order).
+		w(dstAlias+".producer.linger.ms", "5")
+		if s.manyPartitions {
+			// The Java producer allocates batch.size up front for every
+			// partition with a record in its accumulator: 1 MiB × 1,000
+			// partitions exhausts a 1 GiB heap (OutOfMemoryError in
+			// RecordAccumulator.append, tasks killed, records never
+			// mirrored). franz-go grows batches as records arrive, so the
+			// Java default (16384) is the fair equivalent here.
+			b.WriteString("# batch.size: Java default (16384); 1 MiB × 1,000 partitions runs a 1 GiB heap out of memory\n")
+		} else {
+			w(dstAlias+".producer.batch.size", fmt.Sprint(batchMaxBytes))
+		}
+		if s.codec != "" {
+			w(dstAlias+".producer.compression.type", s.codec)
+		} else {
+			w(dstAlias+".producer.compression.type", "none")
+		}
+		w(dstAlias+".producer.max.in.flight.requests.per.connection", "5")
+		w(dstAlias+".producer.enable.idempotence", "true")
+		// The source consumer: franz-go's (and the Java client's) default fetch
+		// sizes, kmirror's fetch wait, read_committed as kmirror; mm2-wan
+		// fetches more per round trip.
+		partFetch := partFetchBytes
+		if s.wanTuned {
+			partFetch = wanPartFetchBytes
+			b.WriteString(mm2WANTuning)
+			w(srcAlias+".consumer.receive.buffer.bytes", "-1")
+			w(dstAlias+".producer.buffer.memory", fmt.Sprint(wanProducerBuffer))
+		}
+		w(srcAlias+".consumer.fetch.max.bytes", fmt.Sprint(fetchMaxBytes))
+		w(srcAlias+".consumer.max.partition.fetch.bytes", fmt.Sprint(partFetch))
+		w(srcAlias+".consumer.fetch.min.bytes", "1")
+		w(srcAlias+".consumer.fetch.max.wait.ms", fmt.Sprint(fetchMaxWait.Milliseconds()))
+		w(srcAlias+".consumer.isolation.level", "read_committed")
 	}
-	if s.codec != "" {
-		w(dstAlias+".producer.compression.type", s.codec)
-	} else {
-		w(dstAlias+".producer.compression.type", "none")
-	}
-	w(dstAlias+".producer.max.in.flight.requests.per.connection", "5")
-	w(dstAlias+".producer.enable.idempotence", "true")
-	// The source consumer: franz-go's (and the Java client's) default fetch
-	// sizes, kmirror's fetch wait, read_committed as kmirror; mm2-wan
-	// fetches more per round trip.
-	partFetch := partFetchBytes
-	if s.wanTuned {
-		partFetch = wanPartFetchBytes
-		b.WriteString(mm2WANTuning)
-		w(srcAlias+".consumer.receive.buffer.bytes", "-1")
-		w(dstAlias+".producer.buffer.memory", fmt.Sprint(wanProducerBuffer))
-	}
-	w(srcAlias+".consumer.fetch.max.bytes", fmt.Sprint(fetchMaxBytes))
-	w(srcAlias+".consumer.max.partition.fetch.bytes", fmt.Sprint(partFetch))
-	w(srcAlias+".consumer.fetch.min.bytes", "1")
-	w(srcAlias+".consumer.fetch.max.wait.ms", fmt.Sprint(fetchMaxWait.Milliseconds()))
-	w(srcAlias+".consumer.isolation.level", "read_committed")
 	b.WriteString("# max.poll.records: default (500)\n")
 	if s.exactlyOnce {
 		// KIP-618 in dedicated mode (Kafka's georeplication docs, "Exactly

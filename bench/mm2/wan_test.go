@@ -246,3 +246,21 @@ func TestRenderWANVersusMM2(t *testing.T) {
 		t.Errorf("no MM2 contender, yet:\n%s", b.String())
 	}
 }
+
+// mm2-defaults runs MirrorMaker 2 as it comes: no tasks.max, no client
+// tuning; mm2 keeps its task per partition and kmirror's batching.
+func TestMM2DefaultsProperties(t *testing.T) {
+	p := &pair{src: &kafkatest.Cluster{}, dst: &kafkatest.Cluster{}}
+	s := spec{topics: "t", partitions: 16, via: "127.0.0.1:1"}
+	tuned := mm2Properties(p, s, 0)
+	s.defaultTasks = true
+	defaults := mm2Properties(p, s, 0)
+	for _, k := range []string{"tasks.max = 16", "producer.batch.size", "consumer.fetch.max.bytes"} {
+		if !strings.Contains(tuned, k) {
+			t.Errorf("mm2 lacks %q:\n%s", k, tuned)
+		}
+		if strings.Contains(defaults, k) {
+			t.Errorf("mm2-defaults sets %q:\n%s", k, defaults)
+		}
+	}
+}
