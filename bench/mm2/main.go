@@ -33,8 +33,8 @@
 //     partitions (wan.go): records/s of a backlog of -wan-records (over at
 //     most -wan-window, then the rest without latency, checked), CPU per
 //     GB, and p99 at -rate records/s for -wan-latency-duration; contenders
-//     limit, kmirror, mm2-defaults (MM2 with tasks.max at its default,
-//     1), mm2 and mm2-wan (MM2 with the consumer tuning operators apply to
+//     limit, kmirror, mm2-defaults (MM2 as it comes: tasks.max 1, the
+//     Java clients' defaults), mm2 and mm2-wan (MM2 with the consumer tuning operators apply to
 //     such links); its report goes to
 //     bench/results/wan.md when it runs alone. After kmirror's runs,
 //     unless -wan-extras=false, its extras (wanextra.go), through the
@@ -140,7 +140,7 @@ func run() int {
 	// spent while a fresh target broker's JIT compiles its hot paths; the
 	// records/s of one contender then moved 3x between runs.
 	flag.IntVar(&o.compressedRecords, "compressed-records", 8000000, "compressed: JSON-like records per codec (zstd, lz4)")
-	flag.StringVar(&contenders, "contenders", defaultContenders, "contenders, comma-separated: limit, kmirror, mm2, kmirror-eos and mm2-eos (exactly once: throughput, latency and compressed phases only), kmirror-eos-2w (two exactly once workers of one mirror: throughput only; CPU and peak RSS summed over both), kmirror-eos-4s (exactly once with 4 slots instead of 16), kmirror-prof (kmirror in-process with a CPU profile), kmirror-eos-prof (the same with exactly-once) mm2-defaults (MM2 with tasks.max at its default, 1: wan phase only) and mm2-wan (MM2 tuned for a high-latency link: wan phase only); with -phases wan alone the default is "+wanContenders)
+	flag.StringVar(&contenders, "contenders", defaultContenders, "contenders, comma-separated: limit, kmirror, mm2, kmirror-eos and mm2-eos (exactly once: throughput, latency and compressed phases only), kmirror-eos-2w (two exactly once workers of one mirror: throughput only; CPU and peak RSS summed over both), kmirror-eos-4s (exactly once with 4 slots instead of 16), kmirror-prof (kmirror in-process with a CPU profile), kmirror-eos-prof (the same with exactly-once), mm2-defaults (MM2 as it comes: tasks.max 1, the Java clients' defaults; wan phase only) and mm2-wan (MM2 tuned for a high-latency link: wan phase only); with -phases wan alone the default is "+wanContenders)
 	flag.StringVar(&phases, "phases", "throughput,latency,startup,failover,compressed", "phases, comma-separated: those and wan (a latency proxy in front of the source; about 45 minutes with kmirror's extras, so not in the default list)")
 	flag.StringVar(&o.out, "out", defaultOut, "also write the report here when every run passed; empty to skip; with -phases wan alone the default is "+wanOut)
 	flag.IntVar(&o.eosSlots, "eos-slots", 0, "kmirror-eos (and its -2w and -prof): cluster.slots (0: kmirror's default, 16)")
