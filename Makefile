@@ -3,7 +3,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build image demo test test-unit test-image test-e2e chaos kafka-jars bench bench-mm2 bench-wan bench-scale lint generate clean
+.PHONY: all build image demo test test-unit test-image test-helm helm-files test-e2e chaos kafka-jars bench bench-mm2 bench-wan bench-scale lint generate clean
 
 all: build
 
@@ -22,8 +22,9 @@ image:
 demo: build
 	./bin/kmirror demo
 
-## test: every test: lint, unit tests (race detector) and end-to-end tests
-test: lint test-unit test-image test-e2e
+## test: every test: lint, unit tests (race detector), the image's and the Helm chart's tests,
+## end-to-end tests
+test: lint test-unit test-image test-helm test-e2e
 
 test-unit:
 	$(GO) test -race -count=1 ./...
@@ -39,6 +40,19 @@ test-image:
 KMIRROR_E2E_BACKENDS ?= all
 test-e2e:
 	KMIRROR_E2E_BACKENDS=$(KMIRROR_E2E_BACKENDS) $(GO) test -tags e2e -count=1 -timeout 30m -parallel 4 -v ./e2e/
+
+## test-helm: the Helm chart deploy/helm/kmirror, in its own Go module (Helm's and Kubernetes'
+## libraries stay out of kmirror's): renders it with Helm's SDK for several value sets (no cluster),
+## decodes every manifest strictly into the Kubernetes API types, checks the schema's messages,
+## and runs `kmirror validate` (built from this checkout) on each rendered config
+test-helm:
+	cd deploy/helm && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+## helm-files: refresh the chart's copies of the alert rules and the dashboard (a chart reads only
+## its own files; test-helm fails while they differ from deploy/prometheus and deploy/grafana)
+helm-files:
+	cp deploy/prometheus/kmirror-rules.yml deploy/helm/kmirror/files/kmirror-rules.yml
+	cp deploy/grafana/kmirror-dashboard.json deploy/helm/kmirror/files/kmirror-dashboard.json
 
 ## chaos: the randomized fault soak (TestChaos, e2e/chaos_test.go; issue 24): three exactly-once
 ## cluster-mode workers under a fault schedule drawn from SEED (kill -9, SIGSTOP, broker restarts,
