@@ -124,23 +124,17 @@ func decodeManifests(manifest string) (*rendered, error) {
 		var obj any
 		switch gvk {
 		case "apps/v1 Deployment":
-			o := &appsv1.Deployment{}
-			r.deployments, obj = append(r.deployments, o), o
+			obj = add(&r.deployments)
 		case "v1 ConfigMap":
-			o := &corev1.ConfigMap{}
-			r.configMaps, obj = append(r.configMaps, o), o
+			obj = add(&r.configMaps)
 		case "v1 Service":
-			o := &corev1.Service{}
-			r.services, obj = append(r.services, o), o
+			obj = add(&r.services)
 		case "policy/v1 PodDisruptionBudget":
-			o := &policyv1.PodDisruptionBudget{}
-			r.pdbs, obj = append(r.pdbs, o), o
+			obj = add(&r.pdbs)
 		case "monitoring.coreos.com/v1 ServiceMonitor":
-			o := &monitoringv1.ServiceMonitor{}
-			r.serviceMonitors, obj = append(r.serviceMonitors, o), o
+			obj = add(&r.serviceMonitors)
 		case "monitoring.coreos.com/v1 PrometheusRule":
-			o := &monitoringv1.PrometheusRule{}
-			r.prometheusRules, obj = append(r.prometheusRules, o), o
+			obj = add(&r.prometheusRules)
 		default:
 			return nil, fmt.Errorf("manifest %d: unexpected %q (the tests decode only the kinds the chart makes)\n%s", i, gvk, doc)
 		}
@@ -153,6 +147,13 @@ func decodeManifests(manifest string) (*rendered, error) {
 		return nil, errors.New("no manifests rendered")
 	}
 	return r, nil
+}
+
+// add appends a new object to list and returns it, to be decoded into.
+func add[T any](list *[]*T) any {
+	o := new(T)
+	*list = append(*list, o)
+	return o
 }
 
 // stripComments drops the "# Source: ..." lines Helm puts before each
