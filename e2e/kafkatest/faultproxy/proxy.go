@@ -44,8 +44,10 @@
 // # A link
 //
 // SetLatency adds a round trip to every request, as a link between two
-// sites does; SetDown takes the link down (every connection reset, new ones
-// too) until it is back.
+// sites does; SetReceiveWindows holds each connection to its client's TCP
+// receive window per round trip, as such a link does (window.go); SetDown
+// takes the link down (every connection reset, new ones too) until it is
+// back.
 //
 // # Protocol rules relied on
 //
@@ -145,6 +147,12 @@ type Proxy struct {
 	down   bool
 	resets int
 
+	// windows: responses keep to their clients' receive windows
+	// (SetReceiveWindows); maxInFlight and maxInFlightWindow, the most
+	// bytes one connection had on their way and its window then.
+	windows                        bool
+	maxInFlight, maxInFlightWindow int
+
 	// respBytes counts the bytes of the responses sent to clients.
 	respBytes atomic.Int64
 }
@@ -189,7 +197,9 @@ func (p *Proxy) Resets() int {
 // request reaches the broker d/2 after the client sent it, each response
 // the client d/2 after the broker sent it. Frames do not wait for each
 // other: requests a client pipelines stay overlapped, as on a real link.
-// It models propagation delay only: not TCP windows, bandwidth or loss.
+// It models propagation delay; with SetReceiveWindows, the receive window
+// that bounds each connection to a window per round trip too. Not
+// bandwidth, congestion windows or loss.
 func (p *Proxy) SetLatency(d time.Duration) {
 	p.mu.Lock()
 	p.latency = d
@@ -205,18 +215,7 @@ func (p *Proxy) halfLatency() time.Duration {
 
 // delayUntil waits until at plus the proxy's one-way delay, or until done.
 func (p *Proxy) delayUntil(at time.Time, done <-chan struct{}) bool {
-	d := time.Until(at.Add(p.halfLatency()))
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-done:
-		return false
-	}
+	return sleepUntil(at.Add(p.halfLatency()), done)
 }
 
 // node is one broker and its proxy port.
@@ -418,6 +417,7 @@ type conn struct {
 	toBroker   chan timedFrame
 	brokerGone chan struct{} // the broker's side ended
 	done       chan struct{} // closed by close
+	link       link          // the responses' bytes in flight, under windows
 	once       sync.Once
 }
 
@@ -689,7 +689,9 @@ func (c *conn) writeResponses() {
 		case <-c.done:
 			return
 		}
-		if !x.respAt.IsZero() && !c.p.delayUntil(x.respAt, c.done) {
+		half, windows := c.p.linkState()
+		windowed := windows && half > 0 && !x.respAt.IsZero()
+		if !windowed && !x.respAt.IsZero() && !c.p.delayUntil(x.respAt, c.done) {
 			return
 		}
 		out, act, hk, err := c.p.respond(x)
@@ -704,7 +706,12 @@ func (c *conn) writeResponses() {
 				return
 			}
 		}
-		n, err := c.client.Write(appendFrame(nil, out))
+		var n int
+		if windowed {
+			n, err = c.sendWindowed(appendFrame(nil, out), x.respAt, half)
+		} else {
+			n, err = c.client.Write(appendFrame(nil, out))
+		}
 		c.p.respBytes.Add(int64(n))
 		if err != nil {
 			return
