@@ -333,7 +333,8 @@ const mm2WANTuning = `# mm2-wan: the source consumer tuned for a high-latency li
 # (socket buffers sized to the bandwidth-delay product; bigger fetches; more tasks):
 # - receive.buffer.bytes -1: the OS default, which Linux auto-tunes up to tcp_rmem's
 #   max, as the Go contenders get; Java's 64 KiB default caps a connection at 64 KiB
-#   per round trip on a real WAN (it does not bite on this loopback proxy);
+#   per round trip on a real WAN (the bench's proxy applies the window: faultproxy's
+#   SetReceiveWindows);
 # - max.partition.fetch.bytes 16 MiB (default 1 MiB): a partition copies at most
 #   this per fetch round trip, and the Java consumer fetches a partition again only
 #   once its buffered records are polled;

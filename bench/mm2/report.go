@@ -250,8 +250,8 @@ func (r *report) renderWAN(b *strings.Builder) {
 	}
 	o := r.o
 	fmt.Fprintf(b, "## (f) WAN: the source behind a latency proxy; a backlog of %d records, then %d records/s\n\n", o.wanRecords, o.rate)
-	b.WriteString("| contender | partitions | RTT ms | records/s | × at 0 ms | p99 ms at " + fmt.Sprint(o.rate) + "/s | CPU s/GB | copy window s | connections via proxy | load before → after (copy) |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	b.WriteString("| contender | partitions | RTT ms | records/s | × at 0 ms | p99 ms at " + fmt.Sprint(o.rate) + "/s | CPU s/GB | copy window s | connections via proxy | most in flight KiB (window KiB) | load before → after (copy) |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, parts := range o.wanPartitions {
 		for _, n := range o.contenders {
 			for _, w := range r.wan[n] {
@@ -262,9 +262,9 @@ func (r *report) renderWAN(b *strings.Builder) {
 				if w.bounded {
 					window += "*"
 				}
-				fmt.Fprintf(b, "| %s | %d | %d | %.0f | %s | %s | %.2f | %s | %d | %s |\n",
+				fmt.Fprintf(b, "| %s | %d | %d | %.0f | %s | %s | %.2f | %s | %d | %s | %s |\n",
 					n, parts, w.rtt.Milliseconds(), w.tp.recordsPerSec(), wanRatio(r.wan[n], w), ms(w.lat.p99),
-					cpuPerGB(w.tp.cpuWindow, w.tp.windowRecords, o.valueSize), window, w.conns, w.tp.load)
+					cpuPerGB(w.tp.cpuWindow, w.tp.windowRecords, o.valueSize), window, w.conns, inFlightKiB(w), w.tp.load)
 			}
 		}
 	}
@@ -273,7 +273,16 @@ func (r *report) renderWAN(b *strings.Builder) {
 	renderWANVersusMM2(b, o.contenders, r.wan)
 	b.WriteString("mm2-defaults is MirrorMaker 2 with its defaults, as a deployment that tuned nothing runs: tasks.max 1 (one task, so one consumer and one connection per broker for every partition) and the Java producer and consumer as they come (batch.size 16384). mm2 runs a task per partition and kmirror's batching (batch.size 1 MiB), as everywhere in this bench, which favours MM2.\n\n")
 	b.WriteString("mm2-wan is MirrorMaker 2 with the tuning operators apply to a high-latency link (its properties under Settings say what and why): the source consumer's receive.buffer.bytes -1 (the OS default, auto-tuned) instead of Java's 64 KiB, max.partition.fetch.bytes 16 MiB instead of 1 MiB, the producer's buffer.memory 8 MiB instead of 32 MiB (a producer per task: the heap is MM2's 1 GiB), tasks.max as many as partitions (as mm2: MirrorSourceConnector runs min(tasks.max, partitions) tasks, so more tasks add nothing, and with one partition no task count helps).\n\n")
-	b.WriteString("What the proxy does not model: TCP windows and receive buffers, bandwidth limits, loss and retransmits. Its sockets are loopback ones, where the kernel's window auto-tuning never limits and the proxy reads whatever arrives at once and holds it for its delay, as if the link's bandwidth-delay product were unbounded. So a Java consumer's 64 KiB receive.buffer.bytes, which on a real 80 ms link caps each connection near 64 KiB per round trip (under 1 MB/s), does not bite here, and mm2-wan's -1 shows none of the gain it has there; a lossy link would slow every contender further. The figures are what round trips alone cost: an upper bound for a real link of that round trip.\n\n")
+	b.WriteString("Receive windows: across a real link a TCP connection carries at most its receiver's window per round trip (a byte is acknowledged a round trip after it left), which loopback never binds; so the proxy applies it. Each connection's response bytes leave (and arrive RTT/2 later) only as the window the contender's socket advertises to the proxy allows (TCP_INFO's snd_wnd, read before each chunk of at most 64 KiB): fixed where the client set SO_RCVBUF (the Java consumer's receive.buffer.bytes, 64 KiB by default, which Linux doubles and advertises as about 122 KiB on loopback), grown by the kernel's auto-tuning up to net.ipv4.tcp_rmem's maximum where the client left it to the kernel (kmirror, as Go's net package does; mm2-wan's receive.buffer.bytes -1). \"most in flight\" is the most bytes one connection had on their way over the copy window, with the window it advertised then. Not modelled: the source brokers' send buffers (Kafka's socket.send.buffer.bytes, 100 KiB by default, would bind every client alike on a real link; Kafka's documentation advises raising it, with the clients' buffers, for a cluster read across a WAN, and the figures assume that was done), the congestion window (slow start, and its cuts on loss), bandwidth limits, loss and retransmits; and auto-tuning grows a window here in microseconds where a real link takes round trips. A lossy link would slow every contender further.\n\n")
+}
+
+// inFlightKiB is a WAN run's most bytes in flight on one connection and
+// the receive window then; "-" at 0 ms, where no window applies.
+func inFlightKiB(w wanRun) string {
+	if w.rtt == 0 || w.wnd == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%d (%d)", w.inFlight>>10, w.wnd>>10)
 }
 
 // renderWANVersusMM2 is kmirror's records/s over each MirrorMaker 2
@@ -392,7 +401,7 @@ func (r *report) renderWANExtras(b *strings.Builder) {
 				run, w.outage.Seconds(), w.backlog, w.backlogBytes()/1e6, w.recordBytes, w.steadyLag, w.threshold, w.drained.Seconds(), w.caughtUp.Seconds(),
 				w.copyBytesPerSec()/1e6, w.linkBytesPerSec()/1e6, w.incomingBytesPerSec()/1e6, exp, ratio, w.throttled, w.resets, w.loadDown, w.load)
 		}
-		b.WriteString("\nbacklog: source minus target end offsets when the link came back; MB at the run's bytes per record (its source log over its records, measured once the producer stopped). copy MB/s: the records copied from the link's return to caught up, over that time; link MB/s: the bytes of the responses the proxy sent kmirror meanwhile, over that time; incoming MB/s: those the producer wrote meanwhile. expected at the limit: backlog bytes ÷ (limit − incoming bytes/s), the time a copy at exactly the limit takes. throttled s: the growth of `kmirror_throttled_seconds_total{limit=\"mirror\"}` over the catch-up. connections reset: kmirror's connections the proxy reset while the link was down (those open when it went down and each reconnect). A link that drops packets silently, where clients notice only by their timeouts, is not modelled; nor are TCP windows or bandwidth (see above).\n\n")
+		b.WriteString("\nbacklog: source minus target end offsets when the link came back; MB at the run's bytes per record (its source log over its records, measured once the producer stopped). copy MB/s: the records copied from the link's return to caught up, over that time; link MB/s: the bytes of the responses the proxy sent kmirror meanwhile, over that time; incoming MB/s: those the producer wrote meanwhile. expected at the limit: backlog bytes ÷ (limit − incoming bytes/s), the time a copy at exactly the limit takes. throttled s: the growth of `kmirror_throttled_seconds_total{limit=\"mirror\"}` over the catch-up. connections reset: kmirror's connections the proxy reset while the link was down (those open when it went down and each reconnect). A link that drops packets silently, where clients notice only by their timeouts, is not modelled; nor is bandwidth (see above: receive windows are).\n\n")
 	}
 	if x.settings != "" {
 		fmt.Fprintf(b, "kmirror's settings in the rate limit run (the outage runs differ only in the topic, and the first has no `rate_limit`):\n\n```\n%s\n```\n\n", strings.TrimSpace(x.settings))

@@ -39,6 +39,10 @@ type wanRun struct {
 	// conns are the contender's connections through the proxy at the end
 	// of the copy window (none went to the source directly: checked).
 	conns int
+	// inFlight is the most response bytes one of its connections had on
+	// their way over the copy window, under the receive window it
+	// advertised then (wnd): faultproxy's MaxInFlight.
+	inFlight, wnd int
 	// lat is -rate records/s through the proxy, by the same process once
 	// it copied the backlog.
 	lat latency
@@ -80,6 +84,7 @@ func wanPair(ctx context.Context, e *env, o *options, c contender, parts int) (r
 		return nil, "", err
 	}
 	defer px.Close()
+	px.SetReceiveWindows(true)
 	for _, rtt := range o.wanRTTs {
 		w, s, err := wanOne(ctx, base, o, px, parts, rtt)
 		if settings == "" {
@@ -91,8 +96,8 @@ func wanPair(ctx context.Context, e *env, o *options, c contender, parts int) (r
 		if err != nil {
 			return runs, settings, fmt.Errorf("RTT %v: %w", rtt, err)
 		}
-		log.Printf("  %s, %d partitions, RTT %v: %.0f records/s%s, %.2f CPU s/GB, %d connections via the proxy; p99 %s ms at %d/s",
-			c.name, parts, rtt, w.tp.recordsPerSec(), boundMark(w.bounded), cpuPerGB(w.tp.cpuWindow, w.tp.windowRecords, o.valueSize), w.conns, ms(w.lat.p99), o.rate)
+		log.Printf("  %s, %d partitions, RTT %v: %.0f records/s%s, %.2f CPU s/GB, %d connections via the proxy (at most %d B in flight, window %d B); p99 %s ms at %d/s",
+			c.name, parts, rtt, w.tp.recordsPerSec(), boundMark(w.bounded), cpuPerGB(w.tp.cpuWindow, w.tp.windowRecords, o.valueSize), w.conns, w.inFlight, w.wnd, ms(w.lat.p99), o.rate)
 		runs = append(runs, w)
 	}
 	return runs, settings, nil
@@ -150,6 +155,7 @@ func wanOne(ctx context.Context, base *contenderRun, o *options, px *faultproxy.
 	log.Printf("  preloaded %d records in %.1fs", o.wanRecords, time.Since(t).Seconds())
 	settle()
 	px.SetLatency(rtt)
+	px.ResetMaxInFlight()
 	dist := startDisturbance(r.p)
 	// kmirror with its defaults, as the issue asks: compression source
 	// (the batch path, forwarding the uncompressed batches as they are).
@@ -209,6 +215,7 @@ func (r *contenderRun) wanCopy(ctx context.Context, o *options, px *faultproxy.P
 	if w.conns, err = r.proxied(px); err != nil {
 		return err
 	}
+	w.inFlight, w.wnd = px.MaxInFlight()
 	px.SetLatency(0)
 	if w.bounded {
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Minute+time.Duration(o.wanRecords/2000)*time.Second)

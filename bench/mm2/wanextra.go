@@ -165,6 +165,7 @@ func wanExtrasPhase(ctx context.Context, e *env, o *options, c contender) (x *wa
 		return x, err
 	}
 	defer px.Close()
+	px.SetReceiveWindows(true) // as in the WAN phase
 	check := func(err error) error {
 		if err == nil {
 			err = px.Err()

@@ -47,12 +47,20 @@ func (p *Proxy) SetReceiveWindows(on bool) {
 }
 
 // MaxInFlight returns the most response bytes that were on their way to a
-// client at once, over one connection, under receive windows, and the
-// window advertised then: how far the pacing let a connection go.
+// client at once, over one connection, under receive windows, since the
+// proxy started or ResetMaxInFlight, and the window advertised then: how
+// far the pacing let a connection go.
 func (p *Proxy) MaxInFlight() (bytes, window int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.maxInFlight, p.maxInFlightWindow
+}
+
+// ResetMaxInFlight starts MaxInFlight over.
+func (p *Proxy) ResetMaxInFlight() {
+	p.mu.Lock()
+	p.maxInFlight, p.maxInFlightWindow = 0, 0
+	p.mu.Unlock()
 }
 
 // linkState is what writeResponses needs to send one response.

@@ -156,6 +156,10 @@ func TestReceiveWindows(t *testing.T) {
 	if min := time.Duration(size/wnd-1) * rtt; took < min {
 		t.Fatalf("%d B under a %d B window at %v took %v; want at least %v (a window per round trip)", size, wnd, rtt, took, min)
 	}
+	p.ResetMaxInFlight()
+	if b, w := p.MaxInFlight(); b != 0 || w != 0 {
+		t.Errorf("MaxInFlight = %d, %d after ResetMaxInFlight", b, w)
+	}
 	if err := p.Err(); err != nil {
 		t.Error(err)
 	}
