@@ -215,9 +215,10 @@ type ptPart struct {
 	// A partition has one fetch in flight, so it copies at most fetchMax
 	// per round trip to its source leader: 1 MiB at 80 ms is 12.5 MB/s,
 	// whatever the link. So the limit follows the bandwidth-delay product
-	// as the fetches measure it (nextFetchMax): it doubles while a fetch
-	// ends short of the partition's last stable offset with the limit
-	// (nearly) filled, up to the request's MaxBytes, and falls back to
+	// as the fetches measure it (nextFetchMax): while a fetch ends short
+	// of the partition's last stable offset with the limit (nearly)
+	// filled, it grows to what is left (at least doubling), up to the
+	// request's MaxBytes, and falls back to
 	// twice what a fetch brought once one reaches the end. On loopback a
 	// partition behind grows its limit too, and catches up in fewer
 	// fetches.

@@ -631,7 +631,8 @@ func (p *passthrough) accept(leader int32, tp TopicPartition, rp kmsg.FetchRespo
 	if err == nil && last >= from {
 		pp.pos = last + 1
 		limit := pp.fetchSize()
-		pp.fetchMax = nextFetchMax(limit, len(rp.RecordBatches), pp.pos < rp.LastStableOffset, p.fetchCeiling())
+		left := bytesLeft(len(rp.RecordBatches), pp.pos-from, rp.LastStableOffset-pp.pos)
+		pp.fetchMax = nextFetchMax(limit, len(rp.RecordBatches), left, p.fetchCeiling())
 		filled = pp.pos < rp.LastStableOffset && int64(len(rp.RecordBatches)) >= int64(limit)/2
 	}
 	// On a malformed response the position stays: the poll loop decodes
@@ -656,23 +657,40 @@ func (pp *ptPart) fetchSize() int32 {
 }
 
 // nextFetchMax is a partition's PartitionMaxBytes after a fetch of limit
-// brought got bytes: twice limit (at most ceiling) when the fetch ended
-// short of the last stable offset (behind) with at least half the limit
-// filled (the limit, not the request's MaxBytes shared with other
-// partitions, held it back: Kafka returns whole batches, so a full fetch
-// ends up to a batch short of the limit); else, once the fetch reached the
-// end, twice what it brought, at least ptPartitionMaxBytes. A partition
-// copying r bytes/s with a round trip of t brings about r*t a fetch, so
-// its limit settles at twice the bandwidth-delay product.
-func nextFetchMax(limit int32, got int, behind bool, ceiling int32) int32 {
+// brought got bytes and left it left bytes behind its last stable offset
+// (bytesLeft; 0: it reached the end). When the fetch (nearly) filled the
+// limit and left it behind, the limit grows to cover what is left, at
+// least doubling, at most ceiling: a partition minutes behind gets there
+// in one step rather than a doubling per round trip (1 MiB to 64 MiB took
+// six round trips, a second across an ocean). Kafka returns whole
+// batches, so a full fetch ends up to a batch short of the limit: half
+// filled counts. Behind with less than half, the request's MaxBytes
+// shared with other partitions held it back: the limit stays. Once the
+// fetch reached the end, twice what it brought, at least
+// ptPartitionMaxBytes: a partition copying r bytes/s with a round trip of
+// t brings about r*t a fetch, so its limit settles at twice the
+// bandwidth-delay product.
+func nextFetchMax(limit int32, got int, left int64, ceiling int32) int32 {
 	switch {
-	case behind && int64(got) >= int64(limit)/2:
-		return int32(min(int64(limit)*2, int64(ceiling)))
-	case behind:
+	case left > 0 && int64(got) >= int64(limit)/2:
+		return int32(min(max(int64(limit)*2, left), int64(ceiling)))
+	case left > 0:
 		return limit
 	default:
 		return int32(min(max(int64(got)*2, ptPartitionMaxBytes), int64(limit)))
 	}
+}
+
+// bytesLeft estimates the bytes of a partition's lagOffsets offsets (its
+// last stable offset minus its position) at the bytes per offset of a
+// fetch that brought got bytes for fetched offsets: at least 1 while it is
+// behind, 0 once it is not; at most math.MaxInt32 (a fetch's limit).
+func bytesLeft(got int, fetched, lagOffsets int64) int64 {
+	if lagOffsets <= 0 {
+		return 0
+	}
+	perOffset := float64(got) / float64(max(fetched, 1))
+	return int64(min(max(float64(lagOffsets)*perOffset, 1), math.MaxInt32))
 }
 
 // noteRoundTrip takes in the time of a fetch that a partition behind

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"math"
 	"testing"
 	"time"
 
@@ -194,38 +195,64 @@ func TestPlaceUnfetchedFirst(t *testing.T) {
 	}
 }
 
-// TestNextFetchMax: a partition's fetch limit doubles while fetches that
-// (nearly) fill it leave it behind, up to the ceiling; stays while the
-// request's shared MaxBytes, not its own limit, held it back; and falls to
-// twice what a fetch brought once it reached the end.
+// TestNextFetchMax: a partition's fetch limit grows to what is left
+// (at least doubling) while fetches that (nearly) fill it leave it behind,
+// up to the ceiling; stays while the request's shared MaxBytes, not its
+// own limit, held it back; and falls to twice what a fetch brought once it
+// reached the end.
 func TestNextFetchMax(t *testing.T) {
 	const mib = 1 << 20
 	for _, c := range []struct {
 		name          string
 		limit         int32
 		got           int
-		behind        bool
+		left          int64
 		ceiling, want int32
 	}{
-		{"full and behind: doubles", mib, mib - 16<<10, true, 16 * mib, 2 * mib},
-		{"half full and behind: doubles", 4 * mib, 2 * mib, true, 16 * mib, 8 * mib},
-		{"at the ceiling", 16 * mib, 16 * mib, true, 16 * mib, 16 * mib},
-		{"doubling stops at the ceiling", 12 * mib, 12 * mib, true, 16 * mib, 16 * mib},
-		{"behind, little brought (the request's MaxBytes): stays", 8 * mib, mib, true, 16 * mib, 8 * mib},
-		{"caught up: twice what it brought", 16 * mib, 3 * mib, false, 16 * mib, 6 * mib},
-		{"caught up with little: the default", 16 * mib, 100, false, 16 * mib, ptPartitionMaxBytes},
-		{"caught up never grows", 2 * mib, 2 * mib, false, 16 * mib, 2 * mib},
+		{"full and a little behind: doubles", mib, mib - 16<<10, 1, 16 * mib, 2 * mib},
+		{"half full and behind: doubles", 4 * mib, 2 * mib, 3 * mib, 16 * mib, 8 * mib},
+		{"full and far behind: to what is left", mib, mib, 10 * mib, 16 * mib, 10 * mib},
+		{"full and minutes behind: to the ceiling at once", mib, mib, 1 << 30, 64 * mib, 64 * mib},
+		{"at the ceiling", 16 * mib, 16 * mib, 1 << 30, 16 * mib, 16 * mib},
+		{"doubling stops at the ceiling", 12 * mib, 12 * mib, 1, 16 * mib, 16 * mib},
+		{"behind, little brought (the request's MaxBytes): stays", 8 * mib, mib, 1 << 30, 16 * mib, 8 * mib},
+		{"caught up: twice what it brought", 16 * mib, 3 * mib, 0, 16 * mib, 6 * mib},
+		{"caught up with little: the default", 16 * mib, 100, 0, 16 * mib, ptPartitionMaxBytes},
+		{"caught up never grows", 2 * mib, 2 * mib, 0, 16 * mib, 2 * mib},
 	} {
-		if got := nextFetchMax(c.limit, c.got, c.behind, c.ceiling); got != c.want {
-			t.Errorf("%s: nextFetchMax(%d, %d, %v, %d) = %d, want %d", c.name, c.limit, c.got, c.behind, c.ceiling, got, c.want)
+		if got := nextFetchMax(c.limit, c.got, c.left, c.ceiling); got != c.want {
+			t.Errorf("%s: nextFetchMax(%d, %d, %d, %d) = %d, want %d", c.name, c.limit, c.got, c.left, c.ceiling, got, c.want)
+		}
+	}
+}
+
+// TestBytesLeft: what a partition is behind, in bytes, at the bytes per
+// offset its fetch brought.
+func TestBytesLeft(t *testing.T) {
+	for _, c := range []struct {
+		name                string
+		got                 int
+		fetched, lagOffsets int64
+		want                int64
+	}{
+		{"at the end", 1 << 20, 1000, 0, 0},
+		{"past the end (a stale last stable offset)", 1 << 20, 1000, -5, 0},
+		{"1 KiB per offset, 500 behind", 1024000, 1000, 500, 512000},
+		{"compacted: offsets with no bytes still count as fetched", 1000, 100, 50, 500},
+		{"behind by less than a byte's worth: 1", 10, 1000, 1, 1},
+		{"nothing fetched: no division by zero", 0, 0, 10, 1},
+		{"a trillion offsets behind: capped", 1 << 20, 1000, 1 << 40, math.MaxInt32},
+	} {
+		if got := bytesLeft(c.got, c.fetched, c.lagOffsets); got != c.want {
+			t.Errorf("%s: bytesLeft(%d, %d, %d) = %d, want %d", c.name, c.got, c.fetched, c.lagOffsets, got, c.want)
 		}
 	}
 }
 
 // TestFetchLimitFollowsRoundTrip: through the fetch loop's own steps
 // (fetchRequest, accept, take), a partition whose fetch filled its limit
-// and left it behind asks for twice as much next time, one that caught up
-// falls back; a long measured round trip raises the ceiling (and the
+// and left it behind asks for twice as much next time, or what is left
+// when that is more; one that caught up falls back; a long measured round trip raises the ceiling (and the
 // bytes that may be held), a short one lowers it at once.
 func TestFetchLimitFollowsRoundTrip(t *testing.T) {
 	p := newPassthrough(&Copier{}, nil, nil, nil)
@@ -266,9 +293,10 @@ func TestFetchLimitFollowsRoundTrip(t *testing.T) {
 	}
 	const mib = 1 << 20
 	for i, want := range []int32{mib, 2 * mib, 4 * mib, 8 * mib, 16 * mib, 16 * mib} {
-		// Each answer fills the limit it was asked for, and more waits.
+		// Each answer fills the limit it was asked for, and half as
+		// much again waits: the limit doubles.
 		n := int(want) / 1100
-		asked, filled := fetch(n, pos+int64(n)+100_000)
+		asked, filled := fetch(n, pos+int64(n)+int64(n/2))
 		if asked != want || !filled {
 			t.Fatalf("fetch %d behind: asked for %d (filled %v), want %d", i, asked, filled, want)
 		}
@@ -282,6 +310,14 @@ func TestFetchLimitFollowsRoundTrip(t *testing.T) {
 	}
 	if asked, _ := fetch(10, pos+10); asked != ptPartitionMaxBytes {
 		t.Fatalf("after a small fetch the limit is %d, want the default %d", asked, ptPartitionMaxBytes)
+	}
+	// Far behind again (an outage): a filled fetch with 100,000 records
+	// (about 100 MB) left takes the limit to the ceiling at once.
+	if _, filled := fetch(mib/1100, pos+mib/1100+100_000); !filled {
+		t.Fatal("a filled fetch far behind does not count as filled")
+	}
+	if asked, _ := fetch(10, pos+10); asked != FetchMaxBytes {
+		t.Fatalf("after a filled fetch 100,000 records behind the limit is %d, want the ceiling %d at once", asked, FetchMaxBytes)
 	}
 
 	// The ceiling follows the round trip.
@@ -384,7 +420,7 @@ func TestFetchMaxBytesSetting(t *testing.T) {
 	if c := p.fetchCeiling(); c != 4*mib {
 		t.Fatalf("ceiling %d, want the setting, %d", c, 4*mib)
 	}
-	if got := nextFetchMax(4*mib, 4*mib, true, p.fetchCeiling()); got != 4*mib {
+	if got := nextFetchMax(4*mib, 4*mib, 1<<30, p.fetchCeiling()); got != 4*mib {
 		t.Fatalf("a partition behind grows to %d, want at most the setting, %d", got, 4*mib)
 	}
 	p.noteRoundTrip(2 * ptCeilingRTT)
