@@ -44,8 +44,20 @@ type wanRun struct {
 	// advertised then (wnd): faultproxy's MaxInFlight.
 	inFlight, wnd int
 	// lat is -rate records/s through the proxy, by the same process once
-	// it copied the backlog.
-	lat latency
+	// it copied the backlog; not measured (behind) when the backlog's
+	// copy ran below -rate: such a contender falls further behind every
+	// second, so its p99 is only how long the test ran.
+	lat    latency
+	behind bool
+}
+
+// p99 is the run's p99 latency in ms, or "behind" when it was not
+// measured.
+func (w wanRun) p99() string {
+	if w.behind {
+		return "behind"
+	}
+	return ms(w.lat.p99)
 }
 
 // wanPhase runs contender c at every -wan-partitions and -wan-rtts; it
@@ -97,7 +109,7 @@ func wanPair(ctx context.Context, e *env, o *options, c contender, parts int) (r
 			return runs, settings, fmt.Errorf("RTT %v: %w", rtt, err)
 		}
 		log.Printf("  %s, %d partitions, RTT %v: %.0f records/s%s, %.2f CPU s/GB, %d connections via the proxy (at most %d B in flight, window %d B); p99 %s ms at %d/s",
-			c.name, parts, rtt, w.tp.recordsPerSec(), boundMark(w.bounded), cpuPerGB(w.tp.cpuWindow, w.tp.windowRecords, o.valueSize), w.conns, w.inFlight, w.wnd, ms(w.lat.p99), o.rate)
+			c.name, parts, rtt, w.tp.recordsPerSec(), boundMark(w.bounded), cpuPerGB(w.tp.cpuWindow, w.tp.windowRecords, o.valueSize), w.conns, w.inFlight, w.wnd, w.p99(), o.rate)
 		runs = append(runs, w)
 	}
 	return runs, settings, nil
@@ -164,6 +176,11 @@ func wanOne(ctx context.Context, base *contenderRun, o *options, px *faultproxy.
 	}
 	if err := r.wanCopy(ctx, o, px, backlog, dist, &w); err != nil {
 		return w, r.settings, fmt.Errorf("copy: %w", err)
+	}
+	if w.tp.recordsPerSec() < float64(o.rate) {
+		w.behind = true
+		r.stopContender()
+		return w, r.settings, r.verify(ctx, backlog)
 	}
 	px.SetLatency(rtt)
 	if w.lat, err = r.measureLatency(ctx, o, steady, parts, o.wanLatencyDuration); err != nil {
