@@ -49,7 +49,15 @@ type wanRun struct {
 	// second, so its p99 is only how long the test ran.
 	lat    latency
 	behind bool
+	// stalled: nothing reached the target within wanStall of the
+	// contender's start (records/s 0 over that wait).
+	stalled bool
 }
+
+// wanStall is how long a WAN run waits for the contender's first record
+// at the target (a JVM's start and MirrorMaker 2's task assignment take
+// seconds to tens of seconds) before it counts as stalled.
+const wanStall = 2 * time.Minute
 
 // p99 is the run's p99 latency in ms, or "behind" when it was not
 // measured.
@@ -108,8 +116,8 @@ func wanPair(ctx context.Context, e *env, o *options, c contender, parts int) (r
 		if err != nil {
 			return runs, settings, fmt.Errorf("RTT %v: %w", rtt, err)
 		}
-		log.Printf("  %s, %d partitions, RTT %v: %.0f records/s%s, %.2f CPU s/GB, %d connections via the proxy (at most %d B in flight, window %d B); p99 %s ms at %d/s",
-			c.name, parts, rtt, w.tp.recordsPerSec(), boundMark(w.bounded), cpuPerGB(w.tp.cpuWindow, w.tp.windowRecords, o.valueSize), w.conns, w.inFlight, w.wnd, w.p99(), o.rate)
+		log.Printf("  %s, %d partitions, RTT %v: %.0f records/s%s, %.2f CPU s/GB, %d connections via the proxy (at most %d B in flight, window %d B); p99 ms at %d/s: %s",
+			c.name, parts, rtt, w.tp.recordsPerSec(), boundMark(w.bounded)+stallMark(w.stalled), cpuPerGB(w.tp.cpuWindow, w.tp.windowRecords, o.valueSize), w.conns, w.inFlight, w.wnd, o.rate, w.p99())
 		runs = append(runs, w)
 	}
 	return runs, settings, nil
@@ -211,24 +219,33 @@ func (r *contenderRun) wanCopy(ctx context.Context, o *options, px *faultproxy.P
 	var t1 time.Time
 	var st1 kafkatest.ProcStat
 	var n1 int64
-	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute+o.wanWindow)
+	wctx, cancel := context.WithTimeout(ctx, wanStall+o.wanWindow)
 	defer cancel()
 	ends, err := r.waitTarget(wctx, []string{targetTopic(backlog)}, 20*time.Millisecond,
 		func(m map[string]map[int32]int64) bool {
 			return sum(m) >= want || !t1.IsZero() && time.Since(t1) >= o.wanWindow
 		},
 		func(n int64) { t1, st1, n1 = time.Now(), r.stat(), n })
-	if err != nil {
+	switch {
+	case err != nil && t1.IsZero() && wctx.Err() != nil && ctx.Err() == nil:
+		// Nothing arrived: a client whose fetch responses outgrow its
+		// request timeout at this window never completes one. 0
+		// records/s over the wait, then the rest at loopback speed.
+		w.stalled = true
+		w.tp = throughput{records: want, window: time.Since(r.proc.Started), total: time.Since(r.proc.Started)}
+		w.bounded = true
+	case err != nil:
 		return err
+	default:
+		t2, st2, n2 := time.Now(), r.stat(), sum(ends)
+		w.tp = throughput{
+			records: want, windowRecords: n2 - n1,
+			total: t2.Sub(r.proc.Started), window: t2.Sub(t1),
+			cpuTotal: st2.CPU, cpuWindow: st2.CPU - st1.CPU, peakRSS: st2.PeakRSS,
+		}
+		w.tp.brokerCPU, w.tp.otherCPU, w.tp.steal, w.tp.load = dist.end(r.p, st2.CPU)
+		w.bounded = n2 < want
 	}
-	t2, st2, n2 := time.Now(), r.stat(), sum(ends)
-	w.tp = throughput{
-		records: want, windowRecords: n2 - n1,
-		total: t2.Sub(r.proc.Started), window: t2.Sub(t1),
-		cpuTotal: st2.CPU, cpuWindow: st2.CPU - st1.CPU, peakRSS: st2.PeakRSS,
-	}
-	w.tp.brokerCPU, w.tp.otherCPU, w.tp.steal, w.tp.load = dist.end(r.p, st2.CPU)
-	w.bounded = n2 < want
 	if w.conns, err = r.proxied(px); err != nil {
 		return err
 	}
@@ -277,6 +294,13 @@ func (r *contenderRun) proxied(px *faultproxy.Proxy) (int, error) {
 func boundMark(bounded bool) string {
 	if bounded {
 		return " (window bounded)"
+	}
+	return ""
+}
+
+func stallMark(stalled bool) string {
+	if stalled {
+		return " (stalled: nothing copied)"
 	}
 	return ""
 }
