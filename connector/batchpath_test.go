@@ -490,10 +490,10 @@ func TestFetchSessionIdle(t *testing.T) {
 	copiedExactly(t, dst, partitions, 20, "a", "b")
 }
 
-// TestFetchSessionEvicted: a broker that no longer holds the session
+// TestFetchSessionEvicted: a broker that no longer holds a session
 // (evicted from its cache, or restarted) answers FETCH_SESSION_ID_NOT_FOUND;
-// the batch path starts a new session with a full fetch and copies on,
-// nothing lost and nothing twice.
+// the batch path starts a new session with a full fetch of its partitions
+// and copies on, nothing lost and nothing twice.
 func TestFetchSessionEvicted(t *testing.T) {
 	t.Parallel()
 	src, dst := kfaketest.Clusters(t)
@@ -513,13 +513,15 @@ func TestFetchSessionEvicted(t *testing.T) {
 	}, "an incremental fetch to be refused")
 	produceOrders(t, src, partitions, 10, "b")
 	copiedExactly(t, dst, partitions, 10, "a", "b")
+	// The broker's sessions are its fetch lanes' (data.FetchLanes): a
+	// topic's partitions take them in turn, so the refused one held half.
 	full := false
 	for _, f := range fetches.since(before) {
-		if f.sessionID == 0 && f.epoch == 0 && f.partitions == partitions {
+		if f.sessionID == 0 && f.epoch == 0 && f.partitions == partitions/data.FetchLanes {
 			full = true
 		}
 	}
 	if !full {
-		t.Fatalf("no full fetch of the %d partitions after the refusal: %+v", partitions, fetches.since(before))
+		t.Fatalf("no full fetch of the refused session's %d partitions after the refusal: %+v", partitions/data.FetchLanes, fetches.since(before))
 	}
 }

@@ -800,23 +800,38 @@ func (c *Copier) startPassthrough() (started bool, err error) {
 	c.srcMu.Lock()
 	srcOpts := c.srcOpts
 	c.srcMu.Unlock()
-	cl, err := kgo.NewClient(srcOpts...)
-	if err != nil {
-		return false, err
+	// The fetch lanes (ptFetchLanes): src is the first, the others are
+	// clients of their own for connections of their own.
+	srcs := make([]*kgo.Client, 0, ptFetchLanes)
+	closeAll := func() {
+		for _, cl := range srcs {
+			cl.Close()
+		}
+		for _, l := range c.pt.lanes {
+			if l != nil {
+				l.Close()
+			}
+		}
+		clear(c.pt.lanes)
+	}
+	for range ptFetchLanes {
+		cl, err := kgo.NewClient(srcOpts...)
+		if err != nil {
+			closeAll()
+			return false, err
+		}
+		srcs = append(srcs, cl)
 	}
 	for i := range c.pt.lanes {
 		opts := append(slices.Clip(c.pt.dstOpts), kgo.WithHooks(ptWriteHook{c.pt, int32(i)}))
 		lane, err := kgo.NewClient(opts...)
 		if err != nil {
-			cl.Close()
-			for _, l := range c.pt.lanes[:i] {
-				l.Close()
-			}
+			closeAll()
 			return false, err
 		}
 		c.pt.lanes[i] = lane
 	}
-	c.pt.src = cl
+	c.pt.src, c.pt.fetchers = srcs[0], srcs[1:]
 	ctx, cancel := context.WithCancel(context.Background())
 	c.stopPT = cancel
 	c.ptDone, c.ptFetchD = make(chan struct{}), make(chan struct{})
@@ -1573,6 +1588,9 @@ func (c *Copier) Close() {
 		<-c.ptFetchD
 		<-c.ptDone
 		c.pt.src.Close()
+		for _, f := range c.pt.fetchers {
+			f.Close()
+		}
 		for _, l := range c.pt.lanes {
 			l.Close()
 		}

@@ -84,10 +84,17 @@ import (
 // and per batch, and each lane's requests carry fewer batches (with 16
 // partitions on one broker, 2 lanes took the target 6.4 CPU s for
 // 2,000,000 lz4 records, 4 lanes 7.3 s, one lane 6.9 s).
+//
+// The fetch side has lanes too (ptFetchLanes), for the link's sake: see
+// ptfetch.go.
 type passthrough struct {
 	c   *Copier
-	src *kgo.Client // raw fetches; created with the first partition
-	dst *kgo.Client // metadata and producer IDs
+	src *kgo.Client // raw fetches (fetch lane 0) and metadata; created with the first partition
+	// fetchers are the fetch lanes after the first (src): clients of
+	// their own, so connections of their own (ptFetchLanes). Empty in
+	// unit tests, where every lane fetches through src.
+	fetchers []*kgo.Client
+	dst      *kgo.Client // metadata and producer IDs
 	// lanes are the connections Produce requests take, created with the
 	// first partition: a broker handles one request at a time per
 	// connection, so partitions spread over several (by hash, a
@@ -104,10 +111,10 @@ type passthrough struct {
 	// maxBatch is the largest source batch fetched, in bytes: a fetch
 	// under a rate limit has room for several (throttledMax).
 	maxBatch atomic.Int64
-	// awaiting is, per source leader, its fetches whose partitions wait
-	// in ready (under mu): those partitions rejoin its session once
-	// taken, and the leader's next fetch waits for them (fetchLoop).
-	awaiting map[int32]awaited
+	// awaiting is, per fetch lane and source leader, its fetches whose
+	// partitions wait in ready (under mu): those partitions rejoin its
+	// session once taken, and its next fetch waits for them (fetchLoop).
+	awaiting map[ptLaneLeader]awaited
 	// throttle holds fetches to the mirror's byte-rate limits (nil:
 	// none): see fetchLoop, place and fetchRequest.
 	throttle *throttle.Throttle
@@ -125,8 +132,8 @@ type passthrough struct {
 	// partition in a session is fetched by every request to its leader
 	// without the loop touching it (ptSession).
 	toPlace  map[TopicPartition]struct{}
-	sessions map[int32]*ptSession // by source leader
-	ready    []ptFetch            // fetched, not yet taken by the poll loop
+	sessions map[ptLaneLeader]*ptSession // by fetch lane and source leader
+	ready    []ptFetch                   // fetched, not yet taken by the poll loop
 	// srcMeta and dstMeta cache partition leaders (and topic IDs, needed
 	// by Fetch/Produce v13+); a partition whose request fails is looked
 	// up again (ptmeta.go).
@@ -198,13 +205,13 @@ type ptPart struct {
 	// notBefore holds a partition back from fetching after a fetch of it
 	// could not be used (retry): not fetched and decoded again at once.
 	notBefore time.Time
-	// The fetch session the partition is in (ptSession): sessLeader is
-	// its broker (-1: in none; then it is in toPlace while neither
+	// The fetch session the partition is in (ptSession): sess is its lane
+	// and broker (leader -1: in none; then it is in toPlace while neither
 	// paused nor buffered), sessPos the fetch offset the broker holds for it,
 	// and sessGen the gen it joined with.
-	sessLeader int32
-	sessPos    int64
-	sessGen    uint64
+	sess    ptLaneLeader
+	sessPos int64
+	sessGen uint64
 	// The watermarks last handed to the poll loop by an empty fetch
 	// (marksSet: some were): an idle partition's next empty fetch with
 	// the same ones is not handed over again (with 100,000 idle
@@ -229,11 +236,11 @@ type ptPart struct {
 }
 
 type ptFetch struct {
-	tp     TopicPartition
-	leader int32 // the broker it came from (awaiting)
-	gen    uint64
-	from   int64
-	rp     kmsg.FetchResponseTopicPartition
+	tp   TopicPartition
+	via  ptLaneLeader // the fetch lane and broker it came from (awaiting)
+	gen  uint64
+	from int64
+	rp   kmsg.FetchResponseTopicPartition
 	// rp's record bytes cut into batches once, by accept (recordbatch.Split
 	// reads each batch's CRC: a pass over every byte).
 	batches  [][]byte
@@ -354,6 +361,19 @@ const (
 	ptMaxBatchRecords   = 1 << 20 // re-encoded batches: records per batch
 	ptMaxBatchBytes     = 1 << 20 // and uncompressed bytes per batch
 	ptLanes             = 2
+	// ptFetchLanes is how many fetch sessions the batch path keeps with
+	// each source leader, each on a connection of its own (src and
+	// fetchers); a partition always takes the same one (spread). One
+	// session has one Fetch in flight, and its partitions leave it with
+	// the data they bring and rejoin once that is taken: so a session
+	// copies one response per round trip plus its transfer, and the link
+	// idles while the request travels (across an ocean, a 55 MiB response
+	// per 0.41 s at 150 ms). With two, one response travels while the
+	// other's partitions rejoin and ask again, and two connections carry
+	// twice one TCP window. A broker answers a connection's requests one
+	// at a time, so each session needs its own: on one, a session of idle
+	// partitions long-polling for FetchWait would hold up the other's.
+	ptFetchLanes = 2
 )
 
 func newPassthrough(c *Copier, dstOpts []kgo.Opt, srcLeaders, dstLeaders *LeaderCache) *passthrough {
@@ -365,8 +385,8 @@ func newPassthrough(c *Copier, dstOpts []kgo.Opt, srcLeaders, dstLeaders *Leader
 		fetchMaxBytes:  cmp.Or(c.fetchMaxBytes, FetchMaxBytes),
 		parts:          make(map[TopicPartition]*ptPart),
 		toPlace:        make(map[TopicPartition]struct{}),
-		sessions:       make(map[int32]*ptSession),
-		awaiting:       make(map[int32]awaited),
+		sessions:       make(map[ptLaneLeader]*ptSession),
+		awaiting:       make(map[ptLaneLeader]awaited),
 		wires:          make(map[ptLaneLeader]*ptWire),
 		requests:       make(map[ptLaneLeader]int),
 		queues:         make(map[TopicPartition]*ptQueue),
@@ -423,7 +443,7 @@ func (p *passthrough) add(tp TopicPartition, next int64, gen uint64) {
 	if old := p.parts[tp]; old != nil {
 		p.leaveSession(tp, old)
 	}
-	p.parts[tp] = &ptPart{pos: next, gen: gen, sessLeader: -1}
+	p.parts[tp] = &ptPart{pos: next, gen: gen, sess: noSession}
 	p.toPlace[tp] = struct{}{}
 	p.toPlacePeak = max(p.toPlacePeak, len(p.toPlace))
 	if q := p.queues[tp]; q != nil {
@@ -501,9 +521,9 @@ func (p *passthrough) take() []ptFetch {
 	out := p.ready
 	p.ready, p.readyBytes, p.readyBatches = nil, 0, 0
 	for _, f := range out {
-		a := p.awaiting[f.leader]
+		a := p.awaiting[f.via]
 		a.fetches--
-		p.awaiting[f.leader] = a
+		p.awaiting[f.via] = a
 	}
 	p.publishHeld()
 	for _, f := range out {
@@ -1025,8 +1045,13 @@ func (p *passthrough) sendLoop(ctx context.Context, done <-chan struct{}) {
 	}
 }
 
-// ptLaneLeader is a lane's connection to a target broker.
+// ptLaneLeader is a lane's connection to a broker: a produce lane's to a
+// target broker, or a fetch lane's to a source broker (and its fetch
+// session there).
 type ptLaneLeader struct{ lane, leader int32 }
+
+// noSession is a partition's ptPart.sess while it is in no fetch session.
+var noSession = ptLaneLeader{lane: -1, leader: -1}
 
 // ptWire keeps the Produce requests of a lane to a broker in the order
 // they were issued: the send loop chains them (a request waits until the
@@ -1101,12 +1126,19 @@ func (h ptWriteHook) OnBrokerWrite(meta kgo.BrokerMetadata, key int16, _ int, _,
 
 // laneOf is the lane a target partition's batches take.
 func (p *passthrough) laneOf(tp TopicPartition) int32 {
-	if len(p.lanes) == 0 {
+	return spread(tp, len(p.lanes))
+}
+
+// spread is tp's lane of n (0 when n is 0): a topic's partitions take the
+// lanes in turn from one its name picks, so one topic's are spread evenly
+// and many one-partition topics' by their names.
+func spread(tp TopicPartition, n int) int32 {
+	if n == 0 {
 		return 0
 	}
 	h := fnv.New32a()
 	h.Write([]byte(tp.Topic))
-	return int32((h.Sum32() + uint32(tp.Partition)) % uint32(len(p.lanes)))
+	return int32((h.Sum32() + uint32(tp.Partition)) % uint32(n))
 }
 
 func (p *passthrough) lane(i int32) *kgo.Client {

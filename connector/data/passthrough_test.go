@@ -105,8 +105,8 @@ func TestPassthroughIdleFetchNotHandedOver(t *testing.T) {
 		p.mu.Lock()
 		gen := p.parts[tp].gen
 		p.mu.Unlock()
-		p.fetchRequest(1, []ptWant{{tp, 5, gen}}) // joins broker 1's session, unless still in it
-		if got, _ := p.accept(1, tp, empty(step.hw, step.lso)); got != step.want {
+		p.fetchRequest(broker1, []ptWant{{tp, 5, gen}}) // joins broker 1's session, unless still in it
+		if got, _ := p.accept(broker1, tp, empty(step.hw, step.lso)); got != step.want {
 			t.Fatalf("step %d (hw %d, lso %d): handed over = %v, want %v", i, step.hw, step.lso, got, step.want)
 		}
 		if got := len(p.take()); got != map[bool]int{true: 1, false: 0}[step.want] {
@@ -149,8 +149,8 @@ func TestAcceptCopiesSmallFetches(t *testing.T) {
 		p.mu.Lock()
 		gen := p.parts[tp].gen
 		p.mu.Unlock()
-		p.fetchRequest(1, []ptWant{{tp, 0, gen}})
-		if got, _ := p.accept(1, tp, rp); !got {
+		p.fetchRequest(broker1, []ptWant{{tp, 0, gen}})
+		if got, _ := p.accept(broker1, tp, rp); !got {
 			t.Fatalf("%s: the fetch was not handed over", tc.name)
 		}
 		fs := p.take()

@@ -16,6 +16,20 @@ import (
 	"github.com/kmirror/kmirror/connector/recordbatch"
 )
 
+// broker1 is the first fetch lane's session with broker 1: the tests that
+// build requests and accept responses by hand use it for every partition.
+var broker1 = ptLaneLeader{lane: 0, leader: 1}
+
+// joinsOf is what place let join broker leader's sessions, over its
+// fetch lanes.
+func joinsOf(joins map[ptLaneLeader][]ptWant, leader int32) []ptWant {
+	var out []ptWant
+	for lane := range int32(ptFetchLanes) {
+		out = append(out, joins[ptLaneLeader{lane, leader}]...)
+	}
+	return out
+}
+
 // TestFetchJoinsBounded: a request lets at most ptMaxJoins partitions join
 // its session; the others stay to be placed by the next requests, so a
 // start with 100,000 partitions does not fetch (and queue, and persist)
@@ -34,18 +48,18 @@ func TestFetchJoinsBounded(t *testing.T) {
 		}
 		return n
 	}
-	req := p.fetchRequest(1, joins)
+	req := p.fetchRequest(broker1, joins)
 	if got := named(req); got != ptMaxJoins {
 		t.Fatalf("first request names %d partitions, want %d", got, ptMaxJoins)
 	}
 	if got := len(p.toPlace); got != 5000 {
 		t.Fatalf("%d partitions left to place, want 5000", got)
 	}
-	if got := named(p.fetchRequest(1, joins)); got != 5000 {
+	if got := named(p.fetchRequest(broker1, joins)); got != 5000 {
 		t.Fatalf("second request names %d partitions, want the 5000 left", got)
 	}
-	if len(p.toPlace) != 0 || p.sessions[1].members != ptMaxJoins+5000 {
-		t.Fatalf("after two requests: %d to place, %d members", len(p.toPlace), p.sessions[1].members)
+	if len(p.toPlace) != 0 || p.sessions[broker1].members != ptMaxJoins+5000 {
+		t.Fatalf("after two requests: %d to place, %d members", len(p.toPlace), p.sessions[broker1].members)
 	}
 }
 
@@ -179,10 +193,11 @@ func TestPlaceUnfetchedFirst(t *testing.T) {
 	p.readyBatches = ptMaxBatches - n // room for n joins
 	p.publishHeld()
 	joins, _, full := p.place(context.Background())
-	if full || len(joins[1]) != n {
-		t.Fatalf("placed %d (full %v), want %d", len(joins[1]), full, n)
+	placed := joinsOf(joins, 1)
+	if full || len(placed) != n {
+		t.Fatalf("placed %d (full %v), want %d", len(placed), full, n)
 	}
-	for _, w := range joins[1] {
+	for _, w := range placed {
 		if p.parts[w.tp].taken {
 			t.Fatalf("%v rejoining was placed while a partition never fetched waited", w.tp)
 		}
@@ -267,7 +282,7 @@ func TestFetchLimitFollowsRoundTrip(t *testing.T) {
 		p.mu.Lock()
 		gen := p.parts[tp].gen
 		p.mu.Unlock()
-		req := p.fetchRequest(1, []ptWant{{tp, pos, gen}})
+		req := p.fetchRequest(broker1, []ptWant{{tp, pos, gen}})
 		if req == nil || len(req.Topics) != 1 {
 			t.Fatal("the partition did not join the request")
 		}
@@ -283,7 +298,7 @@ func TestFetchLimitFollowsRoundTrip(t *testing.T) {
 		binary.BigEndian.PutUint64(batch, uint64(pos)) // the base offset (outside the CRC)
 		rp := kmsg.NewFetchResponseTopicPartition()
 		rp.HighWatermark, rp.LastStableOffset, rp.RecordBatches = lso, lso, batch
-		got, filled := p.accept(1, tp, rp)
+		got, filled := p.accept(broker1, tp, rp)
 		if !got {
 			t.Fatal("the fetch was not handed over")
 		}
@@ -361,11 +376,11 @@ func TestThrottledMaxWholeBatches(t *testing.T) {
 	}
 }
 
-// TestLeaderWaitsForFetchedPartitions: while a partition a leader's fetch
-// brought waits to be taken, the leader's session (its idle members) is
-// not fetched: that fetch would be a long poll holding the partition out
-// of the session for FetchWait (a busy partition beside an idle one moved
-// 1 MiB per 500 ms). Once taken, the partition rejoins and the leader is
+// TestLeaderWaitsForFetchedPartitions: while a partition a session's fetch
+// brought waits to be taken, the session (its idle members) is not
+// fetched: that fetch would be a long poll holding the partition out of
+// the session for FetchWait (a busy partition beside an idle one moved
+// 1 MiB per 500 ms). Once taken, the partition rejoins and the session is
 // fetched; a take that never comes holds it for FetchWait at most.
 func TestLeaderWaitsForFetchedPartitions(t *testing.T) {
 	p := newPassthrough(&Copier{}, nil, nil, nil)
@@ -376,11 +391,11 @@ func TestLeaderWaitsForFetchedPartitions(t *testing.T) {
 	p.mu.Lock()
 	wants := []ptWant{{busy, 0, p.parts[busy].gen}, {idle, 0, p.parts[idle].gen}}
 	p.mu.Unlock()
-	if req := p.fetchRequest(1, wants); req == nil {
+	if req := p.fetchRequest(broker1, wants); req == nil {
 		t.Fatal("no request")
 	}
 	now := time.Now()
-	if leaders, held := p.leadersToFetch(false, now); !leaders[1] || held {
+	if leaders, held := p.sessionsToFetch(false, now); !leaders[broker1] || held {
 		t.Fatalf("both in the session: leaders %v held %v; want leader 1 fetched", leaders, held)
 	}
 	batch, err := recordbatch.Encode([]*kgo.Record{{Value: []byte("v")}}, 0, recordbatch.Compressors()[0])
@@ -389,19 +404,19 @@ func TestLeaderWaitsForFetchedPartitions(t *testing.T) {
 	}
 	rp := kmsg.NewFetchResponseTopicPartition()
 	rp.HighWatermark, rp.LastStableOffset, rp.RecordBatches = 1, 1, batch
-	if got, _ := p.accept(1, busy, rp); !got {
+	if got, _ := p.accept(broker1, busy, rp); !got {
 		t.Fatal("the busy partition's fetch was not handed over")
 	}
-	if leaders, held := p.leadersToFetch(false, now); leaders[1] || !held {
+	if leaders, held := p.sessionsToFetch(false, now); leaders[broker1] || !held {
 		t.Fatalf("busy waits to be taken: leaders %v held %v; want leader 1 held back", leaders, held)
 	}
-	if leaders, _ := p.leadersToFetch(false, time.Now().Add(FetchWait)); !leaders[1] {
+	if leaders, _ := p.sessionsToFetch(false, time.Now().Add(FetchWait)); !leaders[broker1] {
 		t.Fatalf("a take that does not come holds the leader back %v and more", FetchWait)
 	}
-	if fs := p.take(); len(fs) != 1 || fs[0].leader != 1 {
+	if fs := p.take(); len(fs) != 1 || fs[0].via != broker1 {
 		t.Fatalf("take: %+v", fs)
 	}
-	if leaders, held := p.leadersToFetch(false, now); !leaders[1] || held {
+	if leaders, held := p.sessionsToFetch(false, now); !leaders[broker1] || held {
 		t.Fatalf("after the take: leaders %v held %v; want leader 1 fetched", leaders, held)
 	}
 	p.mu.Lock()
