@@ -102,11 +102,11 @@ BENCH_MM2_FLAGS ?=
 bench-mm2:
 	$(GO) run ./bench/mm2 $(BENCH_MM2_FLAGS)
 
-## bench-wan: bench-mm2's wan phase (issue 27; about 45 minutes, so not in bench-mm2's default phases):
+## bench-wan: bench-mm2's wan phase (issue 27; about 80 minutes, so not in bench-mm2's default phases):
 ## the contender reaches the source through a latency proxy (e2e/kafkatest/faultproxy) adding
 ## -wan-rtts round trips (0,40,80,150ms) and holding each connection to the TCP receive window
 ## its client advertises per round trip, as a real link does, on topics of -wan-partitions (1,16): backlog records/s and
-## CPU s/GB, p99 at 5,000 records/s; contenders limit, kmirror, mm2-defaults (MM2 as it comes: tasks.max 1, Java client defaults), mm2
+## CPU s/GB (a copy done inside -wan-window, 15s, runs -wan-repeats (3) times, the median kept), p99 at 5,000 records/s; contenders limit, kmirror, mm2-defaults (MM2 as it comes: tasks.max 1, Java client defaults), mm2
 ## (a task per partition) and mm2-wan (MM2 tuned for a high-latency link). Then kmirror's extras (-wan-extras=false skips them; about 20 minutes) at
 ## -wan-extras-rtt 80ms on 16 partitions: rate_limit -wan-rate-limit (20MB) on a saturated source,
 ## bytes copied over -wan-rate-window (30s) against the limit (goal: within 5%); and the link down for

@@ -26,15 +26,16 @@
 //   - compressed: -compressed-records JSON-like records produced with zstd
 //     and with lz4 (compressed.go): kmirror with its defaults, the limit
 //     and MM2 re-encoding with the codec; CPU per GB, bytes on disk;
-//   - wan (not in the default list: about 45 minutes, 20 of them
+//   - wan (not in the default list: about 80 minutes, 20 of them
 //     kmirror's extras; make bench-wan): the contender reaches the source
 //     through a latency proxy (e2e/kafkatest/faultproxy) adding each of
 //     -wan-rtts round trips, on topics of each of -wan-partitions
 //     partitions (wan.go): records/s of a backlog of -wan-records (over at
-//     most -wan-window, then the rest without latency, checked), CPU per
-//     GB, and p99 at -rate records/s for -wan-latency-duration; contenders
-//     limit, kmirror, mm2-defaults (MM2 as it comes: tasks.max 1, the
-//     Java clients' defaults), mm2 and mm2-wan (MM2 with the consumer tuning operators apply to
+//     most -wan-window, then the rest without latency, checked; a copy
+//     done inside the window runs -wan-repeats times, the median kept),
+//     CPU per GB, and p99 at -rate records/s for -wan-latency-duration;
+//     contenders limit, kmirror, mm2-defaults (MM2 as it comes: tasks.max
+//     1, the Java clients' defaults), mm2 and mm2-wan (MM2 with the consumer tuning operators apply to
 //     such links); its report goes to
 //     bench/results/wan.md when it runs alone. After kmirror's runs,
 //     unless -wan-extras=false, its extras (wanextra.go), through the
@@ -100,6 +101,7 @@ type options struct {
 	wanPartitions                 []int
 	wanRecords                    int
 	wanWindow, wanLatencyDuration time.Duration
+	wanRepeats                    int
 	// The WAN phase's extras, kmirror only (wanextra.go).
 	wanExtras                    bool
 	wanExtrasRTT                 time.Duration
@@ -141,7 +143,7 @@ func run() int {
 	// records/s of one contender then moved 3x between runs.
 	flag.IntVar(&o.compressedRecords, "compressed-records", 8000000, "compressed: JSON-like records per codec (zstd, lz4)")
 	flag.StringVar(&contenders, "contenders", defaultContenders, "contenders, comma-separated: limit, kmirror, mm2, kmirror-eos and mm2-eos (exactly once: throughput, latency and compressed phases only), kmirror-eos-2w (two exactly once workers of one mirror: throughput only; CPU and peak RSS summed over both), kmirror-eos-4s (exactly once with 4 slots instead of 16), kmirror-prof (kmirror in-process with a CPU profile), kmirror-eos-prof (the same with exactly-once), mm2-defaults (MM2 as it comes: tasks.max 1, the Java clients' defaults; wan phase only) and mm2-wan (MM2 tuned for a high-latency link: wan phase only); with -phases wan alone the default is "+wanContenders)
-	flag.StringVar(&phases, "phases", "throughput,latency,startup,failover,compressed", "phases, comma-separated: those and wan (a latency proxy in front of the source; about 45 minutes with kmirror's extras, so not in the default list)")
+	flag.StringVar(&phases, "phases", "throughput,latency,startup,failover,compressed", "phases, comma-separated: those and wan (a latency proxy in front of the source; about 80 minutes with kmirror's extras, so not in the default list)")
 	flag.StringVar(&o.out, "out", defaultOut, "also write the report here when every run passed; empty to skip; with -phases wan alone the default is "+wanOut)
 	flag.IntVar(&o.eosSlots, "eos-slots", 0, "kmirror-eos (and its -2w and -prof): cluster.slots (0: kmirror's default, 16)")
 	flag.StringVar(&o.mm2Heap, "mm2-heap", "1g", "MirrorMaker 2's -Xmx")
@@ -150,11 +152,20 @@ func run() int {
 	flag.BoolVar(&o.keep, "keep", false, "keep the clusters' directories and logs")
 	flag.StringVar(&wanRTTs, "wan-rtts", "0,40,80,150ms", "wan: round trips the proxy adds, comma-separated (a bare number takes the last one's unit)")
 	flag.StringVar(&wanPartitions, "wan-partitions", "1,16", "wan: partitions of the topics, comma-separated")
-	// 500,000 records and 15 s: the WAN table takes about 25 minutes
-	// for the four contenders (MM2 starts, preloads and the rest of each
-	// bounded backlog dominate); kmirror copies them in about 4 s at 0 ms.
-	flag.IntVar(&o.wanRecords, "wan-records", 500000, "wan: records of the backlog copied per contender, partition count and round trip")
+	// 2,000,000 records (2.1 GB) and 15 s: a copy of 500,000 took
+	// kmirror 2 to 5 s, and such a short one measures a burst, not a
+	// rate (its 16 partitions at 0 ms: 268,739 records/s over 500,000,
+	// 177,322 over 2,000,000 with the same binary), so the ratios to
+	// 0 ms moved with it; over 2,000,000 a fresh connection's first
+	// round trips are a small part of the copy too. The WAN table then
+	// takes about an hour for the four contenders.
+	flag.IntVar(&o.wanRecords, "wan-records", 2000000, "wan: records of the backlog copied per contender, partition count and round trip")
 	flag.DurationVar(&o.wanWindow, "wan-window", 15*time.Second, "wan: the longest copy window measured; the rest of the backlog is then copied without latency, and checked")
+	// 3: kmirror's copies inside the window take 2 to 5 s, and one run's
+	// records/s of its 1 partition at 0 ms (the ratios' base) was 132k,
+	// 174k, 147k and 274k in four runs; the median of 3 sets one outlier
+	// aside either way.
+	flag.IntVar(&o.wanRepeats, "wan-repeats", 3, "wan: runs of a cell whose first run copied the whole backlog inside -wan-window (each a fresh topic and contender process); the row is the run with the median records/s; 1 runs each cell once")
 	flag.DurationVar(&o.wanLatencyDuration, "wan-latency-duration", 10*time.Second, "wan: length of each latency measurement (-rate records/s), after a 1s warm-up")
 	flag.BoolVar(&o.wanExtras, "wan-extras", true, "wan: after kmirror's runs, its rate limit on a saturated source and its catch-up after an outage (wanextra.go); -wan-extras=false to skip")
 	flag.DurationVar(&o.wanExtrasRTT, "wan-extras-rtt", 80*time.Millisecond, "wan extras: the round trip the proxy adds")
@@ -192,6 +203,10 @@ func run() int {
 	}
 	if err != nil {
 		log.Print(err)
+		return 2
+	}
+	if o.wanRepeats < 1 {
+		log.Printf("-wan-repeats must be at least 1")
 		return 2
 	}
 	if o.wanRateLimitBytes, err = parseBytes(o.wanRateLimit); err != nil {

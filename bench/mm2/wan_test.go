@@ -221,9 +221,7 @@ func TestRenderWANExtras(t *testing.T) {
 }
 
 func TestRenderWANVersusMM2(t *testing.T) {
-	run := func(parts int, rtt time.Duration, records int64) wanRun {
-		return wanRun{partitions: parts, rtt: rtt, tp: throughput{windowRecords: records, window: time.Second}}
-	}
+	run := wanRunAt
 	wan := map[string][]wanRun{
 		"kmirror":      {run(1, 0, 90_000), run(16, 80*time.Millisecond, 120_000)},
 		"mm2-defaults": {run(1, 0, 30_000), run(16, 80*time.Millisecond, 20_000)},
@@ -244,6 +242,86 @@ func TestRenderWANVersusMM2(t *testing.T) {
 	renderWANVersusMM2(&b, []string{"kmirror"}, wan)
 	if b.Len() != 0 {
 		t.Errorf("no MM2 contender, yet:\n%s", b.String())
+	}
+}
+
+// wanRunAt is a WAN run at records records/s (records over a 1 s window).
+func wanRunAt(parts int, rtt time.Duration, records int64) wanRun {
+	return wanRun{partitions: parts, rtt: rtt, tp: throughput{windowRecords: records, window: time.Second}}
+}
+
+func TestMedianRun(t *testing.T) {
+	for _, c := range []struct {
+		records []int64
+		want    int
+	}{
+		{[]int64{132_000}, 0},
+		{[]int64{174_000, 132_000, 274_000}, 0},
+		{[]int64{274_000, 132_000, 174_000}, 2},
+		{[]int64{147_000, 274_000, 132_000, 174_000}, 0}, // the lower middle
+		{[]int64{274_000, 174_000, 132_000, 147_000}, 3},
+		{[]int64{150_000, 150_000, 150_000}, 1},
+	} {
+		var runs []wanRun
+		var wantRPS []float64
+		for _, n := range c.records {
+			runs = append(runs, wanRunAt(1, 0, n))
+			wantRPS = append(wantRPS, float64(n))
+		}
+		got, rps := medianRun(runs)
+		if got != c.want || !slices.Equal(rps, wantRPS) {
+			t.Errorf("medianRun(%v) = %d, %v; want %d, %v (run order)", c.records, got, rps, c.want, wantRPS)
+		}
+	}
+}
+
+func TestWANRunNames(t *testing.T) {
+	var names []string
+	for _, rtt := range []time.Duration{0, 80 * time.Millisecond} {
+		for i := 1; i <= 3; i++ {
+			backlog, steady := wanTopics(wanRunName(rtt, i))
+			names = append(names, wanRunName(rtt, i), backlog, steady)
+		}
+	}
+	if got := names[:3]; !slices.Equal(got, []string{"0ms", "wan-0ms", "wanlat-0ms"}) {
+		t.Errorf("the first run's names changed: %v", got)
+	}
+	if got := names[3:6]; !slices.Equal(got, []string{"0ms-r2", "wan-0ms-r2", "wanlat-0ms-r2"}) {
+		t.Errorf("the second run's names: %v", got)
+	}
+	if u := slices.Compact(slices.Sorted(slices.Values(names))); len(u) != len(names) {
+		t.Errorf("a name twice: %v", names)
+	}
+}
+
+func TestRenderWANRepeats(t *testing.T) {
+	o := &options{wanRecords: 500000, rate: 5000, wanPartitions: []int{1}, contenders: []string{"kmirror"}, wanRepeats: 3, valueSize: 1024}
+	once := wanRunAt(1, 80*time.Millisecond, 60_000)
+	once.bounded = true
+	runs := []wanRun{wanRunAt(1, 0, 174_000), wanRunAt(1, 0, 132_400), wanRunAt(1, 0, 274_100)}
+	m, rps := medianRun(runs)
+	med := runs[m]
+	med.repeats = rps
+	var b strings.Builder
+	(&report{o: o, wan: map[string][]wanRun{"kmirror": {med, once}}}).renderWAN(&b)
+	out := b.String()
+	for _, want := range []string{
+		"| records/s | records/s of each run | × at 0 ms |",
+		"| kmirror | 1 | 0 | 174000 | 174000, 132400, 274100 | 1.00 |",
+		"| kmirror | 1 | 80 | 60000 | - | 0.34 |",
+		"measured 3 times (-wan-repeats)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "%!") {
+		t.Errorf("a formatting error in:\n%s", out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "|") && strings.Count(line, "|") != 13 {
+			t.Errorf("not 12 columns: %q", line)
+		}
 	}
 }
 
