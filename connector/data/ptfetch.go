@@ -68,9 +68,10 @@ const ptMaxJoins = 16_000
 const ptMaxBatches = 2 * ptMaxJoins
 
 type ptWant struct {
-	tp  TopicPartition
-	pos int64
-	gen uint64
+	tp   TopicPartition
+	pos  int64
+	gen  uint64
+	lane int32 // the fetch lane of the session it joins (joinLane)
 }
 
 // leaveSession takes pp out of its fetch session, if it is in one. Called
@@ -86,8 +87,18 @@ func (p *passthrough) leaveSession(tp TopicPartition, pp *ptPart) {
 	pp.sess = noSession
 }
 
-// fetchLane is the fetch lane tp's session is on (ptFetchLanes).
+// fetchLane is the fetch lane tp's session is on while it is behind
+// (ptFetchLanes).
 func fetchLane(tp TopicPartition) int32 { return spread(tp, ptFetchLanes) }
+
+// joinLane is the fetch lane pp joins a session on: its own while it is
+// behind, else the first (see ptFetchLanes). Called with p.mu held.
+func joinLane(tp TopicPartition, pp *ptPart) int32 {
+	if pp.behind {
+		return fetchLane(tp)
+	}
+	return 0
+}
 
 // fetcher is the client of fetch lane i: its own connection to each
 // source broker.
@@ -222,7 +233,7 @@ func (p *passthrough) allBusy(busy map[ptLaneLeader]bool, busyMu *sync.Mutex) bo
 
 // place finds the leader and position of each partition in toPlace: joins
 // holds them by the session they join (their fetch lane's with their
-// leader). Leaders and log starts are asked for in batches;
+// leader: joinLane). Leaders and log starts are asked for in batches;
 // a partition whose leader or log start cannot be had now stays there
 // (logged), and retry says so. full says they wait for room (room): what
 // is fetched and not yet acknowledged is at its bounds.
@@ -274,7 +285,7 @@ func (p *passthrough) place(ctx context.Context) (joins map[ptLaneLeader][]ptWan
 				retry = true // its topic's rate limit holds it back
 				continue
 			}
-			wants = append(wants, ptWant{tp, pp.pos, pp.gen})
+			wants = append(wants, ptWant{tp, pp.pos, pp.gen, joinLane(tp, pp)})
 			topics[tp.Topic] = true
 		}
 	}
@@ -311,7 +322,7 @@ func (p *passthrough) place(ctx context.Context) (joins map[ptLaneLeader][]ptWan
 		case w.pos < 0:
 			starts[leader] = append(starts[leader], w)
 		default:
-			s := ptLaneLeader{fetchLane(w.tp), leader}
+			s := ptLaneLeader{w.lane, leader}
 			joins[s] = append(joins[s], w)
 		}
 	}
@@ -328,7 +339,7 @@ func (p *passthrough) place(ctx context.Context) (joins map[ptLaneLeader][]ptWan
 				pp.pos = start
 			}
 			w.pos = start
-			s := ptLaneLeader{fetchLane(w.tp), leader}
+			s := ptLaneLeader{w.lane, leader}
 			joins[s] = append(joins[s], w)
 		}
 		p.mu.Unlock()
@@ -637,6 +648,7 @@ func (p *passthrough) accept(s ptLaneLeader, tp TopicPartition, rp kmsg.FetchRes
 			return false, false
 		}
 		pp.hw, pp.lso, pp.marksSet = rp.HighWatermark, rp.LastStableOffset, true
+		pp.behind = false
 		p.leaveSession(tp, pp)
 		p.await(s)
 		p.ready = append(p.ready, f)
@@ -652,6 +664,7 @@ func (p *passthrough) accept(s ptLaneLeader, tp TopicPartition, rp kmsg.FetchRes
 		pp.fetchMax = nextFetchMax(limit, len(rp.RecordBatches), left, p.fetchCeiling())
 		filled = pp.pos < rp.LastStableOffset && int64(len(rp.RecordBatches)) >= int64(limit)/2
 	}
+	pp.behind = filled
 	// On a malformed response the position stays: the poll loop decodes
 	// it with franz-go's parser and rewinds to after what that returned.
 	p.throttle.Took(tp.Topic, len(rp.RecordBatches), time.Now())
