@@ -262,26 +262,27 @@ func (r *report) renderWAN(b *strings.Builder) {
 				if w.bounded {
 					window += "*"
 				}
-				fmt.Fprintf(b, "| %s | %d | %d | %.0f | %s | %s | %s | %.2f | %s | %d | %s | %s |\n",
-					n, parts, w.rtt.Milliseconds(), w.tp.recordsPerSec(), repeatsList(w), wanRatio(r.wan[n], w), w.p99(),
-					cpuPerGB(w.tp.cpuWindow, w.tp.windowRecords, o.valueSize), window, w.conns, inFlightKiB(w), w.tp.load)
+				fmt.Fprintf(b, "| %s | %d | %d | %s | %s | %s | %s | %s | %s | %d | %s | %s |\n",
+					n, parts, w.rtt.Milliseconds(), w.rate()+stopMark(w), repeatsList(w), wanRatio(r.wan[n], w), w.p99(),
+					w.cpuPerGB(o.valueSize), window, w.conns, inFlightKiB(w), w.tp.load)
 			}
 		}
 	}
 	repeats := "Each cell is measured once (-wan-repeats 1)."
 	if o.wanRepeats > 1 {
-		repeats = fmt.Sprintf("A copy that finished inside the window takes seconds, so its records/s moves from run to run with whatever else the machine does: it is measured %d times (-wan-repeats), each a fresh topic and contender process as above, and the row is the run with the median records/s (of an even count, the lower middle), with that run's CPU, latency, connections and load; \"records/s of each run\" lists every run's records/s in run order (\"-\": the first run's copy was bounded by the window, stalled or behind, so the cell ran once), and the other runs' topics are then deleted.", o.wanRepeats)
+		repeats = fmt.Sprintf("A copy that finished inside the window takes seconds, so its records/s moves from run to run with whatever else the machine does: it is measured %d times (-wan-repeats), each a fresh topic and contender process as above, and the row is the run with the median records/s (of an even count, the lower middle), with that run's CPU, latency, connections and load; \"records/s of each run\" lists every run's records/s in run order (\"-\": the first run's copy was bounded by the window, stalled, behind or stopped, so the cell ran once), and the other runs' topics are then deleted. A run that stopped copying (below) ends its cell and is its row, whatever the runs before it measured: \"stopped\" closes its list.", o.wanRepeats)
 	}
-	fmt.Fprintf(b, "\nThe contender reaches the source through a latency proxy (e2e/kafkatest/faultproxy, running in this harness's process, so its CPU is not the contender's) that passes each request to the broker RTT/2 after it arrived and each response to the contender RTT/2 after the broker sent it; frames a client pipelines stay overlapped, as on a link. It rewrites the broker addresses in the responses that carry them (Metadata, FindCoordinator, DescribeCluster, the KIP-951 leader hints), so clients stay behind it; at the end of each copy window the bench counts the contender's TCP connections (/proc) and fails the run if any goes to the source directly (\"connections via proxy\": those through it; the Java client's too). The target, the bench's producers, its checks and the latency reader use the clusters directly. One pair of clusters per contender and partition count, whose brokers first write and read %d records each (their JIT warmed up: the 0 ms run, the ratios' base, comes first); for each round trip a fresh topic of %d records is preloaded (synced, then 2 s) and a fresh contender process, started with the proxy at that round trip, copies it (MM2, restarted on the pair, first runs the previous run's tasks for a few seconds: before the window): records/s and CPU s/GB (the contender's CPU per 10^9 B copied) over the window from the first record visible at the target to the last, or to %v after the first (marked *: the backlog was not done, so records/s is what arrived in that window); then the proxy's latency is lifted so that the rest copies at loopback speed, and the target must hold exactly the source's records per partition. Then the same process, caught up, is measured on a second topic of as many partitions (mirrored from the start, idle during the copy; MM2's tasks.max counts both topics' partitions, so the copy keeps a task per partition), through the proxy at the same round trip: p99 from produce to arrival at the target at %d records/s for %v after a 1 s warm-up, as in the latency phase; then the contender stops and both copies are checked. \"behind\": the backlog's copy ran below that rate, so the contender would fall further behind every second and its p99 would only say how long the test ran; not measured. A contender that brought nothing to the target within %v of its start (a Java consumer whose fetch responses, at its window per round trip, take longer than its request.timeout.ms, retries them forever) shows 0 records/s over that wait. %s × at 0 ms: records/s over the same contender's at 0 ms with as many partitions (of the rows shown, so the medians where a cell ran more than once); the 0 ms rows go through the proxy too, so the ratio isolates the added round trips.\n\n",
-		warmupRecords, o.wanRecords, o.wanWindow, o.rate, o.wanLatencyDuration, wanStall, repeats)
+	fmt.Fprintf(b, "\nThe contender reaches the source through a latency proxy (e2e/kafkatest/faultproxy, running in this harness's process, so its CPU is not the contender's) that passes each request to the broker RTT/2 after it arrived and each response to the contender RTT/2 after the broker sent it; frames a client pipelines stay overlapped, as on a link. It rewrites the broker addresses in the responses that carry them (Metadata, FindCoordinator, DescribeCluster, the KIP-951 leader hints), so clients stay behind it; at the end of each copy window the bench counts the contender's TCP connections (/proc) and fails the run if any goes to the source directly (\"connections via proxy\": those through it; the Java client's too). The target, the bench's producers, its checks and the latency reader use the clusters directly. One pair of clusters per contender and partition count, whose brokers first write and read %d records each (their JIT warmed up: the 0 ms run, the ratios' base, comes first); for each round trip a fresh topic of %d records is preloaded (synced, then 2 s) and a fresh contender process, started with the proxy at that round trip, copies it (MM2, restarted on the pair, first runs the previous run's tasks for a few seconds: before the window): records/s and CPU s/GB (the contender's CPU per 10^9 B copied) over the window from the first record visible at the target to the last, or to %v after the first (marked *: the backlog was not done, so records/s is what arrived in that window); then the proxy's latency is lifted so that the rest copies at loopback speed, and the target must hold exactly the source's records per partition. Then the same process, caught up, is measured on a second topic of as many partitions (mirrored from the start, idle during the copy; MM2's tasks.max counts both topics' partitions, so the copy keeps a task per partition), through the proxy at the same round trip: p99 from produce to arrival at the target at %d records/s for %v after a 1 s warm-up, as in the latency phase; then the contender stops and both copies are checked. \"behind\": the backlog's copy ran below that rate, so the contender would fall further behind every second and its p99 would only say how long the test ran; not measured. A contender that brought nothing to the target within %v of its start (a Java consumer whose fetch responses, at its window per round trip, take longer than its request.timeout.ms, retries them forever) shows 0 records/s over that wait. A contender whose count at the target, once records arrived, did not grow for %v while the bench waited for the rest with the latency lifted (a window longer than that also ends after as long flat) (a MirrorMaker 2 task that died, as of an OutOfMemoryError: Connect does not restart a failed task, so its partitions are never copied) stopped copying: the bench gives up on the copy and goes on to the next, and its row says \"stopped copying at N of M records\" (those at the target then, of the backlog) instead of records/s, with no ratio (its own or kmirror's over it), no CPU s/GB and no latency (\"not measured\"), and its copy unchecked; the log has the first ERROR lines of its log. %s × at 0 ms: records/s over the same contender's at 0 ms with as many partitions (of the rows shown, so the medians where a cell ran more than once); the 0 ms rows go through the proxy too, so the ratio isolates the added round trips.\n\n",
+		warmupRecords, o.wanRecords, o.wanWindow, o.rate, o.wanLatencyDuration, wanStall, wanStopped, repeats)
 	renderWANVersusMM2(b, o.contenders, r.wan)
 	b.WriteString("mm2-defaults is MirrorMaker 2 with its defaults, as a deployment that tuned nothing runs: tasks.max 1 (one task, so one consumer and one connection per broker for every partition) and the Java producer and consumer as they come (batch.size 16384). mm2 runs a task per partition and kmirror's batching (batch.size 1 MiB), as everywhere in this bench, which favours MM2.\n\n")
 	b.WriteString("mm2-wan is MirrorMaker 2 with the tuning operators apply to a high-latency link (its properties under Settings say what and why): the source consumer's receive.buffer.bytes -1 (the OS default, auto-tuned) instead of Java's 64 KiB, max.partition.fetch.bytes 16 MiB instead of 1 MiB, the producer's buffer.memory 8 MiB instead of 32 MiB (a producer per task: the heap is MM2's 1 GiB), tasks.max as many as partitions (as mm2: MirrorSourceConnector runs min(tasks.max, partitions) tasks, so more tasks add nothing, and with one partition no task count helps).\n\n")
 	b.WriteString("Receive windows: across a real link a TCP connection carries at most its receiver's window per round trip (a byte is acknowledged a round trip after it left), which loopback never binds; so the proxy applies it. Each connection's response bytes leave (and arrive RTT/2 later) only as the window the contender's socket advertises to the proxy allows (TCP_INFO's snd_wnd, read before each chunk of at most 64 KiB): fixed where the client set SO_RCVBUF (the Java consumer's receive.buffer.bytes, 64 KiB by default, which Linux doubles and advertises as 79 to 122 KiB on loopback here), grown by the kernel's auto-tuning up to net.ipv4.tcp_rmem's maximum where the client left it to the kernel (kmirror, as Go's net package does; mm2-wan's receive.buffer.bytes -1). \"most in flight\" is the most bytes one connection had on their way over the copy window, with the window it advertised then. Not modelled: the source brokers' send buffers (Kafka's socket.send.buffer.bytes, 100 KiB by default, would bind every client alike on a real link; Kafka's documentation advises raising it, with the clients' buffers, for a cluster read across a WAN, and the figures assume that was done), the congestion window (slow start, and its cuts on loss), bandwidth limits, loss and retransmits; and auto-tuning grows a window here in microseconds where a real link takes round trips. A lossy link would slow every contender further.\n\n")
 }
 
-// repeatsList is the records/s of every run of w's cell, in run order;
-// "-" when it ran once.
+// repeatsList is the records/s of every run of w's cell, in run order,
+// "stopped" last for a kept run that stopped copying (keptRun); "-" when
+// it ran once.
 func repeatsList(w wanRun) string {
 	if len(w.repeats) == 0 {
 		return "-"
@@ -289,6 +290,9 @@ func repeatsList(w wanRun) string {
 	s := make([]string, len(w.repeats))
 	for i, x := range w.repeats {
 		s[i] = fmt.Sprintf("%.0f", x)
+	}
+	if w.stopped {
+		s = append(s, "stopped")
 	}
 	return strings.Join(s, ", ")
 }
@@ -304,7 +308,8 @@ func inFlightKiB(w wanRun) string {
 
 // renderWANVersusMM2 is kmirror's records/s over each MirrorMaker 2
 // contender's at the same partitions and round trip (issue 27's goal: ≥ 3×
-// MM2 with its defaults at 80 ms); nothing without kmirror or an MM2 run.
+// MM2 with its defaults at 80 ms); nothing without kmirror or an MM2 run,
+// and "-" where either copy stopped (no rate to compare).
 func renderWANVersusMM2(b *strings.Builder, contenders []string, wan map[string][]wanRun) {
 	var mm2s []string
 	for _, n := range contenders {
@@ -324,7 +329,7 @@ func renderWANVersusMM2(b *strings.Builder, contenders []string, wan map[string]
 		fmt.Fprintf(b, "| %d | %d |", k.partitions, k.rtt.Milliseconds())
 		for _, n := range mm2s {
 			i := slices.IndexFunc(wan[n], func(m wanRun) bool { return m.partitions == k.partitions && m.rtt == k.rtt })
-			if i < 0 || wan[n][i].tp.recordsPerSec() <= 0 {
+			if i < 0 || k.stopped || wan[n][i].stopped || wan[n][i].tp.recordsPerSec() <= 0 {
 				b.WriteString(" - |")
 				continue
 			}
@@ -336,10 +341,14 @@ func renderWANVersusMM2(b *strings.Builder, contenders []string, wan map[string]
 }
 
 // wanRatio is w's records/s over those of the same contender's run at
-// 0 ms with as many partitions, "-" without one.
+// 0 ms with as many partitions, "-" without one, or where either copy
+// stopped.
 func wanRatio(runs []wanRun, w wanRun) string {
+	if w.stopped {
+		return "-"
+	}
 	for _, z := range runs {
-		if z.partitions == w.partitions && z.rtt == 0 && z.tp.recordsPerSec() > 0 {
+		if z.partitions == w.partitions && z.rtt == 0 && !z.stopped && z.tp.recordsPerSec() > 0 {
 			return fmt.Sprintf("%.2f", w.tp.recordsPerSec()/z.tp.recordsPerSec())
 		}
 	}

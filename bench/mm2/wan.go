@@ -53,6 +53,14 @@ type wanRun struct {
 	// stalled: nothing reached the target within wanStall of the
 	// contender's start (records/s 0 over that wait).
 	stalled bool
+	// stopped: records arrived, then, while the bench waited for the rest
+	// of the backlog with the latency lifted, their count at the target
+	// did not grow for wanStopped (arrived: that count), so the bench gave
+	// up on the copy: no records/s, ratio, CPU s/GB or latency, since what
+	// arrived before a contender stopped is no rate, and no check of a
+	// copy known to be incomplete.
+	stopped bool
+	arrived int64
 	// repeats are the records/s of every run of this cell, in run order,
 	// when its first copy finished inside -wan-window and it ran
 	// -wan-repeats times (this run is the median); nil for one run.
@@ -64,13 +72,64 @@ type wanRun struct {
 // seconds to tens of seconds) before it counts as stalled.
 const wanStall = 2 * time.Minute
 
-// p99 is the run's p99 latency in ms, or "behind" when it was not
-// measured.
+// wanStopped is how long the wait for the rest of a backlog lets the
+// target's record count stay flat before the contender counts as stopped
+// copying. A MirrorMaker 2 task that died (an OutOfMemoryError a few
+// seconds in) is not restarted by Connect: its partition is never copied,
+// and without this the wait lasted its whole timeout (5 minutes and a
+// second per 2,000 records: 22 minutes at 2,000,000). The rest copies
+// with the latency lifted, where every contender's count grows many times
+// a second; even at 150 ms MM2 at its defaults (a few hundred records/s)
+// grows it every few seconds, so a minute flat is no slow copy.
+const wanStopped = time.Minute
+
+// p99 is the run's p99 latency in ms, or why it was not measured.
 func (w wanRun) p99() string {
-	if w.behind {
+	switch {
+	case w.stopped:
+		return "not measured"
+	case w.behind:
 		return "behind"
 	}
 	return ms(w.lat.p99)
+}
+
+// rate is the run's records/s, "-" for a copy that stopped.
+func (w wanRun) rate() string {
+	if w.stopped {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", w.tp.recordsPerSec())
+}
+
+// cpuPerGB is the run's CPU s/GB over its window, "-" for a copy that
+// stopped.
+func (w wanRun) cpuPerGB(valueSize int) string {
+	if w.stopped {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", cpuPerGB(w.tp.cpuWindow, w.tp.windowRecords, valueSize))
+}
+
+// progress follows the target's record count while the bench waits for
+// a backlog, to tell a copy that goes on, however slowly, from one that
+// stopped.
+type progress struct {
+	n    int64     // the most records seen at the target
+	grew time.Time // when n was first seen; zero before any poll
+}
+
+// stopped takes the count n seen at t and reports whether the copy
+// stopped: records had arrived and their count has not grown for limit
+// (timed from the first poll, where the wait began with records already
+// there). A count that never left 0 never stops here: nothing started,
+// which is wanStall's case (stalled).
+func (p *progress) stopped(t time.Time, n int64, limit time.Duration) bool {
+	if p.grew.IsZero() || n > p.n {
+		p.n, p.grew = n, t
+		return false
+	}
+	return p.n > 0 && t.Sub(p.grew) >= limit
 }
 
 // wanPhase runs contender c at every -wan-partitions and -wan-rtts; it
@@ -131,30 +190,41 @@ func wanPair(ctx context.Context, e *env, o *options, c contender, parts int) (r
 			if err != nil {
 				return runs, settings, fmt.Errorf("RTT %v%s: %w", rtt, runMark(i, o.wanRepeats), err)
 			}
-			log.Printf("  %s, %d partitions, RTT %v%s: %.0f records/s%s, %.2f CPU s/GB, %d connections via the proxy (at most %d B in flight, window %d B); p99 ms at %d/s: %s",
-				c.name, parts, rtt, runMark(i, o.wanRepeats), w.tp.recordsPerSec(), boundMark(w.bounded)+stallMark(w.stalled), cpuPerGB(w.tp.cpuWindow, w.tp.windowRecords, o.valueSize), w.conns, w.inFlight, w.wnd, o.rate, w.p99())
+			log.Printf("  %s, %d partitions, RTT %v%s: %s records/s%s, %s CPU s/GB, %d connections via the proxy (at most %d B in flight, window %d B); p99 ms at %d/s: %s",
+				c.name, parts, rtt, runMark(i, o.wanRepeats), w.rate(), boundMark(w.bounded)+stallMark(w.stalled)+stopMark(w), w.cpuPerGB(o.valueSize), w.conns, w.inFlight, w.wnd, o.rate, w.p99())
 			reps = append(reps, w)
+			if w.stopped {
+				// The cell ends here and shows this run (keptRun):
+				// the contender lost part of the copy, which a median
+				// over the other runs would hide.
+				break
+			}
 			if i == 1 && !w.bounded && !w.stalled && !w.behind {
 				n = o.wanRepeats
 			}
 		}
-		m, rps := medianRun(reps)
+		m, rps := keptRun(reps)
 		w := reps[m]
 		if len(reps) > 1 {
 			w.repeats = rps
-			log.Printf("  %s, %d partitions, RTT %v: records/s of each run %s; kept run %d, the median", c.name, parts, rtt, repeatsList(w), m+1)
+			kept := "the median"
+			if w.stopped {
+				kept = "it stopped copying"
+			}
+			log.Printf("  %s, %d partitions, RTT %v: records/s of each run %s; kept run %d, %s", c.name, parts, rtt, repeatsList(w), m+1, kept)
 		}
 		runs = append(runs, w)
 		// The other runs' topics (a gigabyte a backlog, source and target)
 		// are not needed again. A run behind measured no latency: its
-		// latency topic holds nothing and may have no copy at the target.
+		// latency topic holds nothing and may have no copy at the target
+		// (nor has one that stopped; keptRun keeps such a run anyway).
 		for i, x := range reps {
 			if i == m {
 				continue
 			}
 			backlog, steady := wanTopics(wanRunName(rtt, i+1))
 			topics := []string{backlog}
-			if !x.behind {
+			if !x.behind && !x.stopped {
 				topics = append(topics, steady)
 			}
 			for _, t := range topics {
@@ -203,6 +273,22 @@ func medianRun(runs []wanRun) (median int, rps []float64) {
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(rps[a], rps[b]) })
 	return order[(len(order)-1)/2], rps
+}
+
+// keptRun returns the index of the run a cell's row shows and the
+// records/s its "records/s of each run" lists: the median run and every
+// run's; or, when the last run stopped copying (wanPair runs no more
+// after such a run), that run and the records/s of those before it, since
+// what a stopped copy brought is no rate to take a median over.
+func keptRun(runs []wanRun) (kept int, rps []float64) {
+	last := len(runs) - 1
+	if !runs[last].stopped {
+		return medianRun(runs)
+	}
+	for _, w := range runs[:last] {
+		rps = append(rps, w.tp.recordsPerSec())
+	}
+	return last, rps
 }
 
 // warmupRecords are the records warmBrokers writes to each cluster and
@@ -267,6 +353,12 @@ func wanOne(ctx context.Context, base *contenderRun, o *options, px *faultproxy.
 	if err := r.wanCopy(ctx, o, px, backlog, dist, &w); err != nil {
 		return w, r.settings, fmt.Errorf("copy: %w", err)
 	}
+	if w.stopped {
+		// No latency run: the contender no longer copies all it is
+		// given (its readiness on the latency topic could only time
+		// out), and no check: the copy is incomplete.
+		return w, r.settings, nil
+	}
 	if w.tp.recordsPerSec() < float64(o.rate) {
 		w.behind = true
 		r.stopContender()
@@ -293,19 +385,25 @@ func (r *contenderRun) rerun(name string) (*contenderRun, error) {
 // wanCopy measures the contender's copy of the backlog topic (-wan-records
 // records) behind the proxy at w.rtt, over the window from the first
 // record visible at the target to the last, or to -wan-window after the
-// first: a slow contender at 150 ms would take minutes per run. Then the
-// proxy's latency is lifted, so that the rest copies at loopback speed,
-// and the target must hold exactly the source's records.
+// first: a slow contender at 150 ms would take minutes per run. A window
+// longer than wanStopped also ends once the count stayed flat that long
+// (nothing more to measure; whether the contender stopped or only cannot
+// fetch through the latency, the wait without it tells). Then the proxy's
+// latency is lifted, so that the rest copies at loopback speed, and the
+// target must hold exactly the source's records; unless the contender
+// stopped copying meanwhile (wanRest), which w then says.
 func (r *contenderRun) wanCopy(ctx context.Context, o *options, px *faultproxy.Proxy, backlog string, dist disturbance, w *wanRun) error {
 	want := int64(o.wanRecords)
 	var t1 time.Time
 	var st1 kafkatest.ProcStat
 	var n1 int64
+	var inWindow progress
 	wctx, cancel := context.WithTimeout(ctx, wanStall+o.wanWindow)
 	defer cancel()
 	ends, err := r.waitTarget(wctx, []string{targetTopic(backlog)}, 20*time.Millisecond,
 		func(m map[string]map[int32]int64) bool {
-			return sum(m) >= want || !t1.IsZero() && time.Since(t1) >= o.wanWindow
+			n := sum(m)
+			return n >= want || !t1.IsZero() && (time.Since(t1) >= o.wanWindow || inWindow.stopped(time.Now(), n, wanStopped))
 		},
 		func(n int64) { t1, st1, n1 = time.Now(), r.stat(), n })
 	switch {
@@ -334,14 +432,71 @@ func (r *contenderRun) wanCopy(ctx context.Context, o *options, px *faultproxy.P
 	w.inFlight, w.wnd = px.MaxInFlight()
 	px.SetLatency(0)
 	if w.bounded {
-		dctx, cancel := context.WithTimeout(ctx, 5*time.Minute+time.Duration(o.wanRecords/2000)*time.Second)
-		defer cancel()
-		if _, err := r.waitTarget(dctx, []string{targetTopic(backlog)}, 100*time.Millisecond,
-			func(m map[string]map[int32]int64) bool { return sum(m) >= want }, nil); err != nil {
-			return fmt.Errorf("the rest of the backlog, without latency: %w", err)
+		n, stopped, err := r.wanRest(ctx, backlog, want)
+		if err != nil {
+			return err
+		}
+		if stopped {
+			w.stopped, w.arrived = true, n
+			log.Printf("  %s stopped copying: %d of %d records at the target, none more for %v with the latency lifted; the bench gives up on this copy (not measured, not checked)%s",
+				r.c.name, n, want, wanStopped, logErrors(r.proc.LogPath, 10))
+			return nil
 		}
 	}
 	return r.verify(ctx, backlog)
+}
+
+// wanRest waits for the rest of a backlog of want records that the window
+// bounded, the proxy's latency lifted: for at most 5 minutes and a second
+// per 2,000 records, and no longer than wanStopped without a new record
+// at the target once records arrived (stopped; arrived is their count).
+// The window already ended the measurement; this wait is what a
+// contender that stopped copying would otherwise hold for its whole
+// timeout. Progress is timed from the lift, not from the window's last
+// record: the contender gets wanStopped under the new conditions (a Java
+// consumer whose fetches timed out under the latency retries them only
+// after its request timeout).
+func (r *contenderRun) wanRest(ctx context.Context, backlog string, want int64) (arrived int64, stopped bool, err error) {
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Minute+time.Duration(want/2000)*time.Second)
+	defer cancel()
+	var p progress
+	ends, err := r.waitTarget(dctx, []string{targetTopic(backlog)}, 100*time.Millisecond,
+		func(m map[string]map[int32]int64) bool {
+			n := sum(m)
+			if n >= want {
+				return true
+			}
+			stopped = p.stopped(time.Now(), n, wanStopped)
+			return stopped
+		}, nil)
+	if err != nil {
+		return 0, false, fmt.Errorf("the rest of the backlog, without latency: %w", err)
+	}
+	return sum(ends), stopped, nil
+}
+
+// logErrors is up to most lines of the log at path that say ERROR or
+// OutOfMemoryError, the first ones (what failed first), indented for the
+// bench's log: the contender's log goes with its pair's directory, which
+// the bench removes, and a task that died says why only there.
+func logErrors(path string, most int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	var lines []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if len(lines) == most {
+			break
+		}
+		if strings.Contains(l, "ERROR") || strings.Contains(l, "OutOfMemoryError") {
+			lines = append(lines, "    "+strings.TrimSpace(l))
+		}
+	}
+	if len(lines) == 0 {
+		return "; its log " + path + " says no ERROR"
+	}
+	return "; its log " + path + " says first:\n" + strings.Join(lines, "\n")
 }
 
 // proxied returns the contender's established connections through the
@@ -383,6 +538,15 @@ func boundMark(bounded bool) string {
 func stallMark(stalled bool) string {
 	if stalled {
 		return " (stalled: nothing copied)"
+	}
+	return ""
+}
+
+// stopMark says where a copy that stopped stopped: the records at the
+// target when the bench gave up, of the backlog's.
+func stopMark(w wanRun) string {
+	if w.stopped {
+		return fmt.Sprintf(" (stopped copying at %d of %d records)", w.arrived, w.tp.records)
 	}
 	return ""
 }

@@ -342,3 +342,149 @@ func TestMM2DefaultsProperties(t *testing.T) {
 		}
 	}
 }
+
+// stopsAt feeds a progress the count at each poll of a wait (polls every
+// 100 ms from 0, as wanRest's, for length) and returns the time of the
+// poll at which it first called the copy stopped, or -1.
+func stopsAt(counts func(at time.Duration) int64, length time.Duration) time.Duration {
+	var p progress
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for at := time.Duration(0); at <= length; at += 100 * time.Millisecond {
+		if p.stopped(t0.Add(at), counts(at), wanStopped) {
+			return at
+		}
+	}
+	return -1
+}
+
+func TestProgressStopped(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		counts func(at time.Duration) int64
+		want   time.Duration // -1: never stopped
+	}{
+		// MM2 at its defaults at 150 ms: a batch of a few hundred
+		// records every few seconds, for ten minutes.
+		{"slow but steady", func(at time.Duration) int64 { return 1000 + 300*int64(at/(3*time.Second)) }, -1},
+		// A record just inside every limit: slow, not stopped.
+		{"grows just inside the limit", func(at time.Duration) int64 { return 1 + int64(at/(wanStopped-100*time.Millisecond)) }, -1},
+		// The wait began with the window's records there, and a task
+		// died: flat from the first poll, timed from it.
+		{"flat from the first poll", func(time.Duration) int64 { return 1_905_827 }, wanStopped},
+		// The other tasks copy their partitions for about 6 s, then
+		// the count stays short of the backlog: stopped a limit after
+		// the last poll that saw it grow (5.9 s), not before.
+		{"flat after growing", func(at time.Duration) int64 { return min(1_900_000+int64(at/time.Millisecond), 1_905_827) }, 5900*time.Millisecond + wanStopped},
+		// Nothing ever arrived: not this check's to decide (stalled).
+		{"never started", func(time.Duration) int64 { return 0 }, -1},
+		// Nothing for a while, then records, then flat: timed from the
+		// first records.
+		{"started late, then flat", func(at time.Duration) int64 {
+			if at < 2*time.Minute {
+				return 0
+			}
+			return 10
+		}, 2*time.Minute + wanStopped},
+		// A poll that reads fewer (never in practice) is no growth.
+		{"a lower count is no growth", func(at time.Duration) int64 {
+			if at == 30*time.Second {
+				return 5
+			}
+			return 10
+		}, wanStopped},
+	} {
+		if got := stopsAt(c.counts, 10*time.Minute); got != c.want {
+			t.Errorf("%s: stopped at %v, want %v (-1: never)", c.name, got, c.want)
+		}
+	}
+}
+
+// The boundary: flat for just under the limit goes on; flat for the limit,
+// timed from the last growth, stops.
+func TestProgressStoppedBoundary(t *testing.T) {
+	var p progress
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if p.stopped(t0, 7, wanStopped) {
+		t.Fatal("stopped at the first poll")
+	}
+	if p.stopped(t0.Add(wanStopped-time.Nanosecond), 7, wanStopped) {
+		t.Error("stopped before the limit")
+	}
+	if p.stopped(t0.Add(wanStopped), 8, wanStopped) {
+		t.Error("stopped at a poll whose count grew")
+	}
+	if p.stopped(t0.Add(2*wanStopped-time.Nanosecond), 8, wanStopped) {
+		t.Error("the limit was not timed from the last growth")
+	}
+	if !p.stopped(t0.Add(2*wanStopped), 8, wanStopped) {
+		t.Error("flat for the limit after records arrived, and not stopped")
+	}
+}
+
+func TestKeptRun(t *testing.T) {
+	stopped := wanRunAt(1, 0, 9_000)
+	stopped.stopped, stopped.arrived = true, 60_000
+	for _, c := range []struct {
+		name string
+		runs []wanRun
+		want int
+		rps  []float64
+	}{
+		{"no run stopped: the median", []wanRun{wanRunAt(1, 0, 174_000), wanRunAt(1, 0, 132_000), wanRunAt(1, 0, 274_000)}, 0, []float64{174_000, 132_000, 274_000}},
+		{"the first run stopped", []wanRun{stopped}, 0, nil},
+		{"a repeat stopped", []wanRun{wanRunAt(1, 0, 150_000), stopped}, 1, []float64{150_000}},
+	} {
+		got, rps := keptRun(c.runs)
+		if got != c.want || !slices.Equal(rps, c.rps) {
+			t.Errorf("%s: keptRun = %d, %v; want %d, %v", c.name, got, rps, c.want, c.rps)
+		}
+	}
+}
+
+func TestRenderWANStopped(t *testing.T) {
+	o := &options{wanRecords: 2_000_000, rate: 5000, wanPartitions: []int{16}, contenders: []string{"kmirror", "mm2-wan"}, wanRepeats: 3, valueSize: 1024}
+	rtt := 80 * time.Millisecond
+	// mm2-wan's task for one partition died: 1,905,827 records arrived.
+	dead := wanRunAt(16, rtt, 40_000)
+	dead.tp.records, dead.tp.cpuWindow, dead.bounded, dead.stopped, dead.arrived = 2_000_000, 3*time.Second, true, true, 1_905_827
+	// kmirror's 0 ms run stopped in its second run, after 150,000/s in
+	// its first.
+	base := wanRunAt(16, 0, 20_000)
+	base.tp.records, base.stopped, base.arrived, base.repeats = 2_000_000, true, 1_999_000, []float64{150_000}
+	wan := map[string][]wanRun{
+		"kmirror": {base, wanRunAt(16, rtt, 120_000)},
+		"mm2-wan": {wanRunAt(16, 0, 60_000), dead},
+	}
+	var b strings.Builder
+	(&report{o: o, wan: wan}).renderWAN(&b)
+	out := b.String()
+	for _, want := range []string{
+		"| mm2-wan | 16 | 80 | - (stopped copying at 1905827 of 2000000 records) | - | - | not measured | - | 1.0* |",
+		"| mm2-wan | 16 | 0 | 60000 | - | 1.00 | - |",
+		"| kmirror | 16 | 0 | - (stopped copying at 1999000 of 2000000 records) | 150000, stopped | - | not measured | - |",
+		// No ratio over a base that stopped.
+		"| kmirror | 16 | 80 | 120000 | - | - |",
+		// kmirror over mm2-wan: 2.00 at 0 ms were it not stopped; none
+		// over mm2-wan's stopped copy at 80 ms.
+		"| 16 | 0 | - |",
+		"| 16 | 80 | - |",
+		"did not grow for 1m0s",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "%!") {
+		t.Errorf("a formatting error in:\n%s", out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "| kmirror") || strings.HasPrefix(line, "| mm2") || strings.HasPrefix(line, "| contender") {
+			if strings.Count(line, "|") != 13 {
+				t.Errorf("not 12 columns: %q", line)
+			}
+		}
+	}
+	if got := dead.p99(); got != "not measured" {
+		t.Errorf("p99 of a stopped copy = %q", got)
+	}
+}
