@@ -87,17 +87,18 @@ func (p *passthrough) leaveSession(tp TopicPartition, pp *ptPart) {
 	pp.sess = noSession
 }
 
-// fetchLane is the fetch lane tp's session is on while it is behind
-// (ptFetchLanes).
+// fetchLane is the fetch lane tp's session is on while the copier's
+// partitions spread (ptFetchLanes).
 func fetchLane(tp TopicPartition) int32 { return spread(tp, ptFetchLanes) }
 
-// joinLane is the fetch lane pp joins a session on: its own while it is
-// behind, else the first (see ptFetchLanes). Called with p.mu held.
-func joinLane(tp TopicPartition, pp *ptPart) int32 {
-	if pp.behind {
-		return fetchLane(tp)
+// joinLane is the fetch lane tp joins a session on: its own (fetchLane)
+// while the copier fetches at most ptSpreadMax partitions, else the first
+// (see ptFetchLanes). Called with p.mu held.
+func (p *passthrough) joinLane(tp TopicPartition) int32 {
+	if len(p.parts) > ptSpreadMax {
+		return 0
 	}
-	return 0
+	return fetchLane(tp)
 }
 
 // fetcher is the client of fetch lane i: its own connection to each
@@ -233,7 +234,7 @@ func (p *passthrough) allBusy(busy map[ptLaneLeader]bool, busyMu *sync.Mutex) bo
 
 // place finds the leader and position of each partition in toPlace: joins
 // holds them by the session they join (their fetch lane's with their
-// leader: joinLane). Leaders and log starts are asked for in batches;
+// leader). Leaders and log starts are asked for in batches;
 // a partition whose leader or log start cannot be had now stays there
 // (logged), and retry says so. full says they wait for room (room): what
 // is fetched and not yet acknowledged is at its bounds.
@@ -285,7 +286,7 @@ func (p *passthrough) place(ctx context.Context) (joins map[ptLaneLeader][]ptWan
 				retry = true // its topic's rate limit holds it back
 				continue
 			}
-			wants = append(wants, ptWant{tp, pp.pos, pp.gen, joinLane(tp, pp)})
+			wants = append(wants, ptWant{tp, pp.pos, pp.gen, p.joinLane(tp)})
 			topics[tp.Topic] = true
 		}
 	}
@@ -648,7 +649,6 @@ func (p *passthrough) accept(s ptLaneLeader, tp TopicPartition, rp kmsg.FetchRes
 			return false, false
 		}
 		pp.hw, pp.lso, pp.marksSet = rp.HighWatermark, rp.LastStableOffset, true
-		pp.behind = false
 		p.leaveSession(tp, pp)
 		p.await(s)
 		p.ready = append(p.ready, f)
@@ -664,7 +664,6 @@ func (p *passthrough) accept(s ptLaneLeader, tp TopicPartition, rp kmsg.FetchRes
 		pp.fetchMax = nextFetchMax(limit, len(rp.RecordBatches), left, p.fetchCeiling())
 		filled = pp.pos < rp.LastStableOffset && int64(len(rp.RecordBatches)) >= int64(limit)/2
 	}
-	pp.behind = filled
 	// On a malformed response the position stays: the poll loop decodes
 	// it with franz-go's parser and rewinds to after what that returned.
 	p.throttle.Took(tp.Topic, len(rp.RecordBatches), time.Now())

@@ -210,76 +210,48 @@ func TestPlaceUnfetchedFirst(t *testing.T) {
 	}
 }
 
-// TestJoinLanes: partitions join their leader's first fetch lane's
-// session while their fetches reach their last stable offset, and their
-// own lane's (fetchLane, spread over the lanes) while a fetch filled its
-// limit and left them behind; an empty fetch brings them back to the
-// first. Idle and trickling partitions spread over two sessions made
-// twice the Fetch requests (each session answers once any of its
-// partitions has something): at 100,000 partitions the exactly-once
-// worker's CPU went from 26% to 43%.
+// TestJoinLanes: while the copier fetches at most ptSpreadMax
+// partitions, each joins its own fetch lane's session (fetchLane, spread
+// over the lanes), whatever its pace; beyond that every partition joins
+// its leader's first lane's: a session answers once any of its partitions
+// has something, so 100,000 trickling partitions over two sessions made
+// twice the Fetch requests (the exactly-once worker's CPU went from 26% to
+// 43%).
 func TestJoinLanes(t *testing.T) {
 	p := newPassthrough(&Copier{}, nil, nil, nil)
-	const n = 8
-	leaders := make([]int32, n)
-	for i := range leaders {
-		leaders[i] = 1
-		p.add(TopicPartition{"t", int32(i)}, 5, p.newGen())
+	add := func(from, to int) {
+		for i := from; i < to; i++ {
+			tp := TopicPartition{fmt.Sprintf("t%d", i/8), int32(i % 8)}
+			p.add(tp, 5, p.newGen())
+			p.srcMeta.cache.topics[tp.Topic] = ptTopicMeta{leaders: []int32{1, 1, 1, 1, 1, 1, 1, 1}, at: time.Now().UnixNano()}
+		}
 	}
-	p.srcMeta.cache.topics["t"] = ptTopicMeta{leaders: leaders, at: time.Now().UnixNano()}
+	// lanes places up to the first ptMaxJoins waiting and counts them by
+	// lane, checking each joins the session of the lane it wants.
 	lanes := func() map[int32]int {
 		t.Helper()
-		joins, _, full := p.place(context.Background())
-		placed := joinsOf(joins, 1)
-		if full || len(placed) != n {
-			t.Fatalf("placed %d (full %v), want %d", len(placed), full, n)
-		}
+		joins, _, _ := p.place(context.Background())
 		out := make(map[int32]int)
-		for lane, ws := range joins {
+		for s, ws := range joins {
 			for _, w := range ws {
-				if w.lane != lane.lane {
-					t.Fatalf("%v joins lane %d's session but wants lane %d", w.tp, lane.lane, w.lane)
+				if w.lane != s.lane {
+					t.Fatalf("%v joins lane %d's session but wants lane %d", w.tp, s.lane, w.lane)
 				}
-				out[lane.lane]++
+				if want := fetchLane(w.tp); len(p.parts) <= ptSpreadMax && w.lane != want {
+					t.Fatalf("%v of %d partitions joins lane %d, want its own, %d", w.tp, len(p.parts), w.lane, want)
+				}
+				out[s.lane]++
 			}
 		}
 		return out
 	}
-	if got := lanes(); got[0] != n {
-		t.Fatalf("none behind: joins by lane %v, want all %d on lane 0", got, n)
+	add(0, 16)
+	if got := lanes(); len(got) != ptFetchLanes || got[0] != 16/ptFetchLanes {
+		t.Fatalf("16 partitions: joins by lane %v, want %d on each of %d lanes", got, 16/ptFetchLanes, ptFetchLanes)
 	}
-	p.mu.Lock()
-	for tp, pp := range p.parts {
-		pp.behind = true
-		if got := joinLane(tp, pp); got != fetchLane(tp) {
-			t.Fatalf("%v behind joins lane %d, want its own, %d", tp, got, fetchLane(tp))
-		}
-	}
-	p.mu.Unlock()
-	if got := lanes(); len(got) != ptFetchLanes || got[0] != n/ptFetchLanes {
-		t.Fatalf("all behind: joins by lane %v, want %d on each of %d lanes", got, n/ptFetchLanes, ptFetchLanes)
-	}
-	// An empty fetch: it caught up.
-	var tp TopicPartition
-	for i := range int32(n) {
-		if tp = (TopicPartition{"t", i}); fetchLane(tp) != 0 {
-			break
-		}
-	}
-	p.mu.Lock()
-	pp := p.parts[tp]
-	delete(p.toPlace, tp)
-	pp.sess, pp.sessPos, pp.sessGen = ptLaneLeader{fetchLane(tp), 1}, 5, pp.gen
-	p.mu.Unlock()
-	rp := kmsg.NewFetchResponseTopicPartition()
-	rp.HighWatermark, rp.LastStableOffset = 5, 5
-	if got, filled := p.accept(ptLaneLeader{fetchLane(tp), 1}, tp, rp); !got || filled {
-		t.Fatalf("empty fetch: handed over %v, filled %v; want handed over, not filled", got, filled)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if got := joinLane(tp, pp); got != 0 {
-		t.Fatalf("after an empty fetch %v joins lane %d, want 0", tp, got)
+	add(16, ptSpreadMax+1)
+	if got := lanes(); len(got) != 1 || got[0] == 0 {
+		t.Fatalf("%d partitions: joins by lane %v, want every one on lane 0", ptSpreadMax+1, got)
 	}
 }
 
@@ -374,12 +346,6 @@ func TestFetchLimitFollowsRoundTrip(t *testing.T) {
 		got, filled := p.accept(broker1, tp, rp)
 		if !got {
 			t.Fatal("the fetch was not handed over")
-		}
-		p.mu.Lock()
-		behind := p.parts[tp].behind
-		p.mu.Unlock()
-		if behind != filled {
-			t.Fatalf("accept: filled %v but behind %v (its next join's lane: joinLane)", filled, behind)
 		}
 		p.take()
 		pos += int64(n)

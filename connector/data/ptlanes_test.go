@@ -2,7 +2,6 @@ package data
 
 import (
 	"context"
-	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -14,15 +13,14 @@ import (
 	"github.com/kmirror/kmirror/internal/kfaketest"
 )
 
-// TestFetchLanesOverlap: a leader's partitions that are behind are spread
-// over ptFetchLanes fetch sessions, each on a connection of its own, so a
+// TestFetchLanesOverlap: a leader's partitions are spread over
+// ptFetchLanes fetch sessions, each on a connection of its own, so a
 // second Fetch is on its way while the first is still unanswered: across
 // an ocean one response travels while the other's partitions ask again.
-// Each partition holds more than its first fetch's limit, so that fetch
-// leaves it behind. The source then holds the first Fetch that names one
-// partition until a Fetch for the other partition arrives (kfake answers
-// a connection's requests in order, as a broker does: on one connection,
-// or in one session, the second would wait behind the first).
+// The source holds the first Fetch that names a partition until a Fetch
+// for the other partition arrives (kfake answers a connection's requests
+// in order, as a broker does: on one connection the second would wait
+// behind the first).
 func TestFetchLanesOverlap(t *testing.T) {
 	t.Parallel()
 	src, dst := kfaketest.Clusters(t)
@@ -38,18 +36,9 @@ func TestFetchLanesOverlap(t *testing.T) {
 	if fetchLane(tps[0]) == fetchLane(tps[1]) {
 		t.Fatalf("a topic's partitions 0 and 1 share fetch lane %d", fetchLane(tps[0]))
 	}
-	// 2.5 MiB in batches of 64 KiB that do not compress: more than the
-	// first fetch's limit, ptPartitionMaxBytes.
-	rng := rand.New(rand.NewPCG(1, 2))
 	for _, tp := range tps {
-		for range 40 {
-			value := make([]byte, 64<<10)
-			for i := range value {
-				value[i] = byte(rng.Uint32())
-			}
-			if err := srcCl.ProduceSync(ctx, &kgo.Record{Topic: tp.Topic, Partition: tp.Partition, Value: value}).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
+		if err := srcCl.ProduceSync(ctx, &kgo.Record{Topic: tp.Topic, Partition: tp.Partition, Value: []byte("v")}).FirstErr(); err != nil {
+			t.Fatal(err)
 		}
 	}
 
@@ -57,6 +46,7 @@ func TestFetchLanesOverlap(t *testing.T) {
 		mu         sync.Mutex
 		held       = -1 // the partition of the Fetch held
 		holding    bool // while it is held
+		both       bool // a Fetch named both partitions
 		overlapped bool // a Fetch for the other one came while it was held
 	)
 	other := make(chan struct{})
@@ -71,6 +61,8 @@ func TestFetchLanesOverlap(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
+		case len(named) == 2:
+			both = true
 		case len(named) == 1 && held < 0:
 			for p := range named {
 				held = int(p)
@@ -102,15 +94,14 @@ func TestFetchLanesOverlap(t *testing.T) {
 	if _, err := cp.Assign(as, []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)}); err != nil {
 		t.Fatal(err)
 	}
-	// The poll loop takes what the first fetch brought: the partitions
-	// rejoin, on their own lanes.
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); cp.Run(runCtx) }()
-	defer func() { cancel(); <-done }()
 	kfaketest.WaitFor(t, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return overlapped
-	}, "a Fetch for each partition, the second while the first was held")
+		return overlapped || both
+	}, "a Fetch for each partition")
+	mu.Lock()
+	defer mu.Unlock()
+	if both {
+		t.Fatal("one Fetch named both partitions: one session for the leader")
+	}
 }
