@@ -112,8 +112,9 @@ type passthrough struct {
 	// under a rate limit has room for several (throttledMax).
 	maxBatch atomic.Int64
 	// awaiting is, per fetch lane and source leader, its fetches whose
-	// partitions wait in ready (under mu): those partitions rejoin its
-	// session once taken, and its next fetch waits for them (fetchLoop).
+	// partitions wait in ready and the partitions taken from them and not
+	// yet in a session again (under mu): its next fetch waits for them
+	// (heldBack).
 	awaiting map[ptLaneLeader]awaited
 	// throttle holds fetches to the mirror's byte-rate limits (nil:
 	// none): see fetchLoop, place and fetchRequest.
@@ -212,6 +213,10 @@ type ptPart struct {
 	sess    ptLaneLeader
 	sessPos int64
 	sessGen uint64
+	// back is the session a taken fetch of the partition came from, while
+	// it is on its way back into a session (awaited.back); noSession
+	// otherwise.
+	back ptLaneLeader
 	// The watermarks last handed to the poll loop by an empty fetch
 	// (marksSet: some were): an idle partition's next empty fetch with
 	// the same ones is not handed over again (with 100,000 idle
@@ -456,7 +461,10 @@ func (p *passthrough) add(tp TopicPartition, next int64, gen uint64) {
 	if old := p.parts[tp]; old != nil {
 		p.leaveSession(tp, old)
 	}
-	p.parts[tp] = &ptPart{pos: next, gen: gen, sess: noSession}
+	if old := p.parts[tp]; old != nil {
+		p.cameBack(old)
+	}
+	p.parts[tp] = &ptPart{pos: next, gen: gen, sess: noSession, back: noSession}
 	p.toPlace[tp] = struct{}{}
 	p.toPlacePeak = max(p.toPlacePeak, len(p.toPlace))
 	if q := p.queues[tp]; q != nil {
@@ -471,6 +479,7 @@ func (p *passthrough) remove(tp TopicPartition) {
 	p.mu.Lock()
 	if pp := p.parts[tp]; pp != nil {
 		p.leaveSession(tp, pp)
+		p.cameBack(pp)
 	}
 	delete(p.parts, tp)
 	delete(p.toPlace, tp)
@@ -492,6 +501,7 @@ func (p *passthrough) pause(tp TopicPartition) {
 	p.mu.Lock()
 	if pp := p.parts[tp]; pp != nil {
 		p.leaveSession(tp, pp)
+		p.cameBack(pp)
 		delete(p.toPlace, tp)
 		pp.paused = true
 		pp.gen = p.newGen()
@@ -543,6 +553,12 @@ func (p *passthrough) take() []ptFetch {
 		if pp := p.parts[f.tp]; pp != nil {
 			pp.buffered, pp.taken = false, true
 			p.markPending(f.tp, pp)
+			if _, pending := p.toPlace[f.tp]; pending && pp.back == noSession {
+				pp.back = f.via
+				a := p.awaiting[f.via]
+				a.back++
+				p.awaiting[f.via] = a
+			}
 		}
 	}
 	if len(out) > 0 {
