@@ -460,8 +460,6 @@ func (p *passthrough) add(tp TopicPartition, next int64, gen uint64) {
 	p.mu.Lock()
 	if old := p.parts[tp]; old != nil {
 		p.leaveSession(tp, old)
-	}
-	if old := p.parts[tp]; old != nil {
 		p.cameBack(old)
 	}
 	p.parts[tp] = &ptPart{pos: next, gen: gen, sess: noSession, back: noSession}
@@ -553,11 +551,8 @@ func (p *passthrough) take() []ptFetch {
 		if pp := p.parts[f.tp]; pp != nil {
 			pp.buffered, pp.taken = false, true
 			p.markPending(f.tp, pp)
-			if _, pending := p.toPlace[f.tp]; pending && pp.back == noSession {
-				pp.back = f.via
-				a := p.awaiting[f.via]
-				a.back++
-				p.awaiting[f.via] = a
+			if _, pending := p.toPlace[f.tp]; pending {
+				p.goingBack(pp, f.via)
 			}
 		}
 	}

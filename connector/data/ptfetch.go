@@ -802,6 +802,19 @@ type awaited struct {
 	since         time.Time
 }
 
+// goingBack starts pp's way back into a session from session s, taken
+// from a fetch of it (awaited.back; cameBack ends it). Called with p.mu
+// held.
+func (p *passthrough) goingBack(pp *ptPart, s ptLaneLeader) {
+	if pp.back != noSession {
+		return
+	}
+	pp.back = s
+	a := p.awaiting[s]
+	a.back++
+	p.awaiting[s] = a
+}
+
 // cameBack ends pp's way back into a session (ptPart.back): it joined one,
 // or is not coming back soon (removed, paused, held back). Called with
 // p.mu held.
