@@ -65,8 +65,13 @@ func browser(t *testing.T) (context.Context, func() []string) {
 				return
 			}
 			if m.Type == "error" || m.IsException() {
+				msg := m.String()
+				if m.URL != "" {
+					// A failed load's text does not name the resource.
+					msg += " (" + m.URL + ")"
+				}
 				mu.Lock()
-				errs = append(errs, m.String())
+				errs = append(errs, msg)
 				mu.Unlock()
 			}
 		}

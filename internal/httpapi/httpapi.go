@@ -324,6 +324,7 @@ func Handler(gatherer prometheus.Gatherer, src StatusSource, reload Reloader) ht
 	handleViews(mux, src)
 	mux.Handle("GET /{$}", pageHandler())
 	mux.Handle("GET /ui/", pageHandler())
+	mux.Handle("GET /favicon.ico", pageHandler())
 	// ?mirror, ?topic, ?state, ?limit and ?after choose the mirrors and
 	// topics (statusquery.go); ready is the whole worker's either way.
 	mux.HandleFunc("GET /api/v1/status", func(w http.ResponseWriter, r *http.Request) {

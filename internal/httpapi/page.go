@@ -13,7 +13,7 @@ import (
 //go:embed ui
 var ui embed.FS
 
-// pageHandler serves / (index.html) and /ui/*.
+// pageHandler serves / (index.html), /favicon.ico and /ui/*.
 func pageHandler() http.Handler {
 	files := http.FileServerFS(ui)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -25,14 +25,15 @@ func pageHandler() http.Handler {
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("Cache-Control", "no-cache")
-		if r.URL.Path == "/" {
-			b, err := fs.ReadFile(ui, "ui/index.html")
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusInternalServerError)
-				return
-			}
-			h.Set("Content-Type", "text/html; charset=utf-8")
-			_, _ = w.Write(b)
+		switch r.URL.Path {
+		case "/":
+			serveEmbedded(w, "ui/index.html", "text/html; charset=utf-8")
+			return
+		case "/favicon.ico":
+			// A browser asks for it on a page that links no icon, such
+			// as /healthz or /metrics opened in a tab: the page's icon,
+			// not a 404 in the console.
+			serveEmbedded(w, "ui/favicon.svg", "image/svg+xml")
 			return
 		}
 		if strings.HasSuffix(r.URL.Path, "/") {
@@ -41,4 +42,15 @@ func pageHandler() http.Handler {
 		}
 		files.ServeHTTP(w, r)
 	})
+}
+
+// serveEmbedded writes one of the page's files as contentType.
+func serveEmbedded(w http.ResponseWriter, name, contentType string) {
+	b, err := fs.ReadFile(ui, name)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", contentType)
+	_, _ = w.Write(b)
 }

@@ -122,4 +122,6 @@ func ServerTLS(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
 // which hold no data and so need no token: a browser cannot send one when
 // it opens the page, which then asks for it and sends it with its API
 // calls.
-func isStatic(path string) bool { return path == "/" || strings.HasPrefix(path, "/ui/") }
+func isStatic(path string) bool {
+	return path == "/" || path == "/favicon.ico" || strings.HasPrefix(path, "/ui/")
+}
