@@ -39,12 +39,14 @@
 //
 // Hooks see requests as they arrive and responses as they leave, so a
 // response hook set while a request is at the broker applies to that
-// request's response.
+// request's response. A response with nothing to rewrite and no hook for
+// its key when its first bytes arrive from the broker passes through as it
+// arrives (stream.go); a hook set after that does not see it.
 //
 // # A link
 //
 // SetLatency adds a round trip to every request, as a link between two
-// sites does; SetReceiveWindows holds each connection to its client's TCP
+// sites does, each response's bytes leaving as they arrive (stream.go); SetReceiveWindows holds each connection to its client's TCP
 // receive window per round trip, as such a link does (window.go); SetDown
 // takes the link down (every connection reset, new ones too) until it is
 // back.
@@ -73,7 +75,8 @@
 //     port of its own, and a node's upstream address follows what the
 //     cluster advertises.
 //   - ApiVersions responses are capped at the versions kmsg knows, so that
-//     the proxy can decode every response it must rewrite. A response it
+//     the proxy can decode every response it must rewrite, and Fetch at
+//     v15, so that Fetch responses need no rewriting (stream.go). A response it
 //     cannot decode closes the client's connection (never passed on
 //     unrewritten: the client would leave the proxy) and is reported by Err.
 //
@@ -85,7 +88,9 @@
 package faultproxy
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -194,9 +199,10 @@ func (p *Proxy) Resets() int {
 }
 
 // SetLatency makes the proxy add d to every round trip, from now on: each
-// request reaches the broker d/2 after the client sent it, each response
-// the client d/2 after the broker sent it. Frames do not wait for each
-// other: requests a client pipelines stay overlapped, as on a real link.
+// request reaches the broker d/2 after the client sent it, each response's
+// bytes the client d/2 after the broker sent them (as they arrive: see
+// stream.go). Frames do not wait for each other: requests a client
+// pipelines stay overlapped, as on a real link.
 // It models propagation delay; with SetReceiveWindows, the receive window
 // that bounds each connection to a window per round trip too. Not
 // bandwidth, congestion windows or loss.
@@ -414,7 +420,10 @@ type conn struct {
 	pending, forwarded chan *exchange
 	// toBroker holds the requests to send, each with the time it
 	// arrived, for writeRequests to send after the one-way delay.
-	toBroker   chan timedFrame
+	toBroker chan timedFrame
+	// chunks carries the streamed responses' bytes (see readResponses),
+	// in order, to writeResponses.
+	chunks     chan chunk
 	brokerGone chan struct{} // the broker's side ended
 	done       chan struct{} // closed by close
 	link       link          // the responses' bytes in flight, under windows
@@ -435,6 +444,9 @@ type exchange struct {
 
 	resp   []byte    // from the broker
 	respAt time.Time // when the broker's response arrived
+	// streamed: the response passes through as it arrives, on the
+	// connection's chunks, rather than in resp.
+	streamed bool
 
 	local kmsg.Response // from an answer hook
 	act   Action
@@ -487,6 +499,7 @@ func (p *Proxy) serve(n *node, client net.Conn) {
 		pending:    make(chan *exchange, queueLen),
 		forwarded:  make(chan *exchange, queueLen),
 		toBroker:   make(chan timedFrame, queueLen),
+		chunks:     make(chan chunk, maxChunks),
 		brokerGone: make(chan struct{}),
 		done:       make(chan struct{}),
 	}
@@ -630,21 +643,26 @@ func requestAcks(h reqHeader, frame []byte) (int16, error) {
 }
 
 // readResponses matches the broker's responses to the forwarded requests.
+// A response the proxy need not change (no hook for its key, nothing to
+// rewrite: streams) passes through as it arrives, chunk by chunk, as on a
+// link; the others are read whole, for writeResponses to decode.
 func (c *conn) readResponses() {
 	defer close(c.brokerGone)
+	br := bufio.NewReaderSize(c.broker, maxChunk)
 	for {
-		frame, err := readFrame(c.broker)
-		if err != nil {
+		var hdr [8]byte // size, correlation ID
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
 			if !isClosed(err) {
 				c.fail(fmt.Errorf("reading a response: %w", err))
 			}
 			return
 		}
-		if len(frame) < 4 {
-			c.fail(fmt.Errorf("response of %d bytes has no correlation ID", len(frame)))
+		size := int32(binary.BigEndian.Uint32(hdr[:4]))
+		if size < 4 || size > maxFrame {
+			c.fail(fmt.Errorf("response frame size %d is out of range (4 bytes of correlation ID to %d)", size, maxFrame))
 			return
 		}
-		corr := int32(uint32(frame[0])<<24 | uint32(frame[1])<<16 | uint32(frame[2])<<8 | uint32(frame[3]))
+		corr := int32(binary.BigEndian.Uint32(hdr[4:]))
 		var x *exchange
 		select {
 		case x = <-c.forwarded:
@@ -656,8 +674,24 @@ func (c *conn) readResponses() {
 			c.fail(fmt.Errorf("response with correlation ID %d, want %d (%s v%d): out of order", corr, x.h.corr, kmsg.NameForKey(x.h.key), x.h.version))
 			return
 		}
-		x.resp, x.respAt = frame, time.Now()
+		if !c.p.streams(x.h) {
+			frame := make([]byte, size)
+			copy(frame, hdr[4:])
+			if _, err := io.ReadFull(br, frame[4:]); err != nil {
+				if !isClosed(err) {
+					c.fail(fmt.Errorf("reading a response: %w", err))
+				}
+				return
+			}
+			x.resp, x.respAt = frame, time.Now()
+			close(x.ready)
+			continue
+		}
+		x.streamed = true
 		close(x.ready)
+		if !c.stream(br, hdr, int(size)-4) {
+			return
+		}
 	}
 }
 
@@ -688,6 +722,12 @@ func (c *conn) writeResponses() {
 			}
 		case <-c.done:
 			return
+		}
+		if x.streamed {
+			if !c.writeStream() {
+				return
+			}
+			continue
 		}
 		half, windows := c.p.linkState()
 		windowed := windows && half > 0 && !x.respAt.IsZero()
@@ -755,27 +795,36 @@ func (p *Proxy) respond(x *exchange) ([]byte, Action, *hook, error) {
 	return resp.AppendTo(slices.Clone(hdr)), act, hk, nil
 }
 
-// mustRewrite reports whether a response may carry what the proxy rewrites:
-// broker addresses, or the versions of ApiVersions.
-func mustRewrite(h reqHeader, resp []byte) bool {
+// rewrites reports whether the responses to h may carry what the proxy
+// rewrites: broker addresses, or the versions of ApiVersions.
+func rewrites(h reqHeader) bool {
 	switch kmsg.Key(h.key) {
 	case kmsg.Metadata, kmsg.FindCoordinator, kmsg.DescribeCluster, kmsg.ShareFetch, kmsg.ShareAcknowledge:
 		return true
 	case kmsg.Produce:
 		return h.version >= 10
 	case kmsg.Fetch:
-		return h.version >= 16
+		return h.version >= 16 // not offered (maxFetchVersion), unless a client insists
 	case kmsg.ApiVersions:
+		// Versions newer than kmsg's cannot be decoded and pass.
+		return h.version <= kmsg.NewPtrApiVersionsRequest().MaxVersion()
+	}
+	return false
+}
+
+// mustRewrite reports whether resp, the response to h, must be decoded for
+// what the proxy rewrites.
+func mustRewrite(h reqHeader, resp []byte) bool {
+	if !rewrites(h) {
+		return false
+	}
+	if kmsg.Key(h.key) == kmsg.ApiVersions {
 		// A broker answers a version it does not support with
 		// UNSUPPORTED_VERSION in a v0 body (the client then retries
 		// with a version it offers); there is nothing to cap in it.
-		// Versions newer than kmsg's cannot be decoded and pass.
-		if h.version > kmsg.NewPtrApiVersionsRequest().MaxVersion() {
-			return false
-		}
 		return len(resp) >= 6 && resp[4] == 0 && resp[5] == 0 // ErrorCode 0
 	}
-	return false
+	return true
 }
 
 // rewrite points every broker address in resp at the proxy and caps
@@ -794,8 +843,16 @@ func (p *Proxy) rewrite(resp kmsg.Response) (bool, error) {
 	case *kmsg.ApiVersionsResponse:
 		for i := range r.ApiKeys {
 			k := &r.ApiKeys[i]
-			if req := kmsg.RequestForKey(k.ApiKey); req != nil && k.MaxVersion > req.MaxVersion() {
-				k.MaxVersion = req.MaxVersion()
+			req := kmsg.RequestForKey(k.ApiKey)
+			if req == nil {
+				continue
+			}
+			most := req.MaxVersion()
+			if k.ApiKey == int16(kmsg.Fetch) {
+				most = min(most, maxFetchVersion)
+			}
+			if k.MaxVersion > most {
+				k.MaxVersion = most
 				changed = true
 			}
 		}
