@@ -322,9 +322,10 @@ func Handler(gatherer prometheus.Gatherer, src StatusSource, reload Reloader) ht
 		writeJSON(w, http.StatusOK, resp)
 	})
 	handleViews(mux, src)
-	mux.Handle("GET /{$}", pageHandler())
-	mux.Handle("GET /ui/", pageHandler())
-	mux.Handle("GET /favicon.ico", pageHandler())
+	page := pageHandler()
+	mux.Handle("GET /{$}", page)
+	mux.Handle("GET /ui/", page)
+	mux.Handle("GET /favicon.ico", page)
 	// ?mirror, ?topic, ?state, ?limit and ?after choose the mirrors and
 	// topics (statusquery.go); ready is the whole worker's either way.
 	mux.HandleFunc("GET /api/v1/status", func(w http.ResponseWriter, r *http.Request) {
