@@ -284,8 +284,9 @@ func TestKafkaMM2Takeover(t *testing.T) {
 					// The records are at the target (checked above), but
 					// the offset index that translate reads is written
 					// after them: not an answer yet. (Behind at the
-					// target's end is: g-end after the source's last
-					// offset, a transaction marker, which is not copied.)
+					// target's end is one: g-end, at the source's end
+					// offset, is answered so for good, with the right
+					// target offset.)
 					return nil, fmt.Sprintf("kmirror translate %s: partition %d (source offset %d) behind, at target offset %d of the copy it knows of; the target's end is %d", g, p.Partition, p.SourceOffset, p.TargetOffset, dstEnds[p.Partition])
 				}
 				lines = append(lines, fmt.Sprintf("%s %s %d %d", g, p.TargetTopic, p.Partition, p.TargetOffset))
