@@ -132,7 +132,10 @@ type passthrough struct {
 	// error. The fetch loop places them in their leader's session; a
 	// partition in a session is fetched by every request to its leader
 	// without the loop touching it (ptSession).
-	toPlace  map[TopicPartition]struct{}
+	toPlace map[TopicPartition]struct{}
+	// aheads are the partitions whose ahead fetch waits to join a
+	// session (ptstripe.go).
+	aheads   map[TopicPartition]struct{}
 	sessions map[ptLaneLeader]*ptSession // by fetch lane and source leader
 	ready    []ptFetch                   // fetched, not yet taken by the poll loop
 	// srcMeta and dstMeta cache partition leaders (and topic IDs, needed
@@ -238,6 +241,14 @@ type ptPart struct {
 	// maxBatch is the partition's largest batch fetched, in bytes
 	// (throttledMax).
 	maxBatch int32
+	// ahead is the partition's second fetch in flight, if any; stride
+	// and strideBytes are the offsets and bytes of its last fetch when
+	// it filled that on its own (else 0), and seenLSO the last stable
+	// offset its last fetch saw: where a fetch is expected to end, and
+	// whether there is more (ptstripe.go).
+	ahead               ptAhead
+	stride, strideBytes int64
+	seenLSO             int64
 }
 
 type ptFetch struct {
@@ -403,6 +414,7 @@ func newPassthrough(c *Copier, dstOpts []kgo.Opt, srcLeaders, dstLeaders *Leader
 		fetchMaxBytes:  cmp.Or(c.fetchMaxBytes, FetchMaxBytes),
 		parts:          make(map[TopicPartition]*ptPart),
 		toPlace:        make(map[TopicPartition]struct{}),
+		aheads:         make(map[TopicPartition]struct{}),
 		sessions:       make(map[ptLaneLeader]*ptSession),
 		awaiting:       make(map[ptLaneLeader]awaited),
 		wires:          make(map[ptLaneLeader]*ptWire),
@@ -460,6 +472,7 @@ func (p *passthrough) add(tp TopicPartition, next int64, gen uint64) {
 	p.mu.Lock()
 	if old := p.parts[tp]; old != nil {
 		p.leaveSession(tp, old)
+		p.dropAhead(tp, old)
 		p.cameBack(old)
 	}
 	p.parts[tp] = &ptPart{pos: next, gen: gen, sess: noSession, back: noSession}
@@ -477,6 +490,7 @@ func (p *passthrough) remove(tp TopicPartition) {
 	p.mu.Lock()
 	if pp := p.parts[tp]; pp != nil {
 		p.leaveSession(tp, pp)
+		p.dropAhead(tp, pp)
 		p.cameBack(pp)
 	}
 	delete(p.parts, tp)
@@ -499,6 +513,7 @@ func (p *passthrough) pause(tp TopicPartition) {
 	p.mu.Lock()
 	if pp := p.parts[tp]; pp != nil {
 		p.leaveSession(tp, pp)
+		p.dropAhead(tp, pp)
 		p.cameBack(pp)
 		delete(p.toPlace, tp)
 		pp.paused = true
@@ -515,6 +530,7 @@ func (p *passthrough) rewind(tp TopicPartition, pos int64) {
 	}
 	if pp := p.parts[tp]; pp != nil {
 		p.leaveSession(tp, pp)
+		p.dropAhead(tp, pp)
 		pp.pos, pp.paused, pp.taken = pos, false, false
 		pp.gen = p.newGen()
 		p.markPending(tp, pp)

@@ -105,7 +105,7 @@ func TestPassthroughIdleFetchNotHandedOver(t *testing.T) {
 		p.mu.Lock()
 		gen := p.parts[tp].gen
 		p.mu.Unlock()
-		p.fetchRequest(broker1, []ptWant{{tp, 5, gen, 0}}) // joins broker 1's session, unless still in it
+		p.fetchRequest(broker1, []ptWant{{tp: tp, pos: 5, gen: gen}}) // joins broker 1's session, unless still in it
 		if got, _ := p.accept(broker1, tp, empty(step.hw, step.lso)); got != step.want {
 			t.Fatalf("step %d (hw %d, lso %d): handed over = %v, want %v", i, step.hw, step.lso, got, step.want)
 		}
@@ -149,7 +149,7 @@ func TestAcceptCopiesSmallFetches(t *testing.T) {
 		p.mu.Lock()
 		gen := p.parts[tp].gen
 		p.mu.Unlock()
-		p.fetchRequest(broker1, []ptWant{{tp, 0, gen, 0}})
+		p.fetchRequest(broker1, []ptWant{{tp: tp, pos: 0, gen: gen}})
 		if got, _ := p.accept(broker1, tp, rp); !got {
 			t.Fatalf("%s: the fetch was not handed over", tc.name)
 		}

@@ -68,10 +68,11 @@ const ptMaxJoins = 16_000
 const ptMaxBatches = 2 * ptMaxJoins
 
 type ptWant struct {
-	tp   TopicPartition
-	pos  int64
-	gen  uint64
-	lane int32 // the fetch lane of the session it joins (joinLane)
+	tp    TopicPartition
+	pos   int64
+	gen   uint64
+	lane  int32 // the fetch lane of the session it joins (joinLane)
+	ahead bool  // the partition's ahead fetch (ptstripe.go), not its own
 }
 
 // leaveSession takes pp out of its fetch session, if it is in one. Called
@@ -141,6 +142,14 @@ func (p *passthrough) fetchLoop(ctx context.Context) {
 		if !p.allBusy(busy, &busyMu) {
 			joins, retry, full = p.place(ctx)
 		}
+		p.mu.Lock()
+		if len(p.aheads) > 0 {
+			if joins == nil {
+				joins = make(map[ptLaneLeader][]ptWant)
+			}
+			p.aheadJoins(joins)
+		}
+		p.mu.Unlock()
 		sessions, heldAny := p.sessionsToFetch(full, time.Now())
 		for s := range joins {
 			sessions[s] = true
@@ -288,7 +297,7 @@ func (p *passthrough) place(ctx context.Context) (joins map[ptLaneLeader][]ptWan
 				p.cameBack(pp)
 				continue
 			}
-			wants = append(wants, ptWant{tp, pp.pos, pp.gen, p.joinLane(tp)})
+			wants = append(wants, ptWant{tp: tp, pos: pp.pos, gen: pp.gen, lane: p.joinLane(tp)})
 			topics[tp.Topic] = true
 		}
 	}
@@ -454,16 +463,29 @@ func (p *passthrough) fetchRequest(s ptLaneLeader, joins []ptWant) *kmsg.FetchRe
 			break // the rest stay in toPlace
 		}
 		pp := p.parts[w.tp]
-		if pp == nil || pp.gen != w.gen || pp.paused || pp.buffered || pp.sess != noSession {
-			continue // changed since it was placed
+		if w.ahead {
+			if !p.joinAhead(s, sess, w) {
+				continue // changed since it was wanted
+			}
+		} else {
+			if pp == nil || pp.gen != w.gen || pp.paused || pp.buffered || pp.sess != noSession {
+				continue // changed since it was placed
+			}
+			if _, ok := p.toPlace[w.tp]; !ok {
+				continue
+			}
+			if pp.ahead.sess == s && pp.ahead.state != aheadNone && pp.ahead.state != aheadHeld {
+				// Its ahead was to be fetched in this session (it came
+				// back here after an error): one fetch of it per
+				// session.
+				p.dropAhead(w.tp, pp)
+			}
+			delete(p.toPlace, w.tp)
+			p.cameBack(pp)
+			pp.sess, pp.sessPos, pp.sessGen = s, w.pos, pp.gen
+			sess.members++
+			p.stripe(w.tp, pp, s, w.pos)
 		}
-		if _, ok := p.toPlace[w.tp]; !ok {
-			continue
-		}
-		delete(p.toPlace, w.tp)
-		p.cameBack(pp)
-		pp.sess, pp.sessPos, pp.sessGen = s, w.pos, pp.gen
-		sess.members++
 		joined[w.tp] = true
 		i := topicEntry(topics, &req.Topics, w.tp.Topic, func() kmsg.FetchRequestTopic {
 			t := kmsg.NewFetchRequestTopic()
@@ -477,6 +499,9 @@ func (p *passthrough) fetchRequest(s ptLaneLeader, joins []ptWant) *kmsg.FetchRe
 		rp.LastFetchedEpoch = -1
 		rp.LogStartOffset = -1
 		rp.PartitionMaxBytes = throttledMax(p.throttle.TopicMaxBytes(w.tp.Topic, pp.fetchSize(), p.roundTrip(), now), pp.fetchSize(), pp.maxBatch)
+		if w.ahead {
+			rp.PartitionMaxBytes = pp.fetchSize() // never under a rate limit (stripe)
+		}
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
 	forget := sess.forget
@@ -586,6 +611,9 @@ func (p *passthrough) endSession(s ptLaneLeader) []TopicPartition {
 	}
 	var tps []TopicPartition
 	for tp, pp := range p.parts {
+		if pp.ahead.state == aheadIn && pp.ahead.sess == s {
+			pp.ahead = ptAhead{} // the session is gone, and the ahead with it
+		}
 		if pp.sess != s {
 			continue
 		}
@@ -606,17 +634,38 @@ const ptCopyBelow = 64 << 10
 // refreshes the position, data is buffered for the poll loop and the
 // position moves past its last whole batch (the poll loop moves it back
 // to where its decoding stopped, if it decodes them: decodeFetch). It
-// reports whether it buffered anything, and whether the partition is
-// behind with its fetch limit filled (nextFetchMax grew it).
+// reports whether it buffered anything (or held an ahead's data, or
+// moved the partition on: the fetch was not idle), and whether the
+// partition is behind with its fetch limit filled (nextFetchMax grew it).
+// The answer for a partition's ahead (ptstripe.go) is held, or dropped.
 func (p *passthrough) accept(s ptLaneLeader, tp TopicPartition, rp kmsg.FetchResponseTopicPartition) (buffered, filled bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	pp := p.parts[tp]
-	if pp == nil || pp.sess != s || pp.sessGen != pp.gen || pp.paused {
+	if pp == nil || pp.paused {
+		return false, false
+	}
+	ahead := pp.ahead.state == aheadIn && pp.ahead.sess == s
+	if !ahead && (pp.sess != s || pp.sessGen != pp.gen) {
 		return false, false // not (any more) fetched from there at that position
 	}
 	gen, from := pp.gen, pp.sessPos
-	switch err := kerr.ErrorForCode(rp.ErrorCode); {
+	if ahead {
+		gen, from = pp.ahead.gen, pp.ahead.from
+	}
+	// A fetch from before the position: an ahead that became the
+	// partition's fetch (followAhead). Speculative: an error for it
+	// is not the partition's.
+	promoted := !ahead && from < pp.pos
+	err := kerr.ErrorForCode(rp.ErrorCode)
+	switch {
+	case ahead && err != nil:
+		p.dropAhead(tp, pp)
+		return false, false
+	case promoted && err != nil:
+		p.leaveSession(tp, pp)
+		p.markPending(tp, pp)
+		return true, false
 	case errors.Is(err, kerr.OffsetOutOfRange):
 		// A position the source no longer has: not fetched (nor
 		// placed) until the poll loop has listed the log start and
@@ -642,6 +691,10 @@ func (p *passthrough) accept(s ptLaneLeader, tp TopicPartition, rp kmsg.FetchRes
 	}
 	batches, hs, err := recordbatch.Split(rp.RecordBatches)
 	f := ptFetch{tp: tp, via: s, gen: gen, from: from, rp: rp, batches: batches, hs: hs, splitErr: err}
+	if ahead {
+		p.acceptAhead(f, pp)
+		return true, false
+	}
 	if err != nil {
 		// Not v2 batches (an old message format): the record path's
 		// parser reads them; a corrupt batch is its to report.
@@ -655,6 +708,15 @@ func (p *passthrough) accept(s ptLaneLeader, tp TopicPartition, rp kmsg.FetchRes
 				p.maxBatch.Store(int64(size))
 			}
 		}
+	}
+	pp.seenLSO = rp.LastStableOffset
+	if promoted && (err != nil || !trimFetch(&f, pp.pos)) {
+		// Nothing past the position (or not v2 batches, which the
+		// record path's parser reads from the position): fetched
+		// again from there.
+		p.leaveSession(tp, pp)
+		p.markPending(tp, pp)
+		return true, false
 	}
 	if err == nil && last < 0 && len(rp.RecordBatches) == 0 {
 		// Nothing new: still hand the watermarks over (lag), when they
@@ -674,9 +736,15 @@ func (p *passthrough) accept(s ptLaneLeader, tp TopicPartition, rp kmsg.FetchRes
 	if err == nil && last >= from {
 		pp.pos = last + 1
 		limit := pp.fetchSize()
-		left := bytesLeft(len(rp.RecordBatches), pp.pos-from, rp.LastStableOffset-pp.pos)
-		pp.fetchMax = nextFetchMax(limit, len(rp.RecordBatches), left, p.fetchCeiling())
-		filled = pp.pos < rp.LastStableOffset && int64(len(rp.RecordBatches)) >= int64(limit)/2
+		got := len(rp.RecordBatches)
+		left := bytesLeft(got, pp.pos-from, rp.LastStableOffset-pp.pos)
+		pp.fetchMax = nextFetchMax(limit, got, left, p.fetchCeiling())
+		filled = pp.pos < rp.LastStableOffset && int64(got) >= int64(limit)/2
+		// It fills a fetch on its own: it may stripe (ptstripe.go).
+		pp.stride, pp.strideBytes = 0, 0
+		if filled && int64(got) >= int64(p.fetchCeiling())/2 {
+			pp.stride, pp.strideBytes = pp.pos-from, int64(got)
+		}
 	}
 	// On a malformed response the position stays: the poll loop decodes
 	// it with franz-go's parser and rewinds to after what that returned.
@@ -684,10 +752,11 @@ func (p *passthrough) accept(s ptLaneLeader, tp TopicPartition, rp kmsg.FetchRes
 	p.leaveSession(tp, pp)
 	p.await(s)
 	p.ready = append(p.ready, f)
-	p.readyBytes += len(rp.RecordBatches)
-	p.readyBatches += max(1, len(hs))
-	p.publishHeld()
+	p.readyBytes += len(f.rp.RecordBatches)
+	p.readyBatches += max(1, len(f.hs))
 	pp.buffered = true
+	p.followAhead(tp, pp)
+	p.publishHeld()
 	return true, filled
 }
 

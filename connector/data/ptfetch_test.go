@@ -1,7 +1,6 @@
 package data
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -40,7 +39,7 @@ func TestFetchJoinsBounded(t *testing.T) {
 	for i := range ptMaxJoins + 5000 {
 		tp := TopicPartition{fmt.Sprintf("t%d", i/10), int32(i % 10)}
 		p.add(tp, 0, p.newGen())
-		joins = append(joins, ptWant{tp, 0, p.parts[tp].gen, 0})
+		joins = append(joins, ptWant{tp: tp, gen: p.parts[tp].gen})
 	}
 	named := func(req *kmsg.FetchRequest) (n int) {
 		for _, t := range req.Topics {
@@ -327,16 +326,12 @@ func TestFetchLimitFollowsRoundTrip(t *testing.T) {
 		p.mu.Lock()
 		gen := p.parts[tp].gen
 		p.mu.Unlock()
-		req := p.fetchRequest(broker1, []ptWant{{tp, pos, gen, 0}})
+		req := p.fetchRequest(broker1, []ptWant{{tp: tp, pos: pos, gen: gen}})
 		if req == nil || len(req.Topics) != 1 {
 			t.Fatal("the partition did not join the request")
 		}
 		asked = req.Topics[0].Partitions[0].PartitionMaxBytes
-		recs := make([]*kgo.Record, n)
-		for i := range recs {
-			recs[i] = &kgo.Record{Value: bytes.Repeat([]byte{1}, 1024)}
-		}
-		batch, err := recordbatch.Encode(recs, 0, recordbatch.Compressors()[0])
+		batch, err := recordbatch.Encode(kibRecords(n), 0, recordbatch.Compressors()[0])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -431,7 +426,7 @@ func busyBesideIdle(t *testing.T) (p *passthrough, busy, idle TopicPartition) {
 		p.add(tp, 0, p.newGen())
 	}
 	p.mu.Lock()
-	wants := []ptWant{{busy, 0, p.parts[busy].gen, 0}, {idle, 0, p.parts[idle].gen, 0}}
+	wants := []ptWant{{tp: busy, gen: p.parts[busy].gen}, {tp: idle, gen: p.parts[idle].gen}}
 	p.mu.Unlock()
 	if req := p.fetchRequest(broker1, wants); req == nil {
 		t.Fatal("no request")
@@ -493,7 +488,7 @@ func TestLeaderWaitsForFetchedPartitions(t *testing.T) {
 		t.Fatalf("a fetch without busy, which is on its way back: %+v", req.Topics)
 	}
 	p.mu.Lock()
-	rejoin := []ptWant{{busy, p.parts[busy].pos, p.parts[busy].gen, 0}}
+	rejoin := []ptWant{{tp: busy, pos: p.parts[busy].pos, gen: p.parts[busy].gen}}
 	p.mu.Unlock()
 	if req := p.fetchRequest(broker1, rejoin); req == nil || len(req.Topics) != 1 || req.Topics[0].Topic != "busy" {
 		t.Fatalf("busy's join: %+v", req)
@@ -533,7 +528,7 @@ func TestNoLongPollAfterStaleChoice(t *testing.T) {
 		t.Fatalf("take: %+v", fs)
 	}
 	p.mu.Lock()
-	rejoin := []ptWant{{busy, p.parts[busy].pos, p.parts[busy].gen, 0}}
+	rejoin := []ptWant{{tp: busy, pos: p.parts[busy].pos, gen: p.parts[busy].gen}}
 	p.mu.Unlock()
 	req := p.fetchRequest(broker1, rejoin)
 	if req == nil || len(req.Topics) != 1 || req.Topics[0].Topic != "busy" || req.Topics[0].Partitions[0].FetchOffset != 1 {
