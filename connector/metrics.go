@@ -49,6 +49,7 @@ type Metrics struct {
 	indexEvictions  *prometheus.CounterVec
 	batches         *prometheus.CounterVec
 	fallbacks       *prometheus.CounterVec
+	aheads          *prometheus.CounterVec
 	mm2Adopted      *prometheus.CounterVec
 	mm2AdoptErrors  *prometheus.CounterVec
 	mm2Heartbeats   *prometheus.CounterVec
@@ -218,6 +219,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "kmirror_passthrough_fallbacks_total",
 			Help: "Source batches of a pass-through mirror that took the record path, by reason (aborted, straddle, offset_gaps, log_append_time, malformed, target_refused).",
 		}, []string{"mirror", "reason"}),
+		aheads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kmirror_fetches_ahead_total",
+			Help: "Second fetches of a partition sent ahead of its fetch in flight (a partition that fills fetches on its own), by result: used (it became the partition's fetch, or its records followed that fetch's), dropped (a gap after the fetch before it, an error, a rewind).",
+		}, []string{"mirror", "result"}),
 		controlPlane: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kmirror_cluster_control_plane",
 			Help: "1 while this worker runs the mirror's control plane (owns slot 0), else 0.",
@@ -253,7 +258,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.records, m.bytes, m.latency, m.lag, m.lagUnknown, m.topics, m.createErrors,
 		m.produceErrors, m.recreations, m.configChanges, m.configSyncErrs, m.aclsCreated, m.groupOffsets, m.groupSyncErrs, m.setChanges, m.filterErrors, m.passes, m.passErrors, m.lastPassSuccess,
 		m.internalWrites, m.adminErrors, m.untranslatable, m.failedParts, m.deadLetters,
-		m.slotsOwned, m.slotsTaken, m.controlPlane, m.slotsTotal, m.slotsUnowned, m.rebalanceSecs, m.txns, m.commitLatency, m.batches, m.fallbacks,
+		m.slotsOwned, m.slotsTaken, m.controlPlane, m.slotsTotal, m.slotsUnowned, m.rebalanceSecs, m.txns, m.commitLatency, m.batches, m.fallbacks, m.aheads,
 		m.indexBytes, m.indexEvictions, m.mm2Adopted, m.mm2AdoptErrors, m.mm2Heartbeats, m.mm2Checkpoints)
 	m.detail = newDetailCollector()
 	m.throttles = newThrottleCollector()
@@ -319,6 +324,9 @@ func (m *Metrics) forMirror(name string) *mirrorMetrics {
 	for _, reason := range fallbackReasons {
 		m.fallbacks.WithLabelValues(name, reason)
 	}
+	for _, result := range []string{data.AheadUsed, data.AheadDropped} {
+		m.aheads.WithLabelValues(name, result)
+	}
 	adminErrors := m.adminErrors.MustCurryWith(prometheus.Labels{"mirror": name})
 	internalWrites := m.internalWrites.MustCurryWith(prometheus.Labels{"mirror": name})
 	filterErrors := m.filterErrors.WithLabelValues(name)
@@ -327,6 +335,7 @@ func (m *Metrics) forMirror(name string) *mirrorMetrics {
 			BatchesPassthrough: m.batches.WithLabelValues(name, pathPassthrough),
 			BatchesRecords:     m.batches.WithLabelValues(name, pathRecords),
 			Fallbacks:          m.fallbacks.MustCurryWith(prometheus.Labels{"mirror": name}),
+			Aheads:             m.aheads.MustCurryWith(prometheus.Labels{"mirror": name}),
 			InternalWrites:     internalWrites,
 			DeadLetters:        m.deadLetters.WithLabelValues(name),
 			Txns:               m.txns.MustCurryWith(prometheus.Labels{"mirror": name}),

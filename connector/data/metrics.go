@@ -12,9 +12,10 @@ type Metrics struct {
 	Records, Bytes, ProduceErrors, DeadLetters prometheus.Counter
 	Latency, CommitLatency                     prometheus.Observer
 	// InternalWrites by kind (WriteProgress, ...), Txns by result
-	// (TxnCommitted, ...), Fallbacks by reason (recordbatch.Reason*).
-	InternalWrites, Txns, Fallbacks    *prometheus.CounterVec
-	BatchesPassthrough, BatchesRecords prometheus.Counter
+	// (TxnCommitted, ...), Fallbacks by reason (recordbatch.Reason*),
+	// Aheads by result (AheadUsed, AheadDropped).
+	InternalWrites, Txns, Fallbacks, Aheads *prometheus.CounterVec
+	BatchesPassthrough, BatchesRecords      prometheus.Counter
 }
 
 // Results of kmirror_transactions_total.
@@ -67,6 +68,23 @@ func (mm *Metrics) BatchWritten(passthrough bool) {
 func (mm *Metrics) IncFallback(reason string) {
 	if mm != nil {
 		mm.Fallbacks.WithLabelValues(reason).Inc()
+	}
+}
+
+// Results of kmirror_fetches_ahead_total (ptstripe.go).
+const (
+	AheadUsed    = "used"
+	AheadDropped = "dropped"
+)
+
+// aheadDone counts an ahead fetch's end: its records used, or not.
+func (mm *Metrics) aheadDone(used bool) {
+	switch {
+	case mm == nil:
+	case used:
+		mm.Aheads.WithLabelValues(AheadUsed).Inc()
+	default:
+		mm.Aheads.WithLabelValues(AheadDropped).Inc()
 	}
 }
 

@@ -613,6 +613,7 @@ func (p *passthrough) endSession(s ptLaneLeader) []TopicPartition {
 	for tp, pp := range p.parts {
 		if pp.ahead.state == aheadIn && pp.ahead.sess == s {
 			pp.ahead = ptAhead{} // the session is gone, and the ahead with it
+			p.c.metrics.aheadDone(false)
 		}
 		if pp.sess != s {
 			continue

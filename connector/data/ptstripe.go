@@ -122,16 +122,25 @@ func (p *passthrough) joinAhead(s ptLaneLeader, sess *ptSession, w ptWant) bool 
 // dropAhead takes pp's ahead out of its session or its wait to join one,
 // and forgets it. Called with p.mu held.
 func (p *passthrough) dropAhead(tp TopicPartition, pp *ptPart) {
+	if pp.ahead.state != aheadNone {
+		p.c.metrics.aheadDone(false)
+	}
 	switch pp.ahead.state {
 	case aheadWanted:
 		delete(p.aheads, tp)
 	case aheadIn:
-		if s := p.sessions[pp.ahead.sess]; s != nil {
-			s.forget = append(s.forget, tp)
-			s.members--
-		}
+		p.leaveAheadSession(tp, pp)
 	}
 	pp.ahead = ptAhead{}
+}
+
+// leaveAheadSession takes pp's ahead out of the session it is in. Called
+// with p.mu held.
+func (p *passthrough) leaveAheadSession(tp TopicPartition, pp *ptPart) {
+	if s := p.sessions[pp.ahead.sess]; s != nil {
+		s.forget = append(s.forget, tp)
+		s.members--
+	}
 }
 
 // acceptAhead handles the partition's ahead fetch answered in session s
@@ -143,7 +152,7 @@ func (p *passthrough) acceptAhead(f ptFetch, pp *ptPart) {
 		p.dropAhead(f.tp, pp)
 		return
 	}
-	p.dropAhead(f.tp, pp) // out of its session
+	p.leaveAheadSession(f.tp, pp)
 	pp.ahead = ptAhead{state: aheadHeld, sess: f.via, from: f.from, gen: f.gen, got: &f}
 }
 
@@ -164,8 +173,10 @@ func (p *passthrough) followAhead(tp TopicPartition, pp *ptPart) {
 		pp.ahead = ptAhead{}
 		f := *a.got
 		if !trimFetch(&f, pp.pos) {
+			p.c.metrics.aheadDone(false)
 			return // all of it is before the position
 		}
+		p.c.metrics.aheadDone(true)
 		pp.pos = f.hs[len(f.hs)-1].Base + int64(f.hs[len(f.hs)-1].LastDelta) + 1
 		p.await(f.via)
 		p.ready = append(p.ready, f)
@@ -174,6 +185,7 @@ func (p *passthrough) followAhead(tp TopicPartition, pp *ptPart) {
 		p.publishHeld()
 	case a.state == aheadIn:
 		pp.ahead = ptAhead{}
+		p.c.metrics.aheadDone(true)
 		pp.sess, pp.sessPos, pp.sessGen = a.sess, a.from, a.gen
 		p.stripe(tp, pp, pp.sess, a.from)
 	default:
