@@ -134,10 +134,12 @@ type passthrough struct {
 	// without the loop touching it (ptSession).
 	toPlace map[TopicPartition]struct{}
 	// aheads are the partitions whose ahead fetch waits to join a
-	// session (ptstripe.go).
-	aheads   map[TopicPartition]struct{}
-	sessions map[ptLaneLeader]*ptSession // by fetch lane and source leader
-	ready    []ptFetch                   // fetched, not yet taken by the poll loop
+	// session (ptstripe.go), and aheadBytes what all aheads are expected
+	// to bring or brought.
+	aheads     map[TopicPartition]struct{}
+	aheadBytes int
+	sessions   map[ptLaneLeader]*ptSession // by fetch lane and source leader
+	ready      []ptFetch                   // fetched, not yet taken by the poll loop
 	// srcMeta and dstMeta cache partition leaders (and topic IDs, needed
 	// by Fetch/Produce v13+); a partition whose request fails is looked
 	// up again (ptmeta.go).

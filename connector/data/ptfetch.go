@@ -612,7 +612,7 @@ func (p *passthrough) endSession(s ptLaneLeader) []TopicPartition {
 	var tps []TopicPartition
 	for tp, pp := range p.parts {
 		if pp.ahead.state == aheadIn && pp.ahead.sess == s {
-			pp.ahead = ptAhead{} // the session is gone, and the ahead with it
+			p.endAhead(pp) // the session is gone, and the ahead with it
 			p.c.metrics.aheadDone(false)
 		}
 		if pp.sess != s {

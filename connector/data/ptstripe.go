@@ -54,6 +54,7 @@ type ptAhead struct {
 	from  int64        // its fetch offset
 	gen   uint64       // the partition's gen it was made for
 	got   *ptFetch     // aheadHeld: its data
+	size  int          // the bytes it is expected to bring (passthrough.aheadBytes)
 }
 
 // stripeMargin is the share of its expected offsets an ahead starts short
@@ -74,20 +75,27 @@ func (p *passthrough) stripe(tp TopicPartition, pp *ptPart, s ptLaneLeader, from
 	if p.throttle.TopicMaxBytes(tp.Topic, math.MaxInt32, p.roundTrip(), now) < math.MaxInt32 {
 		return // a rate limit holds the mirror or topic
 	}
-	if p.buffered+p.readyBytes >= p.byteBudget() {
+	// The bytes fetched and not yet acknowledged, and those the other
+	// partitions' aheads bring, are within the budget (one ahead more
+	// may pass it): partitions that each fill a fetch do not each hold
+	// a third.
+	if p.buffered+p.readyBytes+p.aheadBytes >= p.byteBudget() {
 		return
 	}
 	// Offsets the fetch from from is expected to bring: the last full
 	// fetch's, in proportion when the limit is smaller now.
 	n := pp.stride
-	if limit := int64(min(pp.fetchSize(), p.fetchCeiling())); limit < pp.strideBytes {
+	limit := min(int64(pp.fetchSize()), int64(p.fetchCeiling()))
+	if limit < pp.strideBytes {
 		n = n * limit / pp.strideBytes
 	}
 	next := from + int64(float64(n)*stripeMargin)
 	if n < 2 || next+n/2 > pp.seenLSO {
 		return // too close to the end: the ahead would have little or nothing at once
 	}
-	pp.ahead = ptAhead{state: aheadWanted, sess: ptLaneLeader{(s.lane + 1) % ptFetchLanes, s.leader}, from: next, gen: pp.gen}
+	size := int(min(limit, pp.strideBytes))
+	pp.ahead = ptAhead{state: aheadWanted, sess: ptLaneLeader{(s.lane + 1) % ptFetchLanes, s.leader}, from: next, gen: pp.gen, size: size}
+	p.aheadBytes += size
 	p.aheads[tp] = struct{}{}
 	kick(p.kickFetch)
 }
@@ -131,6 +139,12 @@ func (p *passthrough) dropAhead(tp TopicPartition, pp *ptPart) {
 	case aheadIn:
 		p.leaveAheadSession(tp, pp)
 	}
+	p.endAhead(pp)
+}
+
+// endAhead forgets pp's ahead, and its bytes. Called with p.mu held.
+func (p *passthrough) endAhead(pp *ptPart) {
+	p.aheadBytes -= pp.ahead.size
 	pp.ahead = ptAhead{}
 }
 
@@ -153,7 +167,7 @@ func (p *passthrough) acceptAhead(f ptFetch, pp *ptPart) {
 		return
 	}
 	p.leaveAheadSession(f.tp, pp)
-	pp.ahead = ptAhead{state: aheadHeld, sess: f.via, from: f.from, gen: f.gen, got: &f}
+	pp.ahead.state, pp.ahead.got = aheadHeld, &f
 }
 
 // followAhead moves pp's ahead on now that its fetch brought
@@ -170,7 +184,7 @@ func (p *passthrough) followAhead(tp TopicPartition, pp *ptPart) {
 	case a.gen != pp.gen || a.from > pp.pos:
 		p.dropAhead(tp, pp)
 	case a.state == aheadHeld:
-		pp.ahead = ptAhead{}
+		p.endAhead(pp)
 		f := *a.got
 		if !trimFetch(&f, pp.pos) {
 			p.c.metrics.aheadDone(false)
@@ -184,7 +198,7 @@ func (p *passthrough) followAhead(tp TopicPartition, pp *ptPart) {
 		p.readyBatches += len(f.hs)
 		p.publishHeld()
 	case a.state == aheadIn:
-		pp.ahead = ptAhead{}
+		p.endAhead(pp)
 		p.c.metrics.aheadDone(true)
 		pp.sess, pp.sessPos, pp.sessGen = a.sess, a.from, a.gen
 		p.stripe(tp, pp, pp.sess, a.from)

@@ -207,6 +207,9 @@ func TestStripeFetchesAhead(t *testing.T) {
 	if !placed || state != aheadNone || len(forgotten) != 1 {
 		t.Fatalf("after a short fetch: to place %v, ahead %v, lane 1 forgets %v; want placed, no ahead, the ahead forgotten", placed, state, forgotten)
 	}
+	if p.aheadBytes != 0 {
+		t.Fatalf("no ahead left, but %d bytes counted for aheads", p.aheadBytes)
+	}
 	// Its late answer is not handed on.
 	if got, _ := p.accept(broker1Lane1, tp, stripeAnswer(t, ahead3, 400, 100_000)); got {
 		t.Fatal("a dropped ahead's answer was accepted")
@@ -307,5 +310,30 @@ func TestStripeNotNearTheEnd(t *testing.T) {
 	fetchOffset(t, p, broker1, []ptWant{{tp: tp, pos: 1200, gen: gen}})
 	if w := aheadWants(p); len(w) != 1 {
 		t.Fatalf("no ahead once the limit is lifted: %v", w)
+	}
+}
+
+// TestStripeBytesBounded: aheads are a third fetch's bytes beside the one
+// produced and the one in flight; several partitions that each fill
+// fetches stripe only while what is fetched and not acknowledged, with
+// the other aheads' bytes, is within the byte budget.
+func TestStripeBytesBounded(t *testing.T) {
+	p := newPassthrough(&Copier{fetchMaxBytes: 512 << 10}, nil, nil, nil)
+	a, b := TopicPartition{"a", 0}, TopicPartition{"b", 0}
+	for _, tp := range []TopicPartition{a, b} {
+		p.add(tp, 0, p.newGen())
+		p.parts[tp].fetchMax = 512 << 10
+		fetchOffset(t, p, broker1, []ptWant{{tp: tp, gen: p.parts[tp].gen}})
+		p.accept(broker1, tp, stripeAnswer(t, 0, 400, 100_000))
+	}
+	p.take()
+	p.buffered = p.byteBudget() - 300<<10 // being produced
+	fetchOffset(t, p, broker1, []ptWant{{tp: a, pos: 400, gen: p.parts[a].gen}})
+	if w := aheadWants(p); len(w[broker1Lane1]) != 1 {
+		t.Fatalf("the first partition has no ahead with 300 KiB of the budget left: %v", w)
+	}
+	fetchOffset(t, p, broker1, []ptWant{{tp: b, pos: 400, gen: p.parts[b].gen}})
+	if w := aheadWants(p); len(w[broker1Lane1]) != 1 || w[broker1Lane1][0].tp != a {
+		t.Fatalf("aheads %v: the second partition striped past the budget (the first's ahead brings about 400 KiB)", w)
 	}
 }
