@@ -229,9 +229,9 @@ type ptPart struct {
 	hw, lso  int64
 	marksSet bool
 	// fetchMax is the partition's PartitionMaxBytes (0: ptPartitionMaxBytes).
-	// A partition has one fetch in flight, so it copies at most fetchMax
-	// per round trip to its source leader: 1 MiB at 80 ms is 12.5 MB/s,
-	// whatever the link. So the limit follows the bandwidth-delay product
+	// A partition has one fetch in flight (two when it stripes:
+	// ptstripe.go), so it copies at most fetchMax per round trip to its
+	// source leader: 1 MiB at 80 ms is 12.5 MB/s, whatever the link. So the limit follows the bandwidth-delay product
 	// as the fetches measure it (nextFetchMax): while a fetch ends short
 	// of the partition's last stable offset with the limit (nearly)
 	// filled, it grows to what is left (at least doubling), up to the
@@ -388,7 +388,8 @@ const (
 	// idles while the request travels (across an ocean, a 55 MiB response
 	// per 0.41 s at 150 ms). With two, one response travels while the
 	// other's partitions rejoin and ask again, and two connections carry
-	// twice one TCP window. A broker answers a connection's requests one
+	// twice one TCP window (and a partition that fills fetches on its
+	// own fetches ahead on the other lane: ptstripe.go). A broker answers a connection's requests one
 	// at a time, so each session needs its own: on one, a session of idle
 	// partitions long-polling for FetchWait would hold up the other's.
 	//
